@@ -1,0 +1,44 @@
+# tangentlab: set-up, tests and the reproduction.
+#   make setup      create .venv, install torch first, then the package under a torch constraint
+#   make test       setup + ruff + the whole pytest suite (slow tests included)
+#   make reproduce  setup + `tangentlab reproduce` (theory, synthetic, empirical, report)
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+TORCH_SPEC ?= torch==2.13.0
+EXTRAS ?= dev,corpora
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+
+.PHONY: setup test test-fast reproduce lint docs clean
+
+setup: $(VENV)/.setup-stamp
+
+$(VENV)/.setup-stamp: pyproject.toml Makefile
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet "$(TORCH_SPEC)"
+	$(BIN)/python -c "import torch; print('torch==' + torch.__version__)" > $(VENV)/constraints.txt
+	$(BIN)/python -m pip install --quiet -c $(VENV)/constraints.txt -e ".[$(EXTRAS)]"
+	@touch $@
+
+lint: setup
+	$(BIN)/ruff check .
+
+test: setup
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest
+
+test-fast: setup
+	$(BIN)/python -m pytest -m "not slow"
+
+reproduce: setup
+	$(BIN)/tangentlab reproduce $(ARGS)
+
+docs: setup
+	$(BIN)/python -m tangentlab.theory.render docs/theory
+	$(BIN)/python -m tangentlab.cli_reference docs/cli.md
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

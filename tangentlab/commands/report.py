@@ -1,0 +1,12 @@
+"""CLI area `tangentlab report` (placeholder: filled in by the report work)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("report", help="(not yet available)")
+    from tangentlab.commands import require_subcommand
+
+    p.set_defaults(func=require_subcommand(p))

@@ -1,0 +1,288 @@
+"""Frozen-dataclass configs: load from TOML, override from the CLI, save with the results.
+
+Every experiment, preset and stage is configured by a frozen dataclass with documented defaults.
+This module turns untrusted input (a TOML file, ``--set key=value`` flags) into such a dataclass,
+coercing each value to the field's annotated type and raising :class:`~tangentlab.errors.ConfigError`
+with the key, the bad value and the expected type when that is impossible.
+
+Supported field types: ``int``, ``float``, ``bool``, ``str``, ``X | None``, ``Literal[...]``,
+``tuple[X, ...]`` and nested frozen dataclasses (a TOML table, or dotted keys ``a.b=1``).
+
+Example::
+
+    >>> from dataclasses import dataclass
+    >>> @dataclass(frozen=True)
+    ... class Cfg:
+    ...     rank: int = 8
+    ...     spreads: tuple[float, ...] = (0.1, 0.2)
+    >>> load_config(Cfg, overrides={"rank": "4", "spreads": "0.05,0.1"})
+    Cfg(rank=4, spreads=(0.05, 0.1))
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import types
+import typing
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+from tangentlab.errors import ConfigError
+
+__all__ = [
+    "load_config",
+    "config_from_mapping",
+    "config_to_dict",
+    "config_hash",
+    "parse_overrides",
+    "read_toml",
+]
+
+T = TypeVar("T")
+_TRUE = {"true", "1", "yes", "on"}
+_FALSE = {"false", "0", "no", "off"}
+
+
+def read_toml(path: str | Path) -> dict[str, Any]:
+    """Read a TOML file into a dict; a missing or malformed file is a ConfigError."""
+    try:
+        import tomllib  # type: ignore[import-not-found]
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"config file {str(p)!r} does not exist; pass the path of a TOML file")
+    try:
+        with p.open("rb") as fh:
+            return tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {str(p)!r} is not valid TOML: {exc}") from None
+
+
+def parse_overrides(items: Iterable[str] | None) -> dict[str, str]:
+    """Turn CLI ``key=value`` strings into a dict (values stay strings; coercion comes later)."""
+    out: dict[str, str] = {}
+    for item in items or ():
+        if "=" not in item:
+            raise ConfigError(f"override {item!r} is not of the form key=value (e.g. rank=8)")
+        key, value = item.split("=", 1)
+        key = key.strip()
+        if not key:
+            raise ConfigError(f"override {item!r} has an empty key; use key=value")
+        out[key] = value.strip()
+    return out
+
+
+def _unflatten(mapping: Mapping[str, Any]) -> dict[str, Any]:
+    """Turn dotted keys ``a.b=1`` into nested dicts ``{"a": {"b": 1}}``."""
+    nested: dict[str, Any] = {}
+    for key, value in mapping.items():
+        parts = str(key).split(".")
+        cur = nested
+        for part in parts[:-1]:
+            cur = cur.setdefault(part, {})
+            if not isinstance(cur, dict):
+                raise ConfigError(f"config key {key!r} sets a field inside a non-table value")
+        cur[parts[-1]] = value
+    return nested
+
+
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+
+
+def _coerce(value: Any, tp: Any, key: str) -> Any:
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if tp is Any:
+        return value
+    if origin in (typing.Union, types.UnionType):
+        if value is None or (isinstance(value, str) and value.lower() in {"none", "null", ""}):
+            if type(None) in args:
+                return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _coerce(value, arg, key)
+            except ConfigError as exc:
+                errors.append(str(exc))
+        raise ConfigError(
+            f"config key {key!r} got {value!r}, which is none of "
+            f"{' | '.join(_type_name(a) for a in args)}"
+        )
+    if origin is typing.Literal:
+        for arg in args:
+            if value == arg or (isinstance(value, str) and str(arg) == value):
+                return arg
+        raise ConfigError(
+            f"config key {key!r} must be one of {', '.join(repr(a) for a in args)}; got {value!r}"
+        )
+    if origin is tuple:
+        if isinstance(value, str):
+            items = [v.strip() for v in value.split(",") if v.strip()]
+        elif isinstance(value, (list, tuple)):
+            items = list(value)
+        else:
+            items = [value]
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_coerce(v, args[0], key) for v in items)
+        if args and len(items) != len(args):
+            raise ConfigError(f"config key {key!r} needs {len(args)} values, got {len(items)}")
+        return tuple(_coerce(v, a, key) for v, a in zip(items, args or [Any] * len(items)))
+    if dataclasses.is_dataclass(tp):
+        if isinstance(value, tp):
+            return value
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"config key {key!r} must be a table of {_type_name(tp)} fields")
+        return config_from_mapping(tp, value, where=key)
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+            return value.strip().lower() in _TRUE
+        raise ConfigError(f"config key {key!r} must be true or false; got {value!r}")
+    if tp is int:
+        if isinstance(value, bool):
+            raise ConfigError(f"config key {key!r} must be an integer; got the boolean {value!r}")
+        if isinstance(value, int):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if isinstance(value, str):
+            try:
+                return int(value.strip().replace("_", ""))
+            except ValueError:
+                pass
+        raise ConfigError(f"config key {key!r} must be an integer; got {value!r}")
+    if tp is float:
+        if isinstance(value, bool):
+            raise ConfigError(f"config key {key!r} must be a number; got the boolean {value!r}")
+        if isinstance(value, (int, float)):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return float(value.strip())
+            except ValueError:
+                pass
+        raise ConfigError(f"config key {key!r} must be a number; got {value!r}")
+    if tp is str:
+        if isinstance(value, str):
+            return value
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return str(value)
+        raise ConfigError(f"config key {key!r} must be a string; got {value!r}")
+    if isinstance(tp, type) and isinstance(value, tp):
+        return value
+    raise ConfigError(f"config key {key!r} has unsupported type {_type_name(tp)}")
+
+
+def config_from_mapping(cls: type[T], mapping: Mapping[str, Any], *, where: str = "config") -> T:
+    """Build the frozen dataclass ``cls`` from ``mapping``, starting from its defaults.
+
+    Unknown keys are errors (never silently dropped). Dotted keys address nested dataclasses.
+    """
+    if not dataclasses.is_dataclass(cls):
+        raise TypeError(f"{cls!r} is not a dataclass")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    nested = _unflatten(mapping)
+    unknown = sorted(set(nested) - set(fields))
+    if unknown:
+        raise ConfigError(
+            f"unknown {where} key(s) {', '.join(repr(k) for k in unknown)}; "
+            f"valid keys: {', '.join(sorted(fields))}"
+        )
+    kwargs: dict[str, Any] = {}
+    for name, value in nested.items():
+        tp = hints[name]
+        key = name if where == "config" else f"{where}.{name}"
+        if dataclasses.is_dataclass(tp) and isinstance(value, Mapping):
+            default = _field_default(fields[name])
+            base = config_to_dict(default) if default is not None else {}
+            base.update(_flatten(value))
+            kwargs[name] = config_from_mapping(tp, base, where=key)
+        else:
+            kwargs[name] = _coerce(value, tp, key)
+    try:
+        return cls(**kwargs)
+    except (TypeError, ValueError) as exc:
+        if isinstance(exc, ConfigError):
+            raise
+        raise ConfigError(f"invalid {where}: {exc}") from None
+
+
+def _field_default(field: dataclasses.Field) -> Any:
+    if field.default is not dataclasses.MISSING:
+        return field.default
+    if field.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+        return field.default_factory()  # type: ignore[misc]
+    return None
+
+
+def _flatten(mapping: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in mapping.items():
+        full = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out.update(_flatten(value, full + "."))
+        else:
+            out[full] = value
+    return out
+
+
+def load_config(
+    cls: type[T],
+    path: str | Path | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    base: T | None = None,
+    section: str | None = None,
+) -> T:
+    """Resolve a config: ``base`` (or the defaults), then the TOML file, then ``overrides``.
+
+    Args:
+        cls: the frozen dataclass type.
+        path: optional TOML file. If ``section`` is given and the file has that table, only the
+            table is used.
+        overrides: mapping of (possibly dotted) keys to values or strings, e.g. from
+            :func:`parse_overrides`.
+        base: a starting instance (for example the ``--quick`` variant) instead of the defaults.
+    """
+    values: dict[str, Any] = config_to_dict(base) if base is not None else {}
+    values = _flatten(values)
+    if path is not None:
+        data = read_toml(path)
+        if section is not None and isinstance(data.get(section), Mapping):
+            data = data[section]
+        values.update(_flatten(data))
+    if overrides:
+        values.update(dict(overrides))
+    return config_from_mapping(cls, values)
+
+
+def config_to_dict(cfg: Any) -> dict[str, Any]:
+    """A JSON-able dict of a (nested) dataclass config; tuples become lists."""
+    def conv(v: Any) -> Any:
+        if dataclasses.is_dataclass(v) and not isinstance(v, type):
+            return {f.name: conv(getattr(v, f.name)) for f in dataclasses.fields(v)}
+        if isinstance(v, (list, tuple)):
+            return [conv(x) for x in v]
+        if isinstance(v, dict):
+            return {str(k): conv(x) for k, x in v.items()}
+        if isinstance(v, Path):
+            return str(v)
+        return v
+
+    return conv(cfg)
+
+
+def config_hash(cfg: Any) -> str:
+    """First 12 hex digits of the SHA-256 of the config's canonical JSON."""
+    data = config_to_dict(cfg) if dataclasses.is_dataclass(cfg) else cfg
+    blob = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]

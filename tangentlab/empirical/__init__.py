@@ -1,0 +1,1 @@
+"""tangentlab.empirical (being built)."""

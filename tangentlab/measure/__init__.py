@@ -1,0 +1,1 @@
+"""tangentlab.measure (being built)."""

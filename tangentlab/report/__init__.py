@@ -1,0 +1,1 @@
+"""tangentlab.report (being built)."""

@@ -1,0 +1,1 @@
+"""tangentlab.synthetic (being built)."""

@@ -1,0 +1,1 @@
+"""tangentlab.theory (being built)."""
