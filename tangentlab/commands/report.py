@@ -1,12 +1,34 @@
-"""CLI area `tangentlab report` (placeholder: filled in by the report work)."""
+"""CLI area ``tangentlab report RUN_DIR``: re-render a reproduce run's report from stored results."""
 
 from __future__ import annotations
 
 import argparse
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("report", help="(not yet available)")
-    from tangentlab.commands import require_subcommand
+def _report(args: argparse.Namespace) -> int:
+    from tangentlab.report.render import render_report
 
-    p.set_defaults(func=require_subcommand(p))
+    result = render_report(args.run_dir)
+    print(result.html)
+    print(result.markdown)
+    if result.row_errors:
+        import sys
+
+        for err in result.row_errors:
+            sys.stderr.write(f"tangentlab: a verdict rule raised: {err}\n")
+        return 1
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "report",
+        help="re-render report.html and report.md of a reproduce run (no recomputation)",
+        description=(
+            "Re-render RUN_DIR/report.html (self-contained, figures embedded) and RUN_DIR/report.md "
+            "(figures in RUN_DIR/figures/) from the results the stages stored, without recomputing "
+            "anything. Exit 1 if a verdict rule could not read the stored results."
+        ),
+    )
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a directory written by `tangentlab reproduce` (e.g. runs/latest)")
+    p.set_defaults(func=_report)

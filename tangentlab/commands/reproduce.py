@@ -1,12 +1,81 @@
-"""CLI area `tangentlab reproduce` (placeholder: filled in by the reproduce work)."""
+"""CLI area ``tangentlab reproduce``: theory, synthetic, empirical and the report in one job."""
 
 from __future__ import annotations
 
 import argparse
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("reproduce", help="(not yet available)")
-    from tangentlab.commands import require_subcommand
+def _reproduce(args: argparse.Namespace) -> int:
+    import json
+    import sys
+    from pathlib import Path
 
-    p.set_defaults(func=require_subcommand(p))
+    from tangentlab.report.reproduce import config_toml, reproduce, resolve_config
+
+    overrides = list(args.overrides)
+    if args.device is not None:
+        overrides.append(f"device={args.device}")
+    if args.seed is not None:
+        overrides.append(f"seed={args.seed}")
+    cfg = resolve_config(quick=args.quick, path=args.config, overrides=overrides)
+    if args.print_config:
+        sys.stdout.write(config_toml(cfg))
+        return 0
+    out = args.out
+    if args.resume:
+        if out is not None:
+            from tangentlab.errors import ConfigError
+
+            raise ConfigError("--resume continues runs/latest; do not combine it with --out "
+                              "(rerunning with the same --out resumes that directory)")
+        latest = Path(args.runs_root) / "latest"
+        if not latest.exists():
+            from tangentlab.errors import ConfigError
+
+            raise ConfigError(f"--resume found no {latest}; run `tangentlab reproduce` first")
+        out = latest.resolve()
+    summary = reproduce(cfg, out, runs_root=args.runs_root)
+    rc = 0 if summary.ok else 1
+    verify = summary.run_dir / "theory" / "verify.json"
+    if verify.is_file():
+        try:
+            if not json.loads(verify.read_text()).get("passed", False):
+                sys.stderr.write("tangentlab: some theory checks failed (see the report's Theory checks)\n")
+                rc = 1
+        except (OSError, ValueError):
+            rc = 1
+    for rec in summary.problems():
+        detail = rec.error or rec.reason or ""
+        sys.stderr.write(f"tangentlab: stage {rec.name} {rec.status}: {detail}\n")
+    print(summary.run_dir / "report.html")
+    return rc
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from tangentlab.commands import add_common_run_args
+
+    p = sub.add_parser(
+        "reproduce",
+        help="run everything (theory, synthetic, training, measurement) and write the report",
+        description=(
+            "Verify every derivation, run every synthetic experiment, train the encoder and the "
+            "decoder, measure both trajectories, and render report.html/report.md, all into one run "
+            "directory (default runs/<timestamp>, with runs/latest pointing at it). Rerunning on the "
+            "same directory reuses the stages that are done and still valid. Exit 0 when every stage "
+            "finished and every theory check passed, 1 otherwise, 2 on bad input."
+        ),
+    )
+    p.add_argument("--quick", action="store_true",
+                   help="tiny models and quick synthetic settings (a smoke run of a few minutes)")
+    p.add_argument("--out", metavar="DIR", help="run directory (default: RUNS_ROOT/<timestamp>)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue RUNS_ROOT/latest instead of starting a new run directory")
+    p.add_argument("--runs-root", metavar="RUNS_ROOT", default="runs",
+                   help="where timestamped run directories and the 'latest' link go (default: runs)")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default=None,
+                   help="device for training and measurement (default: the config's, auto)")
+    p.add_argument("--seed", type=int, default=None, help="the seed of every stage (default 0)")
+    add_common_run_args(p)
+    p.add_argument("--print-config", action="store_true",
+                   help="print the resolved config as TOML and exit")
+    p.set_defaults(func=_reproduce)

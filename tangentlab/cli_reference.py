@@ -1,0 +1,121 @@
+"""Write the CLI reference (``docs/cli.md``) from every parser's ``--help``.
+
+Regenerate it with one command::
+
+    python -m tangentlab.cli_reference docs/cli.md        # or: make docs
+
+``python -m tangentlab.cli_reference --check docs/cli.md`` exits 1 when the file is out of date.
+Help text is formatted at a fixed width (:data:`WIDTH` columns) so the file does not depend on
+the terminal it was generated in.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+__all__ = ["WIDTH", "iter_parsers", "command_options", "render_reference", "main"]
+
+#: The terminal width the help text is formatted for.
+WIDTH = 100
+
+
+@contextmanager
+def _fixed_width() -> Iterator[None]:
+    old = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = str(WIDTH)
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("COLUMNS", None)
+        else:
+            os.environ["COLUMNS"] = old
+
+
+def iter_parsers(parser: argparse.ArgumentParser | None = None) -> Iterator[tuple[str, argparse.ArgumentParser]]:
+    """Every (command path, parser) pair, depth first: ``tangentlab``, ``tangentlab theory``, ..."""
+    if parser is None:
+        from tangentlab.cli import build_parser
+
+        parser = build_parser()
+    seen: set[int] = set()
+
+    def walk(p: argparse.ArgumentParser) -> Iterator[tuple[str, argparse.ArgumentParser]]:
+        if id(p) in seen:
+            return
+        seen.add(id(p))
+        yield p.prog, p
+        for action in p._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for child in action.choices.values():
+                    yield from walk(child)
+
+    yield from walk(parser)
+
+
+def command_options(parser: argparse.ArgumentParser) -> list[str]:
+    """The option strings (``--quick``, ``-h``, ...) and positional names a parser accepts."""
+    out: list[str] = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            continue
+        if action.option_strings:
+            out.extend(action.option_strings)
+        elif action.metavar or action.dest:
+            out.append(str(action.metavar or action.dest))
+    return out
+
+
+def render_reference(parser: argparse.ArgumentParser | None = None) -> str:
+    """The Markdown CLI reference: one section per command, holding its ``--help`` verbatim."""
+    with _fixed_width():
+        pairs = [(prog, p.format_help()) for prog, p in iter_parsers(parser)]
+    lines = [
+        "# CLI reference",
+        "",
+        "Generated from each command's `--help` by `python -m tangentlab.cli_reference docs/cli.md`",
+        "(also `make docs`); do not edit by hand. A test checks that this file is complete and up to",
+        "date.",
+        "",
+        "Exit codes: 0 success, 1 a check or stage failed, 2 bad input (one line on stderr).",
+        "",
+        "Commands:",
+        "",
+    ]
+    for prog, _ in pairs:
+        anchor = prog.replace(" ", "-")
+        lines.append(f"- [`{prog}`](#{anchor})")
+    lines.append("")
+    for prog, text in pairs:
+        lines += [f"## {prog}", "", "```text", text.rstrip(), "```", ""]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m tangentlab.cli_reference", description=__doc__.splitlines()[0])
+    ap.add_argument("path", nargs="?", default="docs/cli.md", help="output Markdown file (default docs/cli.md)")
+    ap.add_argument("--check", action="store_true", help="exit 1 if PATH differs from the generated text")
+    args = ap.parse_args(argv)
+    text = render_reference()
+    path = Path(args.path)
+    if args.check:
+        current = path.read_text() if path.is_file() else ""
+        if current != text:
+            sys.stderr.write(f"{path} is out of date; regenerate it with "
+                             f"`python -m tangentlab.cli_reference {path}`\n")
+            return 1
+        return 0
+    from tangentlab.runs import atomic_write_text
+
+    atomic_write_text(path, text)
+    print(path)
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,138 @@
+"""Figure specifications of the verdict rows, and their rendering to PNG.
+
+A verdict row describes its figure as data (:class:`Panel` holding :class:`Series`), so the rules
+stay free of plotting code and tests can inspect what would be drawn. Conventions: theory is a
+*line*, measurements are *points* with interval bars, the null (random baseline, control band)
+is a grey *band* or *hline*, and the step-0 value a dashed *hline*.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+__all__ = ["Series", "Panel", "render_png", "panel_has_data"]
+
+_KINDS = ("line", "points", "band", "hline")
+
+
+@dataclass(frozen=True)
+class Series:
+    """One thing drawn on a panel.
+
+    Attributes:
+        label: legend text.
+        kind: ``line`` (theory), ``points`` (measurement, with optional ``lo``/``hi`` interval),
+            ``band`` (``lo``..``hi`` shaded over ``x``), ``hline`` (``y[0]`` across the panel).
+        x, y, lo, hi: coordinates, all the same length (``lo``/``hi`` may be empty).
+        style: ``"reference"`` draws dashed (step-0 values, null lines).
+    """
+
+    label: str
+    kind: str
+    x: tuple[float, ...] = ()
+    y: tuple[float, ...] = ()
+    lo: tuple[float, ...] = ()
+    hi: tuple[float, ...] = ()
+    style: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind not in _KINDS:
+            raise ValueError(f"series kind must be one of {_KINDS}; got {self.kind!r}")
+
+
+@dataclass(frozen=True)
+class Panel:
+    """One set of axes."""
+
+    title: str
+    xlabel: str
+    ylabel: str
+    series: tuple[Series, ...] = field(default_factory=tuple)
+    xscale: str = "linear"
+    yscale: str = "linear"
+    categories: tuple[str, ...] = ()  # tick labels for categorical x (x = 0..k-1)
+
+
+def _finite(values: Sequence[float]) -> list[float]:
+    return [float(v) for v in values if v is not None and math.isfinite(float(v))]
+
+
+def panel_has_data(panel: Panel) -> bool:
+    """True when the panel has at least one finite measured point or band value."""
+    for s in panel.series:
+        if s.kind in ("points", "band") and (_finite(s.y) or _finite(s.lo)):
+            return True
+    return False
+
+
+_COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
+
+
+def render_png(panels: Sequence[Panel], *, width: float = 5.2, height: float = 3.6, dpi: int = 90) -> bytes:
+    """Draw ``panels`` side by side and return the PNG bytes (Agg backend)."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    if not panels:
+        raise ValueError("a figure needs at least one panel")
+    fig, axes = plt.subplots(1, len(panels), figsize=(width * len(panels), height), dpi=dpi,
+                             squeeze=False)
+    try:
+        for ax, panel in zip(axes[0], panels):
+            color_i = 0
+            for s in panel.series:
+                x = np.asarray(s.x, dtype=float)
+                y = np.asarray(s.y, dtype=float)
+                if s.kind == "hline":
+                    if len(y) and math.isfinite(y[0]):
+                        ax.axhline(y[0], color="0.35" if s.style == "reference" else "0.55",
+                                   linestyle="--" if s.style == "reference" else ":",
+                                   linewidth=1.2, label=s.label)
+                    continue
+                if s.kind == "band":
+                    lo = np.asarray(s.lo, dtype=float)
+                    hi = np.asarray(s.hi, dtype=float)
+                    order = np.argsort(x)
+                    ax.fill_between(x[order], lo[order], hi[order], color="0.6", alpha=0.3,
+                                    linewidth=0, label=s.label)
+                    continue
+                color = _COLORS[color_i % len(_COLORS)]
+                color_i += 1
+                if s.kind == "line":
+                    order = np.argsort(x)
+                    ax.plot(x[order], y[order], "-", color=color, linewidth=1.6, label=s.label)
+                else:
+                    if len(s.lo) == len(y) and len(s.hi) == len(y) and len(y):
+                        lo = np.asarray(s.lo, dtype=float)
+                        hi = np.asarray(s.hi, dtype=float)
+                        yerr = np.vstack([np.clip(y - lo, 0, None), np.clip(hi - y, 0, None)])
+                        yerr = np.where(np.isfinite(yerr), yerr, 0.0)
+                        ax.errorbar(x, y, yerr=yerr, fmt="o", color=color, markersize=4.5,
+                                    capsize=2.5, linewidth=1.0, label=s.label)
+                    else:
+                        ax.plot(x, y, "o", color=color, markersize=4.5, label=s.label)
+            ax.set_xscale(panel.xscale)
+            ax.set_yscale(panel.yscale)
+            if panel.categories:
+                ax.set_xticks(range(len(panel.categories)))
+                ax.set_xticklabels(panel.categories, rotation=20, fontsize=8)
+            ax.set_title(panel.title, fontsize=10)
+            ax.set_xlabel(panel.xlabel, fontsize=9)
+            ax.set_ylabel(panel.ylabel, fontsize=9)
+            ax.tick_params(labelsize=8)
+            ax.grid(True, alpha=0.25)
+            handles, labels = ax.get_legend_handles_labels()
+            if handles:
+                ax.legend(fontsize=7, loc="best", framealpha=0.8)
+        fig.tight_layout()
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=dpi)
+        return buf.getvalue()
+    finally:
+        plt.close(fig)

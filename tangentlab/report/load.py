@@ -1,0 +1,154 @@
+"""Read a reproduce run directory: stage records, results tables, checks and provenance.
+
+The report reads *only* what the stages stored (never recomputes): ``manifest.json`` (stage
+records), each stage's ``results.csv``, ``checks.json`` and ``manifest.json``, and
+``theory/verify.json``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tangentlab.errors import DataError
+from tangentlab.report.stages import StageRecord, read_stage_records
+from tangentlab.runs import MANIFEST_NAME, RESULTS_NAME, read_manifest, read_results
+
+__all__ = ["Source", "RunData"]
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a number comes from.
+
+    Attributes:
+        stage: the stage name (``"synthetic/visibility"``).
+        path: the stage's output directory, relative to the run directory (and to the report).
+        config_hash: the config hash recorded in that directory's manifest (else the stage's).
+        seed: the seed recorded there, if any.
+    """
+
+    stage: str
+    path: str
+    config_hash: str | None = None
+    seed: int | None = None
+
+    def label(self) -> str:
+        parts = [self.path]
+        if self.config_hash:
+            parts.append(f"config {self.config_hash}")
+        if self.seed is not None:
+            parts.append(f"seed {self.seed}")
+        return ", ".join(parts)
+
+
+def _first_seed(seeds: Any) -> int | None:
+    if isinstance(seeds, dict):
+        for key in ("seed", *sorted(seeds)):
+            v = seeds.get(key)
+            if isinstance(v, int) and not isinstance(v, bool):
+                return v
+    if isinstance(seeds, int) and not isinstance(seeds, bool):
+        return seeds
+    return None
+
+
+@dataclass
+class RunData:
+    """Lazy, cached access to everything stored in a reproduce run directory."""
+
+    run_dir: Path
+    manifest: dict[str, Any] = field(default_factory=dict)
+    records: dict[str, StageRecord] = field(default_factory=dict)
+    _tables: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def open(cls, run_dir: str | Path) -> RunData:
+        """Open ``run_dir``; it must hold a reproduce ``manifest.json``."""
+        run_dir = Path(run_dir)
+        if not run_dir.is_dir():
+            raise DataError(f"run directory {str(run_dir)!r} does not exist; pass the directory "
+                            "that `tangentlab reproduce` wrote (e.g. runs/latest)")
+        manifest = read_manifest(run_dir)
+        if manifest.get("kind") != "reproduce":
+            raise DataError(f"{str(run_dir)!r} holds a {manifest.get('kind')!r} run; "
+                            "`tangentlab report` renders reproduce run directories")
+        return cls(run_dir=run_dir, manifest=manifest, records=read_stage_records(run_dir))
+
+    # ---------------------------------------------------------------- stages
+    def status(self, stage: str) -> str:
+        """``done``, ``failed``, ``skipped``, ``running`` or ``not run`` (no record)."""
+        rec = self.records.get(stage)
+        return rec.status if rec is not None else "not run"
+
+    def stage_dir(self, stage: str) -> Path:
+        rec = self.records.get(stage)
+        rel = rec.outputs[0] if rec is not None and rec.outputs else stage
+        return self.run_dir / rel
+
+    def source(self, stage: str) -> Source:
+        """The provenance of a stage's numbers: path, config hash and seed."""
+        rec = self.records.get(stage)
+        d = self.stage_dir(stage)
+        config_hash = rec.config_hash if rec is not None else None
+        seed = _first_seed(self.manifest.get("seeds"))
+        if (d / MANIFEST_NAME).is_file():
+            try:
+                m = json.loads((d / MANIFEST_NAME).read_text())
+                config_hash = m.get("config_hash") or config_hash
+                s = _first_seed(m.get("seeds"))
+                seed = s if s is not None else seed
+            except (OSError, json.JSONDecodeError):
+                pass
+        return Source(stage=stage, path=str(d.relative_to(self.run_dir)), config_hash=config_hash,
+                      seed=seed)
+
+    def problem(self, stage: str) -> str | None:
+        """None if the stage is done, else a sentence saying why its numbers are missing."""
+        rec = self.records.get(stage)
+        if rec is None:
+            return f"stage {stage} was not run"
+        if rec.status == "done":
+            return None
+        if rec.status == "failed":
+            return f"stage {stage} failed: {rec.error}"
+        if rec.status == "skipped":
+            return f"stage {stage} was skipped: {rec.reason}"
+        return f"stage {stage} did not finish (status {rec.status})"
+
+    # ---------------------------------------------------------------- stored outputs
+    def results(self, stage: str):
+        """The stage's ``results.csv`` as a DataFrame (cached); DataError if absent."""
+        if stage not in self._tables:
+            path = self.stage_dir(stage) / RESULTS_NAME
+            self._tables[stage] = read_results(path)
+        return self._tables[stage]
+
+    def stage_manifest(self, stage: str) -> dict[str, Any]:
+        return read_manifest(self.stage_dir(stage))
+
+    def checks(self, stage: str) -> list[dict[str, Any]]:
+        """The stage's ``checks.json`` (a list of check dicts); empty if it wrote none."""
+        path = self.stage_dir(stage) / "checks.json"
+        if not path.is_file():
+            return []
+        data = json.loads(path.read_text())
+        if isinstance(data, dict) and isinstance(data.get("checks"), list):
+            data = data["checks"]
+        if not isinstance(data, list):
+            raise DataError(f"{path} is not a list of checks")
+        return [dict(c) for c in data]
+
+    def theory(self) -> dict[str, Any]:
+        """``theory/verify.json``."""
+        path = self.stage_dir("theory") / "verify.json"
+        if not path.is_file():
+            raise DataError(f"{path} is missing")
+        return json.loads(path.read_text())
+
+    def figures(self, stage: str) -> list[Path]:
+        """PNG figures the stage stored (sorted)."""
+        d = self.stage_dir(stage)
+        return sorted(d.glob("*.png")) if d.is_dir() else []

@@ -1,0 +1,356 @@
+"""``tangentlab reproduce``: theory, synthetic, empirical and the report, in one resumable job.
+
+Stages, in order (see :func:`build_stages`):
+
+1. ``theory``: ``verify(seed)`` of every derivation, saved as ``theory/verify.json``.
+2. ``synthetic/<name>``: every synthetic experiment, one run directory each.
+3. ``train/<arch>``: train the encoder and the decoder (preset ``small``; ``tiny`` with --quick).
+4. ``measure/<arch>``: the empirical protocol on each checkpoint trajectory (depends on 3).
+5. ``report``: ``report.html``, ``report.md`` and ``figures/`` at the top of the run directory,
+   from the stored results (always rerun).
+
+The run directory's ``manifest.json`` records each stage (see :mod:`tangentlab.report.stages`);
+rerunning on the same directory reuses what is done and still valid.
+
+Config: :class:`ReproduceConfig` (embedded defaults), :data:`QUICK` (the ``--quick`` variant),
+either of them overridden by a TOML file and ``--set key=value``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tangentlab.config import config_hash, config_to_dict, load_config, parse_overrides
+from tangentlab.errors import ConfigError, DataError, StageError
+from tangentlab.progress import log
+from tangentlab.report.stages import RunSummary, Stage, StageContext, run_stages
+
+__all__ = [
+    "ReproduceConfig",
+    "DEFAULT",
+    "QUICK",
+    "SYNTHETIC_EXPERIMENTS",
+    "ARCHS",
+    "resolve_config",
+    "config_toml",
+    "build_stages",
+    "new_run_dir",
+    "reproduce",
+]
+
+#: The synthetic experiments the account's predictions need, in run order.
+SYNTHETIC_EXPERIMENTS: tuple[str, ...] = (
+    "visibility",
+    "gradient-ratio",
+    "amplification",
+    "proxy-recovery",
+    "river-valley",
+)
+#: The two architectures trained and measured.
+ARCHS: tuple[str, ...] = ("encoder", "decoder")
+
+
+@dataclass(frozen=True)
+class ReproduceConfig:
+    """Everything ``tangentlab reproduce`` runs, with its defaults.
+
+    Attributes:
+        seed: the one seed handed to every stage (theory verify, synthetic, training, measure).
+        quick: run each synthetic experiment at its ``--quick`` settings.
+        device: ``auto``, ``cpu`` or ``cuda`` for training and measurement.
+        derivations: theory derivations to verify; empty means all of ``theory.names()``.
+        synthetic: synthetic experiments to run (names from ``synthetic.names()``).
+        synthetic_overrides: ``"experiment:key=value"`` overrides for single experiments.
+        archs: architectures to train and measure (``encoder``, ``decoder``).
+        preset: training preset (``tiny``, ``small``, ``base``).
+        corpus: training corpus name (the empirical default is the Wikipedia sample).
+        train_overrides: ``"key=value"`` or ``"arch:key=value"`` overrides for training.
+        measure_overrides: ``"key=value"`` or ``"arch:key=value"`` overrides for measurement.
+    """
+
+    seed: int = 0
+    quick: bool = False
+    device: str = "auto"
+    derivations: tuple[str, ...] = ()
+    synthetic: tuple[str, ...] = SYNTHETIC_EXPERIMENTS
+    synthetic_overrides: tuple[str, ...] = ()
+    archs: tuple[str, ...] = ARCHS
+    preset: str = "small"
+    corpus: str = "wikipedia"
+    train_overrides: tuple[str, ...] = ()
+    measure_overrides: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.device not in ("auto", "cpu", "cuda") and not self.device.startswith("cuda:"):
+            raise ConfigError(f"device must be auto, cpu or cuda[:N]; got {self.device!r}")
+        for arch in self.archs:
+            if arch not in ARCHS:
+                raise ConfigError(f"archs may hold only {', '.join(ARCHS)}; got {arch!r}")
+        if len(set(self.archs)) != len(self.archs) or len(set(self.synthetic)) != len(self.synthetic):
+            raise ConfigError("archs and synthetic must not list a name twice")
+        for item in self.synthetic_overrides:
+            _split_scoped(item, "synthetic_overrides", required_scope=True)
+        for item in self.train_overrides:
+            _split_scoped(item, "train_overrides")
+        for item in self.measure_overrides:
+            _split_scoped(item, "measure_overrides")
+
+
+#: The embedded default: the full reproduction (``small`` models, full synthetic settings).
+DEFAULT = ReproduceConfig()
+#: The ``--quick`` variant: ``tiny`` models and quick synthetic settings (a smoke run in minutes).
+QUICK = dataclasses.replace(DEFAULT, quick=True, preset="tiny")
+
+
+def _split_scoped(item: str, key: str, *, required_scope: bool = False) -> tuple[str | None, str, str]:
+    """Split ``"scope:k=v"`` or ``"k=v"`` into (scope, k, v)."""
+    scope = None
+    body = item
+    head = item.split("=", 1)[0]
+    if ":" in head:
+        scope, body = item.split(":", 1)
+        scope = scope.strip()
+    elif required_scope:
+        raise ConfigError(f"{key} entry {item!r} must look like 'experiment:key=value'")
+    if "=" not in body:
+        raise ConfigError(f"{key} entry {item!r} must look like '[scope:]key=value'")
+    k, v = body.split("=", 1)
+    if not k.strip():
+        raise ConfigError(f"{key} entry {item!r} has an empty key")
+    return scope, k.strip(), v.strip()
+
+
+def _scoped(items: tuple[str, ...], scope: str, key: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items:
+        s, k, v = _split_scoped(item, key)
+        if s is None or s == scope:
+            out[k] = v
+    return out
+
+
+def resolve_config(
+    *, quick: bool = False, path: str | Path | None = None, overrides: Any = None
+) -> ReproduceConfig:
+    """The embedded default (or :data:`QUICK`), then the TOML file, then ``--set`` overrides.
+
+    ``overrides`` is a mapping or a list of ``"key=value"`` strings. A TOML file may hold the
+    keys at top level or under a ``[reproduce]`` table.
+    """
+    if overrides is not None and not isinstance(overrides, dict):
+        overrides = parse_overrides(overrides)
+    return load_config(ReproduceConfig, path, overrides, base=QUICK if quick else DEFAULT,
+                       section="reproduce")
+
+
+def config_toml(cfg: ReproduceConfig) -> str:
+    """The config as a TOML ``[reproduce]`` table (what ``--print-config`` shows)."""
+    lines = ["[reproduce]"]
+    for key, value in config_to_dict(cfg).items():
+        lines.append(f"{key} = {json.dumps(value)}")
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------------------- checks
+
+def _check_theory(out: Path) -> None:
+    data = json.loads((out / "verify.json").read_text())
+    if not isinstance(data.get("derivations"), list) or not data["derivations"]:
+        raise DataError("theory/verify.json lists no derivation")
+
+
+def _check_results_dir(out: Path) -> None:
+    from tangentlab.runs import read_manifest, read_results
+
+    read_manifest(out)
+    table = read_results(out)
+    if len(table) == 0:
+        raise DataError(f"{out}/results.csv has no rows")
+
+
+def _check_train(out: Path) -> None:
+    ckpts = out / "checkpoints"
+    steps = sorted(p for p in ckpts.glob("step_*") if p.is_dir()) if ckpts.is_dir() else []
+    if not steps:
+        raise DataError(f"{out} holds no checkpoints/step_* directory")
+    for step in steps:
+        if not (step / "config.json").is_file():
+            raise DataError(f"checkpoint {step.name} has no config.json")
+        json.loads((step / "config.json").read_text())
+        if not any(step.glob("*.safetensors")):
+            raise DataError(f"checkpoint {step.name} has no safetensors weights")
+
+
+def _check_report(out: Path) -> None:
+    for path in (out, out.with_name("report.md")):
+        if not path.is_file() or path.stat().st_size == 0:
+            raise DataError(f"{path.name} was not written")
+
+
+# --------------------------------------------------------------------------------------- stages
+
+def _run_theory(cfg: ReproduceConfig, ctx: StageContext) -> None:
+    from tangentlab import theory
+    from tangentlab.runs import atomic_write_json, build_manifest, write_manifest
+
+    names = list(cfg.derivations) or list(theory.names())
+    entries = []
+    for name in names:
+        derivation = theory.get(name)
+        start = time.perf_counter()
+        rep = derivation.verify(seed=cfg.seed)
+        seconds = time.perf_counter() - start
+        d = dict(rep.to_dict())
+        d.setdefault("name", name)
+        d["passed"] = bool(rep.passed)
+        d["seconds"] = round(seconds, 3)
+        entries.append(d)
+        n_fail = sum(1 for c in d.get("checks", []) if not c.get("passed", False))
+        log(f"    theory {name}: {'passed' if rep.passed else f'{n_fail} check(s) FAILED'} ({seconds:.1f} s)")
+    ctx.output.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(ctx.output / "verify.json",
+                      {"seed": cfg.seed, "passed": all(e["passed"] for e in entries), "derivations": entries})
+    write_manifest(ctx.output, build_manifest(kind="theory/verify", config={"derivations": names},
+                                              seeds={"seed": cfg.seed}))
+
+
+def _run_synthetic(cfg: ReproduceConfig, name: str, ctx: StageContext) -> None:
+    from tangentlab import synthetic
+
+    overrides = _scoped(cfg.synthetic_overrides, name, "synthetic_overrides")
+    synthetic.run_experiment(name, ctx.output, quick=cfg.quick, overrides=overrides or None,
+                             seed=cfg.seed)
+
+
+def _run_train(cfg: ReproduceConfig, arch: str, ctx: StageContext) -> None:
+    from tangentlab import empirical
+
+    overrides = _scoped(cfg.train_overrides, arch, "train_overrides")
+    empirical.train_model(arch, ctx.output, preset=cfg.preset, corpus=cfg.corpus, device=cfg.device,
+                          seed=cfg.seed, overrides=overrides or None, resume=ctx.resume)
+
+
+def _run_measure(cfg: ReproduceConfig, arch: str, ctx: StageContext) -> None:
+    from tangentlab import empirical
+
+    overrides = _scoped(cfg.measure_overrides, arch, "measure_overrides")
+    trajectory = ctx.run_dir / "train" / arch / "checkpoints"
+    empirical.measure_trajectory(trajectory, ctx.output, device=cfg.device, seed=cfg.seed,
+                                 overrides=overrides or None)
+
+
+def _run_report(ctx: StageContext) -> None:
+    from tangentlab.report.render import render_report
+
+    result = render_report(ctx.run_dir)
+    if result.row_errors:
+        raise StageError("the report was written, but these verdict rules raised: "
+                         + "; ".join(result.row_errors))
+
+
+def build_stages(cfg: ReproduceConfig) -> list[Stage]:
+    """The stage list ``tangentlab reproduce`` runs for ``cfg`` (theory → synthetic → train →
+    measure → report). Each stage's ``params`` are the parts of ``cfg`` that decide its result."""
+    from functools import partial
+
+    stages: list[Stage] = [
+        Stage(
+            name="theory", func=partial(_run_theory, cfg), check=_check_theory,
+            params={"seed": cfg.seed, "derivations": list(cfg.derivations)},
+            description="verify every derivation",
+        )
+    ]
+    for name in cfg.synthetic:
+        stages.append(Stage(
+            name=f"synthetic/{name}", func=partial(_run_synthetic, cfg, name),
+            check=_check_results_dir,
+            params={"seed": cfg.seed, "quick": cfg.quick,
+                    "overrides": _scoped(cfg.synthetic_overrides, name, "synthetic_overrides")},
+            description=f"synthetic experiment {name}" + (" (quick)" if cfg.quick else ""),
+        ))
+    for arch in cfg.archs:
+        stages.append(Stage(
+            name=f"train/{arch}", func=partial(_run_train, cfg, arch), check=_check_train,
+            params={"seed": cfg.seed, "preset": cfg.preset, "corpus": cfg.corpus,
+                    "overrides": _scoped(cfg.train_overrides, arch, "train_overrides")},
+            resumable=True,
+            description=f"train the {cfg.preset} {arch} on {cfg.corpus}",
+        ))
+    for arch in cfg.archs:
+        stages.append(Stage(
+            name=f"measure/{arch}", func=partial(_run_measure, cfg, arch),
+            check=_check_results_dir, depends=(f"train/{arch}",),
+            params={"seed": cfg.seed,
+                    "overrides": _scoped(cfg.measure_overrides, arch, "measure_overrides")},
+            description=f"measure the {arch} trajectory",
+        ))
+    stages.append(Stage(name="report", func=_run_report, output="report.html", check=_check_report,
+                        always=True, description="render report.html and report.md"))
+    return stages
+
+
+def new_run_dir(root: str | Path = "runs") -> Path:
+    """A fresh ``root/<UTC timestamp>`` directory name (not created), unique within ``root``."""
+    root = Path(root)
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    candidate = root / stamp
+    i = 1
+    while candidate.exists():
+        candidate = root / f"{stamp}-{i}"
+        i += 1
+    return candidate
+
+
+def _link_latest(run_dir: Path) -> None:
+    """Point ``<parent>/latest`` at ``run_dir`` (a relative symlink, replaced atomically)."""
+    link = run_dir.parent / "latest"
+    if link.exists() and not link.is_symlink():
+        log(f"not updating {link}: it exists and is not a symlink")
+        return
+    tmp = run_dir.parent / f".latest.{os.getpid()}"
+    if tmp.is_symlink() or tmp.exists():
+        tmp.unlink()
+    os.symlink(run_dir.name, tmp)
+    os.replace(tmp, link)
+
+
+def reproduce(
+    cfg: ReproduceConfig | None = None,
+    out: str | Path | None = None,
+    *,
+    runs_root: str | Path = "runs",
+    stages: list[Stage] | None = None,
+) -> RunSummary:
+    """Run the whole reproduction into ``out`` (default: a new ``runs_root/<timestamp>``).
+
+    When ``out`` is not given, ``runs_root/latest`` is pointed at the new run directory.
+    ``stages`` replaces the real stage list (for tests only); by default it is
+    :func:`build_stages` of ``cfg``.
+
+    Returns the :class:`~tangentlab.report.stages.RunSummary`; a failed stage does not raise.
+    """
+    cfg = cfg if cfg is not None else DEFAULT
+    run_dir = Path(out) if out is not None else new_run_dir(runs_root)
+    stage_list = stages if stages is not None else build_stages(cfg)
+    log(f"tangentlab reproduce -> {run_dir} ({len(stage_list)} stages, config {config_hash(cfg)}"
+        + (", quick" if cfg.quick else "") + ")")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if out is None:
+        _link_latest(run_dir)
+    start = time.perf_counter()
+    summary = run_stages(run_dir, stage_list, config=cfg, seeds={"seed": cfg.seed},
+                         device=cfg.device, extra={"quick": cfg.quick})
+    total = time.perf_counter() - start
+    done = sum(r.status == "done" for r in summary.records)
+    log(f"reproduce finished in {total:.1f} s: {done}/{len(summary.records)} stages done"
+        + "".join(f"; {r.name} {r.status}" for r in summary.problems()))
+    report = run_dir / "report.html"
+    if report.is_file():
+        log(f"report: {report}")
+    return summary

@@ -1,0 +1,249 @@
+"""Verdict rules: the status word of each prediction, decided in code from stored numbers.
+
+Every rule is a small pure function of plain numbers (so it can be tested on hand-made inputs),
+and its text is in :data:`RULES` (documented in ``docs/report.md``). Status words:
+
+- ``supported``: the measurement agrees with the prediction by the rule below;
+- ``not supported``: it disagrees, by the same rule;
+- ``inconclusive``: the numbers cannot decide (an interval overlaps the reference, or a
+  required piece such as an interval is missing);
+- ``not run``: the stage that produces the numbers did not finish (it failed or was skipped).
+
+Combining several units (architectures, sites, extractors) into one row: ``supported`` if every
+unit is supported, ``not supported`` if any unit is not supported, else ``inconclusive``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+__all__ = [
+    "SUPPORTED",
+    "NOT_SUPPORTED",
+    "INCONCLUSIVE",
+    "NOT_RUN",
+    "STATUS_WORDS",
+    "RULES",
+    "Outcome",
+    "combine",
+    "checks_rule",
+    "enrichment_rule",
+    "bucket_rule",
+    "greater_than_control_rule",
+    "negative_correlation_rule",
+    "p_floor",
+]
+
+SUPPORTED = "supported"
+NOT_SUPPORTED = "not supported"
+INCONCLUSIVE = "inconclusive"
+NOT_RUN = "not run"
+STATUS_WORDS: tuple[str, ...] = (SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE, NOT_RUN)
+
+#: The rule behind each status word, per row (also in docs/report.md; a test keeps them equal).
+RULES: dict[str, str] = {
+    "checks": (
+        "supported if every check the stage recorded for this prediction passed (each compares "
+        "a measured number with the theory's prediction within the tolerance stated in the "
+        "experiment's config); not supported if any such check failed; inconclusive if the "
+        "stage recorded no check for it."
+    ),
+    "enrichment": (
+        "At the last checkpoint, with reference = max(1, enrichment at step 0): supported if the "
+        "enrichment CI lower bound is above the reference and the p-value is at its floor "
+        "1/(1+n_controls); not supported if the CI upper bound is below the reference; "
+        "otherwise (CI overlapping the reference, p above its floor, or no CI stored) "
+        "inconclusive. Combined over architectures and sites."
+    ),
+    "frequency-buckets": (
+        "At the last checkpoint, comparing the most frequent bucket F with the least frequent "
+        "bucket R: supported if F has the largest enrichment of all buckets and F's CI lower "
+        "bound is above R's CI upper bound; not supported if F's CI upper bound is below R's "
+        "CI lower bound; otherwise (overlapping CIs, or no CIs) inconclusive."
+    ),
+    "isoscore": (
+        "At the last checkpoint, T = delta IsoScore* after removing Q_T and N = the mean over "
+        "controls: with intervals, supported if T's lower bound is above N's upper bound, not "
+        "supported if T's upper bound is below N's lower bound, else inconclusive; with point "
+        "values only, supported if T > N and not supported if T <= N."
+    ),
+    "frequency-distance": (
+        "Spearman rho of log-frequency against occurrence spread at the last checkpoint: "
+        "supported if its CI upper bound is below 0 and rho is not above the step-0 rho; "
+        "inconclusive if the CI is below 0 but rho is above the step-0 rho, or if the CI "
+        "contains 0; not supported if the CI lower bound is above 0."
+    ),
+    "ablation": (
+        "At the last checkpoint, T = loss increase when ablating along Q_T and N = the mean "
+        "over matched controls: with intervals, supported if T's lower bound is above N's "
+        "upper bound, not supported if T's upper bound is below N's lower bound, else "
+        "inconclusive; with point values only, supported if T > N and not supported if T <= N."
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A status word and the one sentence (with numbers) that justifies it."""
+
+    status: str
+    reason: str
+
+
+def _f(x: float | None, digits: int = 3) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "n/a"
+    x = float(x)
+    if x != 0 and (abs(x) >= 1e4 or abs(x) < 1e-3):
+        return f"{x:.{digits - 1}e}"
+    return f"{x:.{digits}g}"
+
+
+def _ok(x: float | None) -> bool:
+    return x is not None and not (isinstance(x, float) and math.isnan(x))
+
+
+def combine(outcomes: Mapping[str, Outcome]) -> Outcome:
+    """One status over several units (see module docstring); the reason lists every unit."""
+    if not outcomes:
+        return Outcome(INCONCLUSIVE, "no unit was measured")
+    statuses = [o.status for o in outcomes.values()]
+    if all(s == SUPPORTED for s in statuses):
+        status = SUPPORTED
+    elif any(s == NOT_SUPPORTED for s in statuses):
+        status = NOT_SUPPORTED
+    else:
+        status = INCONCLUSIVE
+    reason = "; ".join(f"{unit}: {o.status} ({o.reason})" for unit, o in outcomes.items())
+    return Outcome(status, reason)
+
+
+def checks_rule(checks: Sequence[Mapping[str, object]]) -> Outcome:
+    """Status from recorded theory-vs-measurement checks (``passed`` flags)."""
+    if not checks:
+        return Outcome(INCONCLUSIVE, "the stage recorded no check for this prediction")
+    failed = [str(c.get("name")) for c in checks if not bool(c.get("passed"))]
+    if failed:
+        return Outcome(NOT_SUPPORTED, f"{len(failed)} of {len(checks)} checks failed: "
+                                      + ", ".join(failed))
+    return Outcome(SUPPORTED, f"all {len(checks)} checks passed")
+
+
+def p_floor(n_controls: int | None) -> float | None:
+    """The smallest p-value ``(1 + #{E_N >= E_T})/(1 + n)`` can take: ``1/(1+n)``."""
+    if n_controls is None or n_controls < 1:
+        return None
+    return 1.0 / (1.0 + n_controls)
+
+
+def enrichment_rule(
+    enrichment: float | None,
+    ci_low: float | None,
+    ci_high: float | None,
+    p_value: float | None,
+    n_controls: int | None,
+    step0: float | None,
+) -> Outcome:
+    """Enrichment at the last checkpoint against max(1, step-0 enrichment); see RULES."""
+    if not _ok(enrichment):
+        return Outcome(INCONCLUSIVE, "no enrichment value at the last checkpoint")
+    ref = max(1.0, float(step0)) if _ok(step0) else 1.0
+    ref_txt = (f"max(1, step-0 {_f(step0)}) = {_f(ref)}" if _ok(step0)
+               else "1 (no step-0 value stored)")
+    floor = p_floor(n_controls)
+    at_floor = _ok(p_value) and floor is not None and float(p_value) <= floor * (1 + 1e-9)
+    ptxt = f"p = {_f(p_value)}" + (f" (floor {_f(floor)})" if floor is not None else " (floor unknown)")
+    base = f"enrichment {_f(enrichment)}"
+    if not (_ok(ci_low) and _ok(ci_high)):
+        return Outcome(INCONCLUSIVE, f"{base} with no CI stored; reference {ref_txt}; {ptxt}")
+    base += f" [CI {_f(ci_low)}, {_f(ci_high)}]"
+    if float(ci_high) < ref:
+        return Outcome(NOT_SUPPORTED, f"{base} lies below the reference {ref_txt}; {ptxt}")
+    if float(ci_low) > ref and at_floor:
+        return Outcome(SUPPORTED, f"{base} lies above the reference {ref_txt}; {ptxt}")
+    why = "the CI overlaps the reference" if float(ci_low) <= ref else "p is not at its floor"
+    return Outcome(INCONCLUSIVE, f"{base}, reference {ref_txt}, {ptxt}: {why}")
+
+
+def bucket_rule(buckets: Sequence[tuple[str, float | None, float | None, float | None]]) -> Outcome:
+    """Enrichment by frequency bucket, ordered from most to least frequent.
+
+    Args:
+        buckets: ``(label, enrichment, ci_low, ci_high)`` from the most frequent bucket to the
+            least frequent one (at least two).
+    """
+    rows = [b for b in buckets if _ok(b[1])]
+    if len(rows) < 2:
+        return Outcome(INCONCLUSIVE, "fewer than two frequency buckets were measured")
+    (fl, fe, flo, fhi), (rl, re, rlo, rhi) = rows[0], rows[-1]
+    top = max(rows, key=lambda b: float(b[1]))
+    txt = (f"most frequent {fl}: {_f(fe)} [{_f(flo)}, {_f(fhi)}]; least frequent {rl}: "
+           f"{_f(re)} [{_f(rlo)}, {_f(rhi)}]; largest: {top[0]}")
+    if not all(_ok(v) for v in (flo, fhi, rlo, rhi)):
+        return Outcome(INCONCLUSIVE, txt + "; no CIs stored")
+    if float(fhi) < float(rlo):
+        return Outcome(NOT_SUPPORTED, txt + "; the most frequent bucket is below the least frequent")
+    if top[0] == fl and float(flo) > float(rhi):
+        return Outcome(SUPPORTED, txt)
+    if top[0] != fl:
+        return Outcome(INCONCLUSIVE, txt + "; the most frequent bucket is not the largest")
+    return Outcome(INCONCLUSIVE, txt + "; the CIs overlap")
+
+
+def greater_than_control_rule(
+    tangent: float | None,
+    tangent_lo: float | None,
+    tangent_hi: float | None,
+    control: float | None,
+    control_lo: float | None,
+    control_hi: float | None,
+    *,
+    what: str,
+) -> Outcome:
+    """Tangent value against the control mean (used by the isoscore and ablation rows)."""
+    if not (_ok(tangent) and _ok(control)):
+        return Outcome(INCONCLUSIVE, f"{what}: tangent or control value missing")
+    t, c = float(tangent), float(control)
+    has_t = _ok(tangent_lo) and _ok(tangent_hi)
+    has_c = _ok(control_lo) and _ok(control_hi)
+    txt = (f"{what}: tangent {_f(t)}" + (f" [{_f(tangent_lo)}, {_f(tangent_hi)}]" if has_t else "")
+           + f" vs controls {_f(c)}" + (f" [{_f(control_lo)}, {_f(control_hi)}]" if has_c else ""))
+    if has_t or has_c:
+        t_lo = float(tangent_lo) if has_t else t
+        t_hi = float(tangent_hi) if has_t else t
+        c_lo = float(control_lo) if has_c else c
+        c_hi = float(control_hi) if has_c else c
+        if t_lo > c_hi:
+            return Outcome(SUPPORTED, txt)
+        if t_hi < c_lo:
+            return Outcome(NOT_SUPPORTED, txt)
+        return Outcome(INCONCLUSIVE, txt + "; the intervals overlap")
+    if t > c:
+        return Outcome(SUPPORTED, txt + " (point values, no interval stored)")
+    return Outcome(NOT_SUPPORTED, txt + " (point values, no interval stored)")
+
+
+def negative_correlation_rule(
+    rho: float | None, ci_low: float | None, ci_high: float | None, step0: float | None
+) -> Outcome:
+    """Frequency-distance correlation (predicted negative); see RULES."""
+    if not _ok(rho):
+        return Outcome(INCONCLUSIVE, "no correlation stored at the last checkpoint")
+    s0 = f"; step 0: {_f(step0)}" if _ok(step0) else "; no step-0 value"
+    if not (_ok(ci_low) and _ok(ci_high)):
+        return Outcome(INCONCLUSIVE, f"rho {_f(rho)} with no CI stored{s0}")
+    txt = f"rho {_f(rho)} [CI {_f(ci_low)}, {_f(ci_high)}]{s0}"
+    if float(ci_low) > 0:
+        return Outcome(NOT_SUPPORTED, txt + "; positive")
+    if float(ci_high) < 0:
+        if _ok(step0) and float(rho) > float(step0):
+            return Outcome(INCONCLUSIVE, txt + "; negative, but not below the step-0 value")
+        return Outcome(SUPPORTED, txt)
+    return Outcome(INCONCLUSIVE, txt + "; the CI contains 0")
+
+
+def group_units(items: Iterable[tuple[str, Outcome]]) -> dict[str, Outcome]:
+    """Dict of unit label to outcome, keeping order."""
+    return dict(items)

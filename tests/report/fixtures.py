@@ -1,0 +1,129 @@
+"""Hand-made stage outputs for the report tests (test fixtures, not product output).
+
+Each ``make_*`` function is a stage function (``func(ctx)``) that writes a small, hand-written
+results table in the format the pillars write, so the report can be rendered and its verdict
+rules exercised without running the real pillars.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+from tangentlab.report.stages import Stage, StageContext
+from tangentlab.runs import atomic_write_json, build_manifest, write_manifest, write_results
+
+
+def make_theory(ctx: StageContext, *, fail: bool = False) -> None:
+    ctx.output.mkdir(parents=True, exist_ok=True)
+    ders = [
+        {"name": "curvature-visibility", "passed": True, "checks": [
+            {"name": "tangent variance", "kind": "symbolic", "passed": True, "residual": 0.0},
+            {"name": "mc visibility", "kind": "monte-carlo", "passed": True, "residual": 0.012}]},
+        {"name": "river-valley", "passed": not fail, "checks": [
+            {"name": "hitting time", "kind": "numeric", "passed": not fail, "residual": 3e-9 if not fail else 0.4}]},
+    ]
+    atomic_write_json(ctx.output / "verify.json", {"seed": 0, "passed": not fail, "derivations": ders})
+    write_manifest(ctx.output, build_manifest(kind="theory/verify", config={}, seeds={"seed": 0}))
+
+
+def make_synthetic(name: str, *, checks_pass: bool = True) -> Callable[[StageContext], None]:
+    def run(ctx: StageContext) -> None:
+        ctx.output.mkdir(parents=True, exist_ok=True)
+        rows = []
+        for t in (0.05, 0.1, 0.2, 0.4):
+            pred = t * t * 2.0 / 2.0
+            rows.append({"experiment": name, "metric": "visibility", "value": pred * 1.03,
+                         "ci_low": pred * 0.97, "ci_high": pred * 1.09, "prediction": pred,
+                         "t": t, "manifold": "sphere"})
+        for alpha in (0.0, 0.25, 0.5):
+            pred = 1.0 / (1.0 + alpha)
+            rows.append({"experiment": name, "metric": "attenuation", "value": pred + 0.01,
+                         "prediction": pred, "alpha": alpha})
+        write_results(rows, ctx.output / "results.csv")
+        checks = [
+            {"name": "visibility sphere", "description": "V(t) vs theory", "measured": 0.0412,
+             "predicted": 0.04, "tolerance": 0.1, "passed": True, "detail": ""},
+            {"name": "attenuation s=1.1", "description": "frequency attenuation factor",
+             "measured": 0.64, "predicted": 0.66, "tolerance": 0.05, "passed": checks_pass, "detail": ""},
+        ]
+        atomic_write_json(ctx.output / "checks.json", checks)
+        write_manifest(ctx.output, build_manifest(kind=f"synthetic/{name}", config={"x": 1},
+                                                  seeds={"seed": 0}))
+    return run
+
+
+def make_train(ctx: StageContext) -> None:
+    for step in (0, 10):
+        d = ctx.output / "checkpoints" / f"step_{step:06d}"
+        d.mkdir(parents=True)
+        (d / "config.json").write_text(json.dumps({"step": step}))
+        (d / "model.safetensors").write_bytes(b"not real weights")
+
+
+def measure_rows(arch: str, *, enrich_last: float = 3.0, enrich0: float = 1.0,
+                 rho_last: float = -0.4) -> list[dict]:
+    rows = []
+    for step in (0, 10, 100):
+        e = enrich0 if step == 0 else enrich_last * (0.8 if step == 10 else 1.0)
+        base = {"model": f"tiny-{arch}", "arch": arch, "checkpoint": f"step_{step:06d}", "step": step,
+                "site": "blocks.1.resid_post"}
+        rows += [
+            {**base, "bucket": "all", "metric": "enrichment", "value": e},
+            {**base, "bucket": "all", "metric": "enrichment_ci_low", "value": e * 0.9},
+            {**base, "bucket": "all", "metric": "enrichment_ci_high", "value": e * 1.1},
+            {**base, "bucket": "all", "metric": "p_value", "value": 1 / 21 if e > 1.5 else 0.4},
+            {**base, "bucket": "all", "metric": "position", "value": 0.3},
+            {**base, "bucket": "all", "metric": "delta_isoscore_tangent", "value": 0.2 if step else 0.05},
+            {**base, "bucket": "all", "metric": "delta_isoscore_control_mean", "value": 0.05},
+            {**base, "bucket": "all", "metric": "freq_distance_spearman",
+             "value": rho_last if step else -0.05, "ci_low": (rho_last if step else -0.05) - 0.1,
+             "ci_high": (rho_last if step else -0.05) + 0.1},
+            {**base, "bucket": "all", "metric": "freq_distance_pearson", "value": rho_last},
+            {**base, "bucket": "all", "metric": "ablation_loss_tangent", "value": 0.5},
+            {**base, "bucket": "all", "metric": "ablation_loss_control_mean", "value": 0.1,
+             "ci_low": 0.05, "ci_high": 0.15},
+        ]
+        for q in range(3):
+            eb = e * (0.6 + 0.4 * q)  # q2 (most frequent) largest
+            rows += [{**base, "bucket": f"q{q}", "metric": "enrichment", "value": eb,
+                      "ci_low": eb * 0.95, "ci_high": eb * 1.05}]
+    return rows
+
+
+def make_measure(arch: str, **kw) -> Callable[[StageContext], None]:
+    def run(ctx: StageContext) -> None:
+        ctx.output.mkdir(parents=True, exist_ok=True)
+        write_results(measure_rows(arch, **kw), ctx.output / "results.csv")
+        write_manifest(ctx.output, build_manifest(kind="empirical/measure", config={"n_controls": 20},
+                                                  seeds={"seed": 0}))
+    return run
+
+
+def failing(ctx: StageContext) -> None:
+    raise RuntimeError("boom: hand-made failure")
+
+
+def fixture_stages(*, fail_train_decoder: bool = False, theory_fail: bool = False) -> list[Stage]:
+    """A stage list shaped like the real one, with hand-made outputs."""
+    from functools import partial
+
+    from tangentlab.report.reproduce import (
+        _check_report,
+        _check_results_dir,
+        _check_theory,
+        _check_train,
+        _run_report,
+    )
+
+    stages = [Stage("theory", partial(make_theory, fail=theory_fail), check=_check_theory)]
+    for name in ("visibility", "gradient-ratio", "amplification", "proxy-recovery", "river-valley"):
+        stages.append(Stage(f"synthetic/{name}", make_synthetic(name), check=_check_results_dir))
+    for arch in ("encoder", "decoder"):
+        func = failing if (fail_train_decoder and arch == "decoder") else make_train
+        stages.append(Stage(f"train/{arch}", func, check=_check_train, resumable=True))
+    for arch in ("encoder", "decoder"):
+        stages.append(Stage(f"measure/{arch}", make_measure(arch), check=_check_results_dir,
+                            depends=(f"train/{arch}",)))
+    stages.append(Stage("report", _run_report, output="report.html", check=_check_report, always=True))
+    return stages

@@ -1,0 +1,97 @@
+"""The reproduce job: its config, its real stage list, the CLI, and (slow) one real --quick run."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from tangentlab.cli import main
+from tangentlab.errors import ConfigError
+from tangentlab.report.reproduce import (
+    DEFAULT,
+    QUICK,
+    ReproduceConfig,
+    build_stages,
+    config_toml,
+    new_run_dir,
+    resolve_config,
+)
+
+
+def test_quick_variant_differs_only_where_it_should():
+    assert DEFAULT.preset == "small" and not DEFAULT.quick
+    assert QUICK.preset == "tiny" and QUICK.quick
+    assert dataclasses.replace(QUICK, preset="small", quick=False) == DEFAULT
+
+
+def test_real_stage_list_is_theory_synthetic_train_measure_report():
+    names = [s.name for s in build_stages(DEFAULT)]
+    assert names == [
+        "theory",
+        "synthetic/visibility", "synthetic/gradient-ratio", "synthetic/amplification",
+        "synthetic/proxy-recovery", "synthetic/river-valley",
+        "train/encoder", "train/decoder", "measure/encoder", "measure/decoder", "report",
+    ]
+    by = {s.name: s for s in build_stages(DEFAULT)}
+    assert by["measure/decoder"].depends == ("train/decoder",)
+    assert by["train/encoder"].resumable and by["report"].always
+    assert by["report"].output_path == "report.html"
+    # the quick flag and the preset reach the stages' hashed params
+    q = {s.name: s for s in build_stages(QUICK)}
+    assert q["train/encoder"].params["preset"] == "tiny" and q["synthetic/visibility"].params["quick"]
+
+
+def test_config_from_toml_and_overrides(tmp_path):
+    path = tmp_path / "cfg.toml"
+    path.write_text('[reproduce]\nseed = 3\narchs = ["decoder"]\ntrain_overrides = ["decoder:steps=5"]\n')
+    cfg = resolve_config(quick=True, path=path, overrides=["corpus=bible", "synthetic=visibility"])
+    assert (cfg.seed, cfg.archs, cfg.corpus, cfg.synthetic, cfg.preset) == (3, ("decoder",), "bible", ("visibility",), "tiny")
+    names = [s.name for s in build_stages(cfg)]
+    assert names == ["theory", "synthetic/visibility", "train/decoder", "measure/decoder", "report"]
+    assert build_stages(cfg)[2].params["overrides"] == {"steps": "5"}
+    # the printed TOML loads back to the same config
+    again = tmp_path / "again.toml"
+    again.write_text(config_toml(cfg))
+    assert resolve_config(path=again) == cfg
+
+
+@pytest.mark.parametrize("override, match", [
+    (["seed=abc"], "integer"),
+    (["archs=encoder,mystery"], "archs"),
+    (["device=tpu"], "device"),
+    (["synthetic_overrides=visibility"], "experiment:key=value"),
+    (["nonsense=1"], "unknown"),
+])
+def test_bad_config_is_a_config_error(override, match):
+    with pytest.raises(ConfigError, match=match):
+        resolve_config(overrides=override)
+
+
+def test_cli_bad_input_exits_2_and_writes_nothing(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["reproduce", "--quick", "--out", str(out), "--set", "seed=x"]) == 2
+    assert "seed" in capsys.readouterr().err and not out.exists()
+
+
+def test_cli_print_config(capsys):
+    assert main(["reproduce", "--quick", "--print-config", "--seed", "7"]) == 0
+    text = capsys.readouterr().out
+    assert "[reproduce]" in text and "seed = 7" in text and 'preset = "tiny"' in text
+
+
+def test_new_run_dir_is_unique(tmp_path):
+    a = new_run_dir(tmp_path)
+    a.mkdir()
+    b = new_run_dir(tmp_path)
+    assert a != b and a.parent == b.parent == tmp_path
+
+
+def test_resume_without_latest_is_a_clean_error(tmp_path, capsys):
+    assert main(["reproduce", "--resume", "--runs-root", str(tmp_path)]) == 2
+    assert "--resume found no" in capsys.readouterr().err
+
+
+def test_config_rejects_duplicate_names():
+    with pytest.raises(ConfigError):
+        ReproduceConfig(archs=("encoder", "encoder"))

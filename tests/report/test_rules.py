@@ -1,0 +1,109 @@
+"""The verdict rules on small hand-made numbers: each status word is reachable, and a rule that
+must say "not supported" does."""
+
+from __future__ import annotations
+
+import pytest
+
+from tangentlab.report import rules as R
+
+
+def test_status_words_are_the_documented_four():
+    assert R.STATUS_WORDS == ("supported", "not supported", "inconclusive", "not run")
+
+
+def test_checks_rule():
+    assert R.checks_rule([{"name": "a", "passed": True}, {"name": "b", "passed": True}]).status == R.SUPPORTED
+    out = R.checks_rule([{"name": "a", "passed": True}, {"name": "b", "passed": False}])
+    assert out.status == R.NOT_SUPPORTED and "b" in out.reason
+    assert R.checks_rule([]).status == R.INCONCLUSIVE
+
+
+def test_p_floor():
+    assert R.p_floor(20) == pytest.approx(1 / 21)
+    assert R.p_floor(None) is None and R.p_floor(0) is None
+
+
+class TestEnrichment:
+    def test_supported_needs_ci_above_step0_and_one_and_p_at_floor(self):
+        out = R.enrichment_rule(3.0, 2.5, 3.5, 1 / 21, 20, step0=1.1)
+        assert out.status == R.SUPPORTED
+        assert "2.5" in out.reason and "0.0476" in out.reason
+
+    def test_not_supported_when_below_one(self):
+        assert R.enrichment_rule(0.8, 0.7, 0.9, 0.9, 20, step0=1.0).status == R.NOT_SUPPORTED
+
+    def test_not_supported_when_training_lowered_it_below_step0(self):
+        # tied embeddings: step 0 already enriched at 5; trained 3 [2.8, 3.2] is significantly lower
+        out = R.enrichment_rule(3.0, 2.8, 3.2, 1 / 21, 20, step0=5.0)
+        assert out.status == R.NOT_SUPPORTED and "step-0 5" in out.reason
+
+    def test_inconclusive_when_ci_overlaps_reference(self):
+        assert R.enrichment_rule(1.3, 0.9, 1.7, 1 / 21, 20, step0=1.0).status == R.INCONCLUSIVE
+
+    def test_inconclusive_when_p_above_floor(self):
+        out = R.enrichment_rule(3.0, 2.5, 3.5, 0.2, 20, step0=1.0)
+        assert out.status == R.INCONCLUSIVE and "floor" in out.reason
+
+    def test_inconclusive_without_ci_or_without_value(self):
+        assert R.enrichment_rule(3.0, None, None, 1 / 21, 20, step0=1.0).status == R.INCONCLUSIVE
+        assert R.enrichment_rule(None, None, None, None, 20, step0=None).status == R.INCONCLUSIVE
+
+    def test_missing_step0_falls_back_to_one(self):
+        out = R.enrichment_rule(3.0, 2.5, 3.5, 1 / 21, 20, step0=None)
+        assert out.status == R.SUPPORTED and "no step-0" in out.reason
+
+
+class TestBuckets:
+    def test_supported_when_most_frequent_is_largest_and_separated(self):
+        rows = [("q4", 5.0, 4.5, 5.5), ("q2", 3.0, 2.5, 3.5), ("q0", 1.5, 1.2, 1.8)]
+        assert R.bucket_rule(rows).status == R.SUPPORTED
+
+    def test_not_supported_when_rare_tokens_enrich_more(self):
+        rows = [("q4", 1.2, 1.0, 1.4), ("q2", 2.0, 1.8, 2.2), ("q0", 4.0, 3.5, 4.5)]
+        out = R.bucket_rule(rows)
+        assert out.status == R.NOT_SUPPORTED and "below the least frequent" in out.reason
+
+    def test_inconclusive_when_overlapping_or_not_largest(self):
+        assert R.bucket_rule([("q4", 2.0, 1.0, 3.0), ("q0", 1.8, 1.0, 2.6)]).status == R.INCONCLUSIVE
+        middle_largest = [("q4", 3.0, 2.9, 3.1), ("q2", 6.0, 5.0, 7.0), ("q0", 1.0, 0.9, 1.1)]
+        assert R.bucket_rule(middle_largest).status == R.INCONCLUSIVE
+        assert R.bucket_rule([("q4", 3.0, None, None), ("q0", 1.0, None, None)]).status == R.INCONCLUSIVE
+        assert R.bucket_rule([("q4", 3.0, 2.0, 4.0)]).status == R.INCONCLUSIVE
+
+
+class TestVersusControl:
+    def test_intervals(self):
+        f = R.greater_than_control_rule
+        assert f(0.5, 0.4, 0.6, 0.1, 0.05, 0.15, what="x").status == R.SUPPORTED
+        assert f(0.1, 0.05, 0.15, 0.5, 0.4, 0.6, what="x").status == R.NOT_SUPPORTED
+        assert f(0.3, 0.1, 0.5, 0.25, 0.2, 0.3, what="x").status == R.INCONCLUSIVE
+        # only the control has an interval
+        assert f(0.5, None, None, 0.1, 0.05, 0.15, what="x").status == R.SUPPORTED
+
+    def test_point_values(self):
+        f = R.greater_than_control_rule
+        assert f(0.2, None, None, 0.1, None, None, what="x").status == R.SUPPORTED
+        out = f(0.1, None, None, 0.1, None, None, what="x")
+        assert out.status == R.NOT_SUPPORTED and "no interval" in out.reason
+        assert f(None, None, None, 0.1, None, None, what="x").status == R.INCONCLUSIVE
+
+
+class TestNegativeCorrelation:
+    def test_statuses(self):
+        f = R.negative_correlation_rule
+        assert f(-0.5, -0.6, -0.4, step0=-0.05).status == R.SUPPORTED
+        assert f(0.3, 0.2, 0.4, step0=0.0).status == R.NOT_SUPPORTED
+        assert f(-0.1, -0.3, 0.1, step0=0.0).status == R.INCONCLUSIVE
+        # negative but already more negative at initialization: not credited to training
+        assert f(-0.3, -0.4, -0.2, step0=-0.5).status == R.INCONCLUSIVE
+        assert f(-0.3, None, None, step0=None).status == R.INCONCLUSIVE
+
+
+def test_combine():
+    s, n, i = (R.Outcome(R.SUPPORTED, "a"), R.Outcome(R.NOT_SUPPORTED, "b"), R.Outcome(R.INCONCLUSIVE, "c"))
+    assert R.combine({"enc": s, "dec": s}).status == R.SUPPORTED
+    assert R.combine({"enc": s, "dec": n}).status == R.NOT_SUPPORTED
+    assert R.combine({"enc": s, "dec": i}).status == R.INCONCLUSIVE
+    assert R.combine({}).status == R.INCONCLUSIVE
+    assert "enc: supported (a)" in R.combine({"enc": s, "dec": i}).reason
