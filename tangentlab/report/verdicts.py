@@ -204,20 +204,27 @@ def _theory_build(data: RunData, stages: list[str]) -> dict[str, Any]:
     numbers = []
     xs, ys, labels = [], [], []
     for i, d in enumerate(ders):
+        name = str(d.get("name") or d.get("derivation"))
         cs = d.get("checks", [])
         n_pass = sum(1 for c in cs if c.get("passed"))
-        numbers.append((str(d.get("name")), f"{n_pass}/{len(cs)} checks passed"))
-        checks.extend({"name": f"{d.get('name')}: {c.get('name')}", "passed": c.get("passed")} for c in cs)
+        numbers.append((name, f"{n_pass}/{len(cs)} checks passed"
+                        + (f" in {float(d['seconds']):.1f} s" if _nan(d.get("seconds")) is not None else "")))
+        checks.extend({"name": f"{name}: {c.get('name')}", "passed": c.get("passed")} for c in cs)
         for c in cs:
             r = _nan(c.get("residual"))
-            if r is not None:
-                xs.append(float(i))
-                ys.append(max(abs(r), 1e-17))
-        labels.append(str(d.get("name")))
+            tol = _nan(c.get("tolerance"))
+            if r is None:
+                continue
+            xs.append(float(i))
+            ratio = abs(r) / tol if tol else abs(r)
+            ys.append(min(max(ratio, 1e-17), 1e17))
+        labels.append(name)
     out = R.checks_rule(checks)
     panel = Panel(
-        title="Residual of every derivation check", xlabel="derivation", ylabel="|residual| (floored at 1e-17)",
-        series=(Series("checks (residual)", "points", tuple(xs), tuple(ys)),),
+        title="Every derivation check: residual / tolerance", xlabel="derivation",
+        ylabel="|residual| / tolerance (floored at 1e-17)",
+        series=(Series("pass threshold (= 1)", "hline", (), (1.0,), style="reference"),
+                Series("checks", "points", tuple(xs), tuple(ys))),
         yscale="log", categories=tuple(labels),
     )
     return {"outcome": out, "numbers": numbers, "panels": (panel,)}

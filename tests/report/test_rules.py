@@ -107,3 +107,11 @@ def test_combine():
     assert R.combine({"enc": s, "dec": i}).status == R.INCONCLUSIVE
     assert R.combine({}).status == R.INCONCLUSIVE
     assert "enc: supported (a)" in R.combine({"enc": s, "dec": i}).reason
+
+
+def test_docs_state_every_rule_verbatim():
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "report.md").read_text()
+    for key, text in R.RULES.items():
+        assert text in doc, f"docs/report.md does not state the {key!r} rule as the code applies it"
