@@ -1,0 +1,90 @@
+"""Byte-level BPE training (``tokenizers``) and tokenizer loading from a model directory.
+
+The trained tokenizer has four special tokens: ``<pad>`` (id 0), ``<unk>``, ``<eos>`` (ends each
+document in the training stream) and ``<mask>`` (MLM masking). It is wrapped in a
+``PreTrainedTokenizerFast`` so it saves/loads with the model in Hugging Face format.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from tangentlab.errors import CheckpointError, DataError
+
+__all__ = ["SPECIAL_TOKENS", "train_tokenizer", "load_tokenizer", "encode_stream"]
+
+SPECIAL_TOKENS = ("<pad>", "<unk>", "<eos>", "<mask>")
+
+
+def train_tokenizer(texts: Sequence[str], vocab_size: int = 4096, *, min_frequency: int = 2):
+    """Train a byte-level BPE on ``texts``; returns a ``PreTrainedTokenizerFast``.
+
+    Deterministic for the same texts and parameters (the BPE trainer breaks ties by order).
+    """
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    if vocab_size < 300:
+        raise DataError(f"vocab_size must be at least 300 for a byte-level BPE; got {vocab_size}")
+    if not texts:
+        raise DataError("cannot train a tokenizer on an empty corpus")
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=int(vocab_size),
+        min_frequency=int(min_frequency),
+        special_tokens=list(SPECIAL_TOKENS),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(list(texts), trainer=trainer)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        pad_token="<pad>",
+        unk_token="<unk>",
+        eos_token="<eos>",
+        mask_token="<mask>",
+    )
+
+
+def load_tokenizer(path: str | Path):
+    """Load the tokenizer saved in a model or run directory (``AutoTokenizer``, local files only)."""
+    from transformers import AutoTokenizer
+
+    p = Path(path)
+    if not p.is_dir():
+        raise CheckpointError(f"no tokenizer: {str(p)!r} is not a directory")
+    try:
+        tok = AutoTokenizer.from_pretrained(str(p), local_files_only=True)
+    except (OSError, ValueError, KeyError) as exc:
+        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise CheckpointError(f"cannot load a tokenizer from {str(p)!r}: {msg}") from None
+    return tok
+
+
+def encode_stream(tokenizer, texts: Sequence[str], *, max_tokens: int | None = None):
+    """Concatenate documents into one id stream, each followed by the eos id (if any).
+
+    Returns a 1-D int64 numpy array. Stops once ``max_tokens`` ids are collected.
+    """
+    import numpy as np
+
+    eos = tokenizer.eos_token_id
+    if eos is None:
+        eos = tokenizer.sep_token_id
+    out: list[int] = []
+    batch = 64
+    for i in range(0, len(texts), batch):
+        enc = tokenizer(list(texts[i : i + batch]), add_special_tokens=False)["input_ids"]
+        for ids in enc:
+            out.extend(ids)
+            if eos is not None:
+                out.append(eos)
+        if max_tokens is not None and len(out) >= max_tokens:
+            out = out[:max_tokens]
+            break
+    if not out:
+        raise DataError("the corpus encodes to zero tokens")
+    return np.asarray(out, dtype=np.int64)

@@ -1,0 +1,504 @@
+"""Train a small masked-LM encoder or causal-LM decoder and save a checkpoint trajectory.
+
+Layout of a training run directory::
+
+    RUN/
+      train_config.json          resolved TrainConfig (written first; resume checks it)
+      tokenizer/                 the BPE tokenizer (HF format)
+      frequency.csv              token counts on the training split
+      checkpoints/step_000000/   HF model (config.json + model.safetensors) + tokenizer
+                 step_000001/    + train_state.json; the latest also holds optimizer.pt
+      train_log.csv              step, loss, lr, tokens_seen
+      manifest.json              written last: the run is complete
+
+Determinism and resume: the batch of step s (window starts and MLM masks) is drawn from a
+``torch.Generator`` seeded with (seed, s), dropout defaults to 0, and the learning rate is a
+pure function of the step. A checkpoint holds the weights, the optimizer state and the torch RNG
+state, so ``resume=True`` continues from the last complete checkpoint and ends with weights
+identical to an uninterrupted run (same machine, same thread count). Checkpoints are written
+under a temporary name and renamed, so an interrupted write never looks complete. Only the
+newest checkpoint keeps ``optimizer.pt`` (older ones are pure model snapshots).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from tangentlab.errors import CheckpointError, ConfigError, UnknownNameError
+
+__all__ = [
+    "TrainConfig",
+    "PRESETS",
+    "TrainState",
+    "train_model",
+    "checkpoint_schedule",
+    "list_checkpoints",
+    "make_batch",
+    "resolve_train_config",
+    "quiet_transformers",
+]
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Training configuration (defaults = the ``small`` preset, a decoder).
+
+    Model: ``vocab_size`` (BPE), ``d_model``, ``n_layers``, ``n_heads``, ``d_ff`` (0 → 4·d),
+    ``seq_len``, ``tie_embeddings`` (input/output embeddings shared; recorded in the manifest
+    because tied models enrich at step 0), ``dropout`` (0 keeps runs bit-reproducible).
+    Data: ``corpus`` (name or path), ``max_docs``, ``max_train_tokens`` (cap on the training
+    stream), ``eval_fraction``, ``mlm_probability`` (encoder masking rate, 80/10/10 rule).
+    Optimisation: ``optimizer`` adamw|muon (Muon on the 2-D hidden weights, AdamW on embeddings,
+    head, biases and norms), ``lr`` (AdamW; Muon uses the same lr with ``match_rms_adamw``
+    scaling), ``warmup_steps`` then cosine decay to ``min_lr_ratio``·lr, ``weight_decay``,
+    ``grad_clip``, ``batch_size``, ``steps``.
+    Trajectory: ``n_checkpoints`` log-spaced steps including 0 and ``steps``.
+    In-loop measurement: every ``measure_every`` steps (0 = off), a rank-``measure_rank`` PCA
+    proxy energy test at ``measure_site`` on one fixed eval batch, logged to ``inloop.csv``.
+    """
+
+    arch: str = "decoder"
+    preset: str = "small"
+    corpus: str = "wikipedia"
+    max_docs: int | None = None
+    max_train_tokens: int | None = None
+    eval_fraction: float = 0.1
+    vocab_size: int = 4096
+    d_model: int = 128
+    n_layers: int = 4
+    n_heads: int = 4
+    d_ff: int = 0
+    seq_len: int = 128
+    tie_embeddings: bool = True
+    dropout: float = 0.0
+    mlm_probability: float = 0.15
+    optimizer: Literal["adamw", "muon"] = "adamw"
+    lr: float = 1e-3
+    warmup_steps: int = 30
+    min_lr_ratio: float = 0.1
+    weight_decay: float = 0.01
+    grad_clip: float = 1.0
+    batch_size: int = 32
+    steps: int = 400
+    n_checkpoints: int = 12
+    measure_every: int = 0
+    measure_site: str = "blocks.-1.resid_post"
+    measure_rank: int = 8
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        checks = [
+            (self.arch in ("encoder", "decoder"), "arch must be encoder or decoder"),
+            (self.steps >= 1, "steps must be >= 1"),
+            (self.batch_size >= 1, "batch_size must be >= 1"),
+            (self.seq_len >= 4, "seq_len must be >= 4"),
+            (self.n_checkpoints >= 2, "n_checkpoints must be >= 2 (step 0 and the last step)"),
+            (0.0 < self.mlm_probability < 1.0, "mlm_probability must be in (0, 1)"),
+            (self.lr > 0, "lr must be > 0"),
+            (self.d_model >= 2 and self.n_layers >= 1 and self.n_heads >= 1, "model sizes must be positive"),
+            (self.measure_every >= 0, "measure_every must be >= 0"),
+        ]
+        for ok, msg in checks:
+            if not ok:
+                raise ConfigError(f"{msg} (got {dataclasses.asdict(self)!r:.0})".replace(" (got )", ""))
+
+
+#: Named presets. ``tiny``: CI (a few seconds per model); ``small``: the reproduce default
+#: (about 5 min per model on 2 CPU cores); ``base``: for a GPU.
+PRESETS: dict[str, TrainConfig] = {
+    "tiny": TrainConfig(
+        preset="tiny", max_docs=20, max_train_tokens=60_000, vocab_size=512, d_model=32,
+        n_layers=2, n_heads=2, seq_len=32, batch_size=16, steps=60, warmup_steps=5, lr=3e-3,
+        n_checkpoints=6,
+    ),
+    "small": TrainConfig(),
+    "base": TrainConfig(
+        preset="base", vocab_size=8192, d_model=256, n_layers=6, n_heads=8, seq_len=256,
+        batch_size=64, steps=5000, warmup_steps=200, lr=6e-4, n_checkpoints=20,
+    ),
+}
+
+
+@dataclass
+class TrainState:
+    """What a training callback sees after each optimizer step."""
+
+    step: int
+    loss: float
+    model: Any
+    config: TrainConfig
+    run_dir: Path
+    tokens_seen: int
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+def checkpoint_schedule(steps: int, n: int) -> list[int]:
+    """``n`` (or fewer, when steps are few) log-spaced steps in [0, steps], always with 0 and steps."""
+    import numpy as np
+
+    pts = {0, int(steps)}
+    if n > 2 and steps > 1:
+        for x in np.geomspace(1, steps, n - 1):
+            pts.add(int(round(float(x))))
+    return sorted(pts)
+
+
+def _lr_factor(step: int, cfg: TrainConfig) -> float:
+    if cfg.warmup_steps > 0 and step < cfg.warmup_steps:
+        return (step + 1) / cfg.warmup_steps
+    span = max(1, cfg.steps - cfg.warmup_steps)
+    prog = min(1.0, (step - cfg.warmup_steps) / span)
+    return cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * prog))
+
+
+def make_batch(stream, step: int, *, batch_size: int, seq_len: int, arch: str, seed: int,
+               mask_id: int | None = None, vocab_size: int | None = None,
+               mlm_probability: float = 0.15, special_ids: Sequence[int] = ()):
+    """The deterministic batch of ``step``: (input_ids, labels, masked), each (batch, seq_len).
+
+    Windows start at uniform random offsets of the 1-D ``stream`` (torch int64). For the encoder,
+    ``mlm_probability`` of the non-special positions are chosen (80% → mask id, 10% → random id,
+    10% unchanged), ``labels`` are -100 elsewhere and ``masked`` marks the chosen ones. For the
+    decoder, ``labels`` = inputs (the model shifts them) and ``masked`` is all False.
+    """
+    import torch
+
+    g = torch.Generator().manual_seed(int(seed) * 1_000_003 + int(step))
+    hi = stream.numel() - seq_len
+    if hi < 1:
+        raise ConfigError(f"the token stream ({stream.numel()} ids) is shorter than seq_len {seq_len}")
+    starts = torch.randint(0, hi, (batch_size,), generator=g)
+    idx = starts[:, None] + torch.arange(seq_len)[None, :]
+    ids = stream[idx]
+    if arch == "decoder":
+        return ids, ids.clone(), torch.zeros_like(ids, dtype=torch.bool)
+    probs = torch.rand(ids.shape, generator=g)
+    special = torch.zeros_like(ids, dtype=torch.bool)
+    for s in special_ids:
+        special |= ids == s
+    masked = (probs < mlm_probability) & ~special
+    labels = torch.where(masked, ids, torch.full_like(ids, -100))
+    how = torch.rand(ids.shape, generator=g)
+    rand_ids = torch.randint(0, int(vocab_size), ids.shape, generator=g)
+    inputs = ids.clone()
+    inputs[masked & (how < 0.8)] = int(mask_id)
+    swap = masked & (how >= 0.8) & (how < 0.9)
+    inputs[swap] = rand_ids[swap]
+    return inputs, labels, masked
+
+
+def _ckpt_name(step: int) -> str:
+    return f"step_{step:06d}"
+
+
+def list_checkpoints(run_dir: str | Path) -> list[tuple[int, Path]]:
+    """Complete checkpoints of a run (``checkpoints/step_*`` with train_state.json), by step."""
+    root = Path(run_dir) / "checkpoints"
+    out = []
+    if root.is_dir():
+        for d in root.iterdir():
+            if d.is_dir() and d.name.startswith("step_") and (d / "train_state.json").is_file():
+                try:
+                    out.append((int(d.name[5:]), d))
+                except ValueError:
+                    continue
+    return sorted(out)
+
+
+def _build_optimizers(model, cfg: TrainConfig):
+    import torch
+
+    if cfg.optimizer == "adamw":
+        return [torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95),
+                                  weight_decay=cfg.weight_decay)]
+    emb_ids = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Embedding)}
+    out_emb = model.get_output_embeddings()
+    if out_emb is not None:
+        emb_ids.add(id(out_emb.weight))
+    hidden, rest = [], []
+    for _, p in model.named_parameters():
+        (hidden if p.ndim == 2 and id(p) not in emb_ids else rest).append(p)
+    return [
+        torch.optim.Muon(hidden, lr=cfg.lr, weight_decay=cfg.weight_decay,
+                         adjust_lr_fn="match_rms_adamw"),
+        torch.optim.AdamW(rest, lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay),
+    ]
+
+
+def _save_checkpoint(run_dir: Path, step: int, model, tokenizer, optimizers, state: dict) -> Path:
+    import torch
+
+    root = run_dir / "checkpoints"
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / _ckpt_name(step)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.partial-", dir=root))
+    try:
+        model.save_pretrained(str(tmp))
+        tokenizer.save_pretrained(str(tmp))
+        torch.save(
+            {"optimizers": [o.state_dict() for o in optimizers], "torch_rng": torch.get_rng_state()},
+            tmp / "optimizer.pt",
+        )
+        (tmp / "train_state.json").write_text(json.dumps(state, indent=2) + "\n")
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    for s, d in list_checkpoints(run_dir):  # only the newest keeps the optimizer state
+        if s != step:
+            (d / "optimizer.pt").unlink(missing_ok=True)
+    return final
+
+
+def _write_log(run_dir: Path, rows: list[dict]) -> None:
+    from tangentlab.runs import atomic_write_text
+
+    cols = ["step", "loss", "lr", "tokens_seen"]
+    lines = [",".join(cols)] + [",".join(repr(r[c]) if isinstance(r[c], float) else str(r[c])
+                                         for c in cols) for r in rows]
+    atomic_write_text(run_dir / "train_log.csv", "\n".join(lines) + "\n")
+
+
+def _read_log(run_dir: Path, upto: int) -> list[dict]:
+    p = run_dir / "train_log.csv"
+    if not p.is_file():
+        return []
+    rows = []
+    for line in p.read_text().splitlines()[1:]:
+        s, loss, lr, tok = line.split(",")
+        if int(s) <= upto:
+            rows.append({"step": int(s), "loss": float(loss), "lr": float(lr), "tokens_seen": int(tok)})
+    return rows
+
+
+def resolve_train_config(arch: str, preset: str = "small", *, corpus: str | None = None,
+                         seed: int | None = None, overrides: Mapping[str, Any] | None = None,
+                         config_path: str | Path | None = None) -> TrainConfig:
+    """Preset → TOML file → overrides → explicit arguments, as one frozen TrainConfig."""
+    from tangentlab.config import load_config
+
+    if preset not in PRESETS:
+        raise UnknownNameError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
+    ov = dict(overrides or {})
+    ov["arch"] = arch
+    if corpus is not None:
+        ov["corpus"] = corpus
+    if seed is not None:
+        ov["seed"] = seed
+    return load_config(TrainConfig, config_path, ov, base=PRESETS[preset], section="train")
+
+
+def train_model(
+    arch: str,
+    out_dir: str | Path,
+    *,
+    preset: str = "small",
+    corpus: str = "wikipedia",
+    device: str = "auto",
+    seed: int = 0,
+    overrides: Mapping[str, Any] | None = None,
+    config_path: str | Path | None = None,
+    resume: bool = False,
+    callbacks: Sequence[Callable[[TrainState], None]] = (),
+) -> Path:
+    """Train ``arch`` (``encoder`` | ``decoder``) from scratch and save its trajectory in ``out_dir``.
+
+    Returns the run directory. See the module docstring for its layout.
+
+    Raises:
+        ConfigError: bad config values, or ``out_dir`` already holds a run and ``resume`` is False,
+            or ``resume`` with a config differing from the saved one.
+        DataError / UnknownNameError: unusable corpus.
+        CheckpointError: ``resume`` but no complete checkpoint with optimizer state exists.
+    """
+    import torch
+
+    from tangentlab.config import config_hash, config_to_dict
+    from tangentlab.empirical.corpus import (
+        frequency_table,
+        load_texts,
+        save_frequency_table,
+        split_texts,
+    )
+    from tangentlab.empirical.models import build_model, resolve_device
+    from tangentlab.empirical.tokenizer import encode_stream, load_tokenizer, train_tokenizer
+    from tangentlab.progress import log, progress
+    from tangentlab.runs import Timer, atomic_write_json, build_manifest, write_manifest
+
+    cfg = resolve_train_config(arch, preset, corpus=corpus, seed=seed, overrides=overrides,
+                               config_path=config_path)
+    quiet_transformers()
+    dev = resolve_device(device)
+    run_dir = Path(out_dir)
+    timer = Timer()
+    cfg_dict = config_to_dict(cfg)
+    chash = config_hash(cfg_dict)
+
+    existing = list_checkpoints(run_dir)
+    if resume:
+        if not (run_dir / "train_config.json").is_file():
+            raise CheckpointError(f"cannot resume: {str(run_dir)!r} holds no training run")
+        saved = json.loads((run_dir / "train_config.json").read_text())
+        if config_hash(saved) != chash:
+            diff = sorted(k for k in cfg_dict if saved.get(k) != cfg_dict[k])
+            raise ConfigError(f"cannot resume {str(run_dir)!r}: config differs in {', '.join(diff)}")
+    elif run_dir.exists() and any(run_dir.iterdir()):
+        raise ConfigError(
+            f"output directory {str(run_dir)!r} is not empty; choose a new --out or pass --resume"
+        )
+
+    # Data and tokenizer (validated before anything is written).
+    with timer("data"):
+        docs = load_texts(cfg.corpus, max_docs=cfg.max_docs)
+        split = split_texts(docs, cfg.eval_fraction, seed=cfg.seed)
+        if resume and (run_dir / "tokenizer").is_dir():
+            tokenizer = load_tokenizer(run_dir / "tokenizer")
+        else:
+            tokenizer = train_tokenizer(split.train, cfg.vocab_size)
+        stream_np = encode_stream(tokenizer, split.train, max_tokens=cfg.max_train_tokens)
+        if stream_np.size <= cfg.seq_len + 1:
+            raise ConfigError(
+                f"the training stream has only {stream_np.size} tokens, fewer than seq_len "
+                f"{cfg.seq_len}; use a larger corpus or a smaller seq_len"
+            )
+        vocab = len(tokenizer)
+        counts = frequency_table(stream_np, vocab)
+    stream = torch.from_numpy(stream_np)
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if not resume or not (run_dir / "tokenizer").is_dir():
+        atomic_write_json(run_dir / "train_config.json", cfg_dict)
+        tok_tmp = Path(tempfile.mkdtemp(prefix=".tokenizer.partial-", dir=run_dir))
+        tokenizer.save_pretrained(str(tok_tmp))
+        os.replace(tok_tmp, run_dir / "tokenizer")
+        save_frequency_table(counts, run_dir / "frequency.csv")
+
+    model = build_model(
+        cfg.arch, vocab_size=vocab, d_model=cfg.d_model, n_layers=cfg.n_layers,
+        n_heads=cfg.n_heads, seq_len=cfg.seq_len, d_ff=cfg.d_ff or None,
+        tie_embeddings=cfg.tie_embeddings, dropout=cfg.dropout,
+        pad_token_id=tokenizer.pad_token_id or 0, seed=cfg.seed,
+    )
+    model.to(dev)
+    optimizers = _build_optimizers(model, cfg)
+    schedule = checkpoint_schedule(cfg.steps, cfg.n_checkpoints)
+    start, tokens_seen, log_rows = 0, 0, []
+
+    if resume:
+        resumable = [(s, d) for s, d in existing if (d / "optimizer.pt").is_file()]
+        if not resumable:
+            raise CheckpointError(f"cannot resume {str(run_dir)!r}: no complete checkpoint with optimizer state")
+        start, ck = resumable[-1]
+        from safetensors.torch import load_file
+
+        try:
+            sd = load_file(str(ck / "model.safetensors"))
+            missing, unexpected = model.load_state_dict(sd, strict=False)
+            opt = torch.load(ck / "optimizer.pt", weights_only=True, map_location=dev)
+        except Exception as exc:
+            raise CheckpointError(f"checkpoint {str(ck)!r} is corrupt ({type(exc).__name__}); delete it and resume again") from None
+        if unexpected or any(not _is_tied_key(k) for k in missing):
+            raise CheckpointError(f"checkpoint {str(ck)!r} does not match the model (missing {missing[:3]}, unexpected {unexpected[:3]})")
+        if cfg.tie_embeddings:
+            model.tie_weights()
+        for o, s in zip(optimizers, opt["optimizers"], strict=True):
+            o.load_state_dict(s)
+        torch.set_rng_state(opt["torch_rng"])
+        st = json.loads((ck / "train_state.json").read_text())
+        tokens_seen = int(st["tokens_seen"])
+        log_rows = _read_log(run_dir, start)
+        log(f"resuming {cfg.arch} from step {start}")
+
+    special = [i for i in (tokenizer.pad_token_id, tokenizer.eos_token_id) if i is not None]
+    state_base = {"arch": cfg.arch, "preset": cfg.preset, "seed": cfg.seed, "config_hash": chash,
+                  "tie_embeddings": cfg.tie_embeddings, "optimizer": cfg.optimizer}
+
+    def save(step: int, loss: float) -> None:
+        with timer("checkpoints"):
+            _save_checkpoint(run_dir, step, model, tokenizer, optimizers,
+                             {**state_base, "step": step, "tokens_seen": tokens_seen, "loss": loss})
+            _write_log(run_dir, log_rows)
+
+    if start == 0 and not any(s == 0 for s, _ in existing if resume):
+        save(0, float("nan"))
+
+    model.train()
+    bar = progress(range(start, cfg.steps), total=cfg.steps, initial=start, desc=f"train {cfg.arch}")
+    t0 = time.perf_counter()
+    with timer("train"):
+        for step in bar:
+            inputs, labels, _ = make_batch(
+                stream, step, batch_size=cfg.batch_size, seq_len=cfg.seq_len, arch=cfg.arch,
+                seed=cfg.seed, mask_id=tokenizer.mask_token_id, vocab_size=vocab,
+                mlm_probability=cfg.mlm_probability, special_ids=special,
+            )
+            factor = _lr_factor(step, cfg)
+            for o in optimizers:
+                for g in o.param_groups:
+                    g["lr"] = cfg.lr * factor
+            out = model(input_ids=inputs.to(dev), labels=labels.to(dev))
+            loss = out.loss
+            if not torch.isfinite(loss):
+                raise ConfigError(f"training diverged at step {step} (loss {loss.item()}); lower lr")
+            for o in optimizers:
+                o.zero_grad(set_to_none=True)
+            loss.backward()
+            if cfg.grad_clip > 0:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+            for o in optimizers:
+                o.step()
+            tokens_seen += inputs.numel()
+            lv = float(loss.item())
+            done = step + 1
+            log_rows.append({"step": done, "loss": lv, "lr": cfg.lr * factor, "tokens_seen": tokens_seen})
+            rate = (done - start) * inputs.numel() / max(1e-9, time.perf_counter() - t0)
+            bar.set_postfix(loss=f"{lv:.3f}", tok_s=f"{rate:.0f}")
+            st = TrainState(step=done, loss=lv, model=model, config=cfg, run_dir=run_dir,
+                            tokens_seen=tokens_seen)
+            for cb in callbacks:
+                with timer("callbacks"):
+                    model.eval()
+                    cb(st)
+                    model.train()
+            if done in schedule:
+                model.eval()
+                save(done, lv)
+                model.train()
+    model.eval()
+
+    ckpts = list_checkpoints(run_dir)
+    manifest = build_manifest(
+        kind="empirical/train", config=cfg, seeds={"seed": cfg.seed}, device=dev, dtype="float32",
+        timings=timer.as_dict(),
+        extra={"arch": cfg.arch, "family": model.config.model_type,
+               "tie_embeddings": cfg.tie_embeddings, "vocab_size": vocab,
+               "checkpoint_steps": [s for s, _ in ckpts], "train_tokens": int(stream_np.size),
+               "eval_documents": len(split.eval), "train_documents": len(split.train),
+               "resumed_from": start if resume else None},
+    )
+    write_manifest(run_dir, manifest)
+    return run_dir
+
+
+def quiet_transformers() -> None:
+    """Silence transformers' per-save shard bars and info warnings (our own bar reports progress)."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+
+
+def _is_tied_key(key: str) -> bool:
+    return key.endswith(("lm_head.weight", "predictions.decoder.weight", "predictions.decoder.bias"))

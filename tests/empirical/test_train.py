@@ -1,0 +1,86 @@
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from tangentlab.empirical.train import (
+    PRESETS,
+    checkpoint_schedule,
+    list_checkpoints,
+    make_batch,
+    train_model,
+)
+from tangentlab.errors import CheckpointError, ConfigError
+
+
+def test_schedule_is_log_spaced_with_zero():
+    s = checkpoint_schedule(1000, 8)
+    assert s[0] == 0 and s[-1] == 1000 and s == sorted(set(s))
+    assert s[1] <= 2 and s[-2] < 500  # dense early
+
+
+def test_tiny_runs_have_trajectory_and_manifest(tiny_runs):
+    for arch, run in tiny_runs.items():
+        ck = list_checkpoints(run)
+        steps = [s for s, _ in ck]
+        assert steps == checkpoint_schedule(PRESETS["tiny"].steps, PRESETS["tiny"].n_checkpoints)
+        assert all((d / "model.safetensors").is_file() and (d / "tokenizer.json").is_file()
+                   for _, d in ck)
+        assert [d for _, d in ck if (d / "optimizer.pt").exists()] == [ck[-1][1]]
+        man = json.loads((run / "manifest.json").read_text())
+        assert man["arch"] == arch and man["tie_embeddings"] is True
+        log = (run / "train_log.csv").read_text().splitlines()
+        first, last = float(log[1].split(",")[1]), float(log[-1].split(",")[1])
+        assert last < first  # it learned something
+        assert (run / "frequency.csv").is_file()
+
+
+def test_mlm_batch_masks_about_15_percent():
+    stream = torch.arange(10_000) % 300 + 4
+    inp, lab, masked = make_batch(stream, 5, batch_size=16, seq_len=64, arch="encoder", seed=0,
+                                  mask_id=3, vocab_size=304)
+    frac = masked.float().mean().item()
+    assert 0.10 < frac < 0.20
+    assert (lab[~masked] == -100).all() and (lab[masked] >= 4).all()
+    assert ((inp == 3) == (masked & (inp == 3))).all()
+    again = make_batch(stream, 5, batch_size=16, seq_len=64, arch="encoder", seed=0,
+                       mask_id=3, vocab_size=304)
+    assert all(torch.equal(a, b) for a, b in zip((inp, lab, masked), again))
+
+
+class _Stop(Exception):
+    pass
+
+
+@pytest.mark.parametrize("optimizer", ["adamw", "muon"])
+def test_resume_is_bit_identical(tmp_path, optimizer):
+    ov = {"steps": 12, "n_checkpoints": 4, "max_docs": 6, "optimizer": optimizer}
+    full = train_model("decoder", tmp_path / "full", preset="tiny", device="cpu", overrides=ov)
+
+    def stop(state):
+        if state.step == 7:
+            raise _Stop
+
+    with pytest.raises(_Stop):
+        train_model("decoder", tmp_path / "cut", preset="tiny", device="cpu", overrides=ov,
+                    callbacks=[stop])
+    assert not (tmp_path / "cut" / "manifest.json").exists()
+    assert max(s for s, _ in list_checkpoints(tmp_path / "cut")) < 12
+    train_model("decoder", tmp_path / "cut", preset="tiny", device="cpu", overrides=ov, resume=True)
+    a = load_file(str(full / "checkpoints/step_000012/model.safetensors"))
+    b = load_file(str(tmp_path / "cut/checkpoints/step_000012/model.safetensors"))
+    assert a.keys() == b.keys()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_refuses_overwrite_and_bad_resume(tmp_path):
+    (tmp_path / "x").mkdir()
+    (tmp_path / "x" / "file").write_text("user data")
+    with pytest.raises(ConfigError):
+        train_model("decoder", tmp_path / "x", preset="tiny", device="cpu")
+    with pytest.raises(CheckpointError):
+        train_model("decoder", tmp_path / "y", preset="tiny", device="cpu", resume=True)
+    with pytest.raises(ConfigError):
+        train_model("decoder", tmp_path / "z", preset="tiny", overrides={"steps": "many"})
+    assert not (tmp_path / "z").exists()
