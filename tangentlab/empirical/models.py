@@ -139,6 +139,9 @@ def load_model(path: str | Path, *, device: str = "cpu", gguf_file: str | None =
     import torch
     from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM
 
+    from tangentlab.empirical.train import quiet_transformers
+
+    quiet_transformers()
     p = Path(path)
     if gguf_file is None and p.is_file() and p.suffix == ".gguf":
         p, gguf_file = p.parent, p.name

@@ -1,0 +1,188 @@
+"""Capture activations and true per-token gradients at named sites, with hooks that prove they fired.
+
+One forward and one backward pass of the model's own training loss (MLM on the masked positions
+for an encoder, next-token for a decoder) give, at every requested site, the activations h_i and
+the gradients g_i = ∂L/∂h_i of the *summed* per-token loss L (not the mean, so a row's gradient
+does not depend on the batch size). Parameters are frozen during capture (``requires_grad`` off)
+and gradients are taken with ``torch.autograd.grad`` with respect to the site tensors only.
+
+Row selection (``CaptureBatch.rows``): real (non-padding) tokens; for a decoder, the last position
+of each window (no target, gradient exactly zero) is excluded. For an encoder ``masked`` marks
+the positions whose tokens were masked (the loss lives there; every position gets a gradient).
+
+A site whose hook never fired, fired twice in one pass, produced a tensor of the wrong shape, or
+whose gradient did not reach it (disconnected), raises :class:`~tangentlab.errors.CaptureError`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tangentlab.errors import CaptureError
+
+__all__ = ["CaptureBatch", "capture_batch", "site_hooks", "token_losses"]
+
+
+@dataclass
+class CaptureBatch:
+    """What one capture pass returns.
+
+    Attributes:
+        acts: site → activations, shape (B, T, d), detached.
+        grads: site → ∂L/∂h, shape (B, T, d) (empty dict when ``grads=False`` or no LM head).
+        input_ids: shape (B, T).
+        rows: bool (B, T): positions that are rows (real tokens; decoder: with a target).
+        masked: bool (B, T): MLM-masked positions (all False for a decoder).
+        loss_sum: the summed per-token loss L (float; NaN without an LM head).
+        n_targets: number of positions that carry a loss term.
+    """
+
+    acts: dict[str, Any]
+    grads: dict[str, Any]
+    input_ids: Any
+    rows: Any
+    masked: Any
+    loss_sum: float
+    n_targets: int
+
+
+@contextlib.contextmanager
+def site_hooks(model, sites: Sequence[str], *, make_leaf: bool, edit=None) -> Iterator[dict]:
+    """Register forward hooks on ``sites``; yields a dict site → list of captured outputs.
+
+    ``make_leaf``: when a site's output does not require grad (frozen parameters upstream), it
+    is replaced by a detached copy that does, so the gradient can be taken with respect to it.
+    ``edit``: optional ``{site: fn(tensor) -> tensor}`` applied to the output (ablation/steering).
+    """
+    from tangentlab.empirical.sites import normalize_site, site_module
+
+    store: dict[str, list] = {}
+    handles = []
+
+    def make(site: str):
+        def hook(_mod, _inp, output):
+            out = output[0] if isinstance(output, tuple) else output
+            if make_leaf and not out.requires_grad:
+                out = out.detach().requires_grad_(True)
+            if edit is not None and site in edit:
+                out = edit[site](out)
+            store[site].append(out)
+            if isinstance(output, tuple):
+                return (out,) + tuple(output[1:])
+            return out
+
+        return hook
+
+    try:
+        for s in sites:
+            name = normalize_site(model, s)
+            if name in store:
+                raise CaptureError(f"site {name!r} was requested twice")
+            store[name] = []
+            handles.append(site_module(model, name).register_forward_hook(make(name)))
+        yield store
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def token_losses(logits, labels, arch: str):
+    """Per-position loss, shape (B, T) (0 where there is no target), and the target mask (B, T).
+
+    Decoder: position t predicts label t+1 (last position: no target). Encoder: positions with
+    label != -100 (the masked ones).
+    """
+    import torch
+    import torch.nn.functional as F
+
+    B, T, V = logits.shape
+    if arch == "decoder":
+        tgt = torch.full_like(labels, -100)
+        tgt[:, :-1] = labels[:, 1:]
+    else:
+        tgt = labels
+    valid = tgt != -100
+    ce = F.cross_entropy(logits.reshape(-1, V), tgt.clamp_min(0).reshape(-1),
+                         reduction="none").reshape(B, T)
+    return ce * valid, valid
+
+
+def capture_batch(loaded, sites: Sequence[str], input_ids, labels=None, *, attention_mask=None,
+                  masked=None, grads: bool = True, edit=None) -> CaptureBatch:
+    """One forward (+ backward when ``grads``) pass; see the module docstring.
+
+    Args:
+        loaded: a :class:`~tangentlab.empirical.models.LoadedModel`.
+        sites: site names (see :mod:`tangentlab.empirical.sites`).
+        input_ids: (B, T) int tensor. labels: (B, T), -100 where no loss (encoder), or the inputs
+            (decoder; shifted inside). Required when ``grads`` or the loss is wanted.
+        attention_mask: optional (B, T) 1/0 (padding = 0).
+        masked: optional (B, T) bool, the MLM-masked positions (recorded).
+        edit: optional {site: fn} to modify activations (ablation/steering).
+    """
+    import torch
+
+    model = loaded.model
+    dev = next(model.parameters()).device
+    input_ids = input_ids.to(dev)
+    B, T = input_ids.shape
+    want_loss = labels is not None and loaded.head
+    grads = grads and want_loss
+    am = torch.ones_like(input_ids) if attention_mask is None else attention_mask.to(dev)
+    saved = [p.requires_grad for p in model.parameters()]
+    for p in model.parameters():
+        p.requires_grad_(False)
+    try:
+        ctx = torch.enable_grad() if grads else torch.no_grad()
+        with ctx, site_hooks(model, sites, make_leaf=grads, edit=edit) as store:
+            out = model(input_ids=input_ids, attention_mask=am)
+            for site, got in store.items():
+                if len(got) != 1:
+                    raise CaptureError(
+                        f"hook at site {site!r} fired {len(got)} times in one forward pass "
+                        "(expected exactly once)"
+                    )
+                h = got[0]
+                if h.ndim != 3 or h.shape[:2] != (B, T):
+                    raise CaptureError(
+                        f"site {site!r} produced shape {tuple(h.shape)}, expected ({B}, {T}, d)"
+                    )
+            loss_sum, n_targets, gmap = float("nan"), 0, {}
+            if want_loss:
+                per_tok, valid = token_losses(out.logits, labels.to(dev), loaded.arch)
+                valid = valid & am.bool()
+                if loaded.arch == "decoder":
+                    valid[:, :-1] &= am[:, 1:].bool()
+                loss = (per_tok * valid).sum()
+                loss_sum, n_targets = float(loss.detach()), int(valid.sum())
+                if grads:
+                    names = list(store)
+                    if not loss.requires_grad:
+                        raise CaptureError(
+                            f"sites {names!r} lost their gradient: the loss is detached from "
+                            "every captured activation"
+                        )
+                    gs = torch.autograd.grad(loss, [store[s][0] for s in names], allow_unused=True)
+                    for s, g in zip(names, gs):
+                        if g is None:
+                            raise CaptureError(
+                                f"site {s!r} lost its gradient: the loss does not depend on it "
+                                "through autograd (a detached or unused module?)"
+                            )
+                        if g.shape != store[s][0].shape:
+                            raise CaptureError(f"gradient at {s!r} has shape {tuple(g.shape)}")
+                        gmap[s] = g.detach()
+            acts = {s: v[0].detach() for s, v in store.items()}
+    finally:
+        for p, r in zip(model.parameters(), saved):
+            p.requires_grad_(r)
+    rows = am.bool().clone()
+    if loaded.arch == "decoder":
+        rows[:, -1] = False
+        rows[:, :-1] &= am[:, 1:].bool()
+    mk = torch.zeros_like(rows) if masked is None else masked.to(dev).bool()
+    return CaptureBatch(acts=acts, grads=gmap, input_ids=input_ids, rows=rows, masked=mk,
+                        loss_sum=loss_sum, n_targets=n_targets)
