@@ -1,1 +1,129 @@
-"""tangentlab.measure (being built)."""
+"""tangentlab.measure: the shared measurement core, used by synthetic and empirical alike.
+
+Conventions: point clouds are ``(n_samples, dim)``; moment matrices ``(d, d)``; a subspace basis
+is ``(d, r)`` with orthonormal columns. Inputs may be numpy or torch; outputs are numpy or floats;
+moments accumulate in float64. Bad input raises a typed :mod:`tangentlab.errors` error.
+
+- subspaces: :func:`orthonormalize`, :func:`projector`, :func:`complement_basis`,
+  :func:`principal_angles`, :func:`random_subspace`, :func:`normal_controls`,
+  :func:`subspace_drift`;
+- moments: :class:`MomentAccumulator`, :func:`outer_product_sum`;
+- energy: :func:`energy_fraction`, :func:`control_test`, :func:`oracle_energy`, ...;
+- isotropy: :func:`isoscore`, :func:`isoscore_star`, :func:`mean_cosine`,
+  :func:`effective_rank`, :func:`participation_ratio`, :func:`top_variance_share`;
+- proxies: :class:`PCAProxy`, :class:`SemiNMFProxy`, :class:`ICAProxy`, :class:`TopKSAEProxy`,
+  :func:`make_proxy`, ``PROXY_NAMES``;
+- curvature: :func:`local_tangent`, :func:`fit_second_fundamental_form`,
+  :func:`empirical_visibility`, :func:`visibility_in_frame`.
+
+Example::
+
+    >>> import numpy as np
+    >>> from tangentlab.measure import MomentAccumulator, make_proxy, control_test
+    >>> rng = np.random.default_rng(0)
+    >>> acts = rng.standard_normal((400, 16)) * np.r_[np.full(2, 6.0), np.ones(14)]
+    >>> grads = rng.standard_normal((400, 16)) * np.r_[np.full(2, 4.0), np.ones(14)]
+    >>> Q = make_proxy("pca", n_components=2).fit(acts).basis()        # (16, 2)
+    >>> acc = MomentAccumulator(16)
+    >>> acc.update(grads)
+    >>> res = control_test(Q, acc.second_moment(), n_controls=20, seed=0, rows=grads)
+    >>> bool(res.enrichment > 3 and res.p_value == 1 / 21)
+    True
+"""
+
+from __future__ import annotations
+
+from tangentlab.measure.curvature import (
+    SecondFundamentalFormFit,
+    empirical_visibility,
+    fit_second_fundamental_form,
+    local_tangent,
+    nearest_neighbours,
+    visibility_in_frame,
+)
+from tangentlab.measure.energy import (
+    ControlTestResult,
+    bootstrap_ci,
+    control_test,
+    energy_fraction,
+    energy_fractions,
+    oracle_basis,
+    oracle_energy,
+)
+from tangentlab.measure.isotropy import (
+    covariance_of,
+    effective_rank,
+    isoscore,
+    isoscore_from_spectrum,
+    isoscore_star,
+    mean_cosine,
+    participation_ratio,
+    top_variance_share,
+)
+from tangentlab.measure.moments import MomentAccumulator, outer_product_sum
+from tangentlab.measure.proxies import (
+    PROXY_NAMES,
+    ICAProxy,
+    PCAProxy,
+    SemiNMFProxy,
+    TopKSAEProxy,
+    make_proxy,
+)
+from tangentlab.measure.subspace import (
+    SubspaceDrift,
+    complement_basis,
+    normal_controls,
+    orthonormalize,
+    principal_angles,
+    projector,
+    random_subspace,
+    random_subspaces,
+    subspace_drift,
+)
+
+__all__ = [
+    # subspace
+    "orthonormalize",
+    "projector",
+    "complement_basis",
+    "principal_angles",
+    "random_subspace",
+    "normal_controls",
+    "random_subspaces",
+    "SubspaceDrift",
+    "subspace_drift",
+    # moments
+    "MomentAccumulator",
+    "outer_product_sum",
+    # energy
+    "energy_fraction",
+    "energy_fractions",
+    "oracle_energy",
+    "oracle_basis",
+    "bootstrap_ci",
+    "ControlTestResult",
+    "control_test",
+    # isotropy
+    "covariance_of",
+    "isoscore",
+    "isoscore_from_spectrum",
+    "isoscore_star",
+    "mean_cosine",
+    "effective_rank",
+    "participation_ratio",
+    "top_variance_share",
+    # proxies
+    "PCAProxy",
+    "SemiNMFProxy",
+    "ICAProxy",
+    "TopKSAEProxy",
+    "PROXY_NAMES",
+    "make_proxy",
+    # curvature
+    "nearest_neighbours",
+    "local_tangent",
+    "SecondFundamentalFormFit",
+    "fit_second_fundamental_form",
+    "empirical_visibility",
+    "visibility_in_frame",
+]

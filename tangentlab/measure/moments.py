@@ -1,0 +1,313 @@
+"""Streaming float64 moment accumulators, optionally keyed by a group label per row.
+
+:class:`MomentAccumulator` keeps, for all rows and for each group: the count N, the mean and the
+*centred* co-moment M2 = sum (x - mean)(x - mean)^T, merged batch by batch with the pairwise
+formula of Chan, Golub & LeVeque (1979). This is exact in exact arithmetic and avoids the
+cancellation of ``sum x x^T - N mean mean^T`` when the mean is large. From it:
+
+- ``second_moment()`` = sum x x^T / N (uncentred; the C of the energy tests);
+- ``covariance(ddof=1)`` = M2 / (N - ddof);
+- ``outer_sum()`` = sum x x^T (unnormalised; stack these per batch for the batch bootstrap of
+  :func:`tangentlab.measure.control_test`).
+
+Outer products run in torch float64, so real gradient batches (torch, any float dtype, any device)
+are cheap to feed; numpy input works too.
+
+Example::
+
+    >>> import numpy as np
+    >>> from tangentlab.measure import MomentAccumulator
+    >>> acc = MomentAccumulator(3)
+    >>> acc.update(np.ones((4, 3)), groups=[0, 0, 1, 1])
+    >>> acc.count, acc.group_count(1), acc.second_moment().shape
+    (4, 2, (3, 3))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable
+from typing import Any
+
+import numpy as np
+
+from tangentlab.errors import (
+    EmptyGroupError,
+    InsufficientSamplesError,
+    ShapeError,
+    UnknownNameError,
+    ValidationError,
+)
+from tangentlab.measure._validate import check_positive_int
+
+__all__ = ["MomentAccumulator", "outer_product_sum"]
+
+
+def _as_rows_tensor(rows: Any, dim: int):
+    """(n, dim) float64 CPU torch tensor from numpy/torch/list input, validated."""
+    import torch
+
+    from tangentlab.measure._validate import as_points
+
+    if isinstance(rows, torch.Tensor):
+        if rows.is_complex() or rows.dtype == torch.bool:
+            from tangentlab.errors import DTypeError
+
+            raise DTypeError(f"rows have dtype {rows.dtype}; pass real floating-point rows")
+        t = rows.detach().to(device="cpu", dtype=torch.float64)
+        if t.ndim != 2 or t.shape[1] != dim:
+            raise ShapeError(
+                f"rows must have shape (n, {dim}); got {tuple(t.shape)}"
+            )
+        if not bool(torch.isfinite(t).all()):
+            from tangentlab.errors import NonFiniteError
+
+            bad = (~torch.isfinite(t)).any(dim=1).nonzero().flatten()
+            raise NonFiniteError(
+                f"rows hold NaN or Inf in {bad.numel()} row(s), first row {int(bad[0])}; drop or "
+                "repair them before accumulating"
+            )
+        return t
+    arr = as_points(rows, name="rows", min_rows=0, dim=dim)
+    return torch.from_numpy(arr)
+
+
+def outer_product_sum(rows: Any) -> np.ndarray:
+    """Unnormalised ``sum_i x_i x_i^T`` of rows ``(n, d)`` in float64: shape ``(d, d)``.
+
+    One such matrix per batch, stacked to ``(B, d, d)``, is the ``batches`` input of
+    :func:`tangentlab.measure.control_test`.
+    """
+    import torch
+
+    from tangentlab.measure._validate import as_points
+
+    t = torch.from_numpy(as_points(rows, name="rows", min_rows=0))
+    return (t.T @ t).numpy()
+
+
+class _Stats:
+    """Count, mean (d,) and centred co-moment M2 (d, d), float64 torch."""
+
+    __slots__ = ("n", "mean", "m2")
+
+    def __init__(self, dim: int):
+        import torch
+
+        self.n = 0
+        self.mean = torch.zeros(dim, dtype=torch.float64)
+        self.m2 = torch.zeros(dim, dim, dtype=torch.float64)
+
+    def add_batch(self, t) -> None:
+        nb = int(t.shape[0])
+        if nb == 0:
+            return
+        mb = t.mean(dim=0)
+        xc = t - mb
+        m2b = xc.T @ xc
+        self._combine(nb, mb, m2b)
+
+    def _combine(self, nb: int, mb, m2b) -> None:
+        na = self.n
+        if na == 0:
+            self.n, self.mean, self.m2 = nb, mb.clone(), m2b.clone()
+            return
+        n = na + nb
+        delta = mb - self.mean
+        self.mean = self.mean + delta * (nb / n)
+        self.m2 = self.m2 + m2b + (na * nb / n) * delta[:, None] * delta[None, :]
+        self.n = n
+
+    def merge(self, other: _Stats) -> None:
+        if other.n:
+            self._combine(other.n, other.mean, other.m2)
+
+    def copy(self) -> _Stats:
+        new = _Stats.__new__(_Stats)
+        new.n, new.mean, new.m2 = self.n, self.mean.clone(), self.m2.clone()
+        return new
+
+
+class MomentAccumulator:
+    """Streaming count, mean, second moment and covariance of rows of dimension ``dim``.
+
+    Args:
+        dim: the row dimension d.
+        groups: optional iterable of allowed group labels (hashable: ints, strings, ...). If given,
+            rows labelled with anything else raise UnknownNameError, and the declared labels are
+            reported by :attr:`group_labels` in that order even before they receive rows. If None,
+            any label is accepted and groups appear in first-seen order.
+
+    Rows given to :meth:`update` without labels count towards the total only; labelled rows count
+    towards the total and their group. Every statistic is float64 and returned as numpy.
+    Queries for a group that has no rows raise EmptyGroupError; queries on an accumulator with no
+    rows at all raise InsufficientSamplesError.
+    """
+
+    def __init__(self, dim: int, groups: Iterable[Hashable] | None = None):
+        self.dim = check_positive_int(dim, "dim")
+        self._declared: tuple | None = None
+        self._total = _Stats(self.dim)
+        self._groups: dict[Hashable, _Stats] = {}
+        if groups is not None:
+            labels = [self._key(g) for g in groups]
+            if len(set(labels)) != len(labels):
+                raise ValidationError(f"groups has duplicate labels: {labels!r}; pass each once")
+            self._declared = tuple(labels)
+            for g in labels:
+                self._groups[g] = _Stats(self.dim)
+
+    @staticmethod
+    def _key(label: Any) -> Hashable:
+        if isinstance(label, np.generic):
+            label = label.item()
+        try:
+            hash(label)
+        except TypeError as exc:
+            raise ValidationError(f"group label {label!r} is not hashable") from exc
+        return label
+
+    # -- feeding -------------------------------------------------------------------------------
+    def update(self, rows: Any, groups: Any = None) -> None:
+        """Add rows ``(n, dim)`` (numpy or torch, any real dtype), with optional labels ``(n,)``."""
+        t = _as_rows_tensor(rows, self.dim)
+        n = int(t.shape[0])
+        if groups is None:
+            self._total.add_batch(t)
+            return
+        if hasattr(groups, "detach"):
+            groups = groups.detach().cpu().numpy()
+        labels = np.asarray(groups)
+        if labels.ndim != 1 or labels.shape[0] != n:
+            raise ShapeError(
+                f"groups must hold one label per row, shape ({n},); got shape {labels.shape}"
+            )
+        if labels.dtype.kind in "fc" and labels.size and not np.all(np.isfinite(labels)):
+            raise ValidationError("groups holds NaN/Inf labels; pass integer or string labels")
+        uniq, inverse = np.unique(labels, return_inverse=True)
+        keys = [self._key(lab) for lab in uniq]
+        if self._declared is not None:
+            unknown = [k for k in keys if k not in self._groups]
+            if unknown:
+                raise UnknownNameError(
+                    f"group label(s) {unknown!r} are not among the declared groups "
+                    f"{self._declared!r}"
+                )
+        import torch
+
+        self._total.add_batch(t)
+        for j, key in enumerate(keys):
+            if key not in self._groups:
+                self._groups[key] = _Stats(self.dim)
+            idx = torch.from_numpy(np.flatnonzero(inverse == j))
+            self._groups[key].add_batch(t.index_select(0, idx))
+
+    def merge(self, other: MomentAccumulator) -> MomentAccumulator:
+        """Fold ``other`` into this accumulator (in place) and return ``self``.
+
+        The result equals one accumulator fed the rows of both (up to float rounding).
+        """
+        if not isinstance(other, MomentAccumulator):
+            raise ValidationError(f"can only merge a MomentAccumulator, not {type(other).__name__}")
+        if other.dim != self.dim:
+            raise ShapeError(f"cannot merge dim {other.dim} into dim {self.dim}")
+        if self._declared is not None:
+            unknown = [g for g in other._groups if g not in self._groups]
+            if unknown:
+                raise UnknownNameError(
+                    f"groups {unknown!r} of the other accumulator are not declared here "
+                    f"({self._declared!r})"
+                )
+        self._total.merge(other._total)
+        for g, st in other._groups.items():
+            if g not in self._groups:
+                self._groups[g] = _Stats(self.dim)
+            self._groups[g].merge(st)
+        return self
+
+    def copy(self) -> MomentAccumulator:
+        """Independent deep copy."""
+        new = MomentAccumulator.__new__(MomentAccumulator)
+        new.dim = self.dim
+        new._declared = self._declared
+        new._total = self._total.copy()
+        new._groups = {g: st.copy() for g, st in self._groups.items()}
+        return new
+
+    # -- queries -------------------------------------------------------------------------------
+    @property
+    def count(self) -> int:
+        """Total number of rows seen."""
+        return self._total.n
+
+    @property
+    def group_labels(self) -> tuple:
+        """Declared labels (declaration order), else the labels seen so far (first-seen order)."""
+        return self._declared if self._declared is not None else tuple(self._groups)
+
+    def group_count(self, g: Hashable) -> int:
+        """Rows seen in group ``g`` (0 for a declared group with no rows yet)."""
+        key = self._key(g)
+        if key in self._groups:
+            return self._groups[key].n
+        if self._declared is not None:
+            raise UnknownNameError(f"group {key!r} is not declared; declared: {self._declared!r}")
+        return 0
+
+    def _stats(self, group: Hashable | None, need: int = 1) -> _Stats:
+        if group is None:
+            st = self._total
+            if st.n < need:
+                raise InsufficientSamplesError(
+                    f"the accumulator has {st.n} row(s) but this statistic needs at least {need}; "
+                    "call update() with more rows first"
+                )
+            return st
+        key = self._key(group)
+        if key not in self._groups:
+            if self._declared is not None:
+                raise UnknownNameError(
+                    f"group {key!r} is not declared; declared: {self._declared!r}"
+                )
+            raise EmptyGroupError(
+                f"group {key!r} has no rows; groups with rows: {tuple(self._groups)!r}"
+            )
+        st = self._groups[key]
+        if st.n == 0:
+            raise EmptyGroupError(f"group {key!r} has no rows yet; feed it rows before asking")
+        if st.n < need:
+            raise InsufficientSamplesError(
+                f"group {key!r} has {st.n} row(s) but this statistic needs at least {need}"
+            )
+        return st
+
+    def mean(self, group: Hashable | None = None) -> np.ndarray:
+        """Mean row, shape ``(dim,)``."""
+        return self._stats(group).mean.numpy().copy()
+
+    def outer_sum(self, group: Hashable | None = None) -> np.ndarray:
+        """Unnormalised ``sum x x^T``, shape ``(dim, dim)``."""
+        st = self._stats(group)
+        s = st.m2 + st.n * st.mean[:, None] * st.mean[None, :]
+        return (0.5 * (s + s.T)).numpy().copy()
+
+    def second_moment(self, group: Hashable | None = None) -> np.ndarray:
+        """Uncentred second moment ``sum x x^T / N``, shape ``(dim, dim)``."""
+        st = self._stats(group)
+        s = st.m2 / st.n + st.mean[:, None] * st.mean[None, :]
+        return (0.5 * (s + s.T)).numpy().copy()
+
+    def covariance(self, group: Hashable | None = None, ddof: int = 1) -> np.ndarray:
+        """Covariance ``sum (x - mean)(x - mean)^T / (N - ddof)``; ``ddof=1`` (unbiased) by default.
+
+        Needs ``N > ddof`` rows, else InsufficientSamplesError.
+        """
+        if ddof not in (0, 1):
+            raise ValidationError(f"ddof must be 0 or 1, got {ddof!r}")
+        st = self._stats(group, need=ddof + 1)
+        return (st.m2 / (st.n - ddof)).numpy().copy()
+
+    def __repr__(self) -> str:
+        return (
+            f"MomentAccumulator(dim={self.dim}, count={self.count}, "
+            f"groups={len(self.group_labels)})"
+        )

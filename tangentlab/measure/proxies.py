@@ -1,0 +1,444 @@
+"""Tangent-proxy extractors with the scikit-learn estimator contract.
+
+Each extractor fits a rank-r subspace ("tangent proxy") to activations X of shape ``(n, d)``:
+
+- ``__init__`` only stores keyword parameters; the rank is ``n_components``, the seed
+  ``random_state``; an unknown parameter raises ConfigError (values are checked in ``fit``);
+- ``fit(X)`` returns ``self``; learned state ends in ``_``; ``components_`` has shape ``(r, d)``;
+- ``transform(X)`` gives codes ``(n, r)``, ``inverse_transform(Z)`` reconstructions ``(n, d)``;
+- ``basis()`` returns an orthonormal ``(d, r)`` basis of the proxy subspace (QR of
+  ``components_.T`` with the positive-diagonal convention, except where a class says otherwise);
+- ``get_params()`` / ``set_params(**params)`` (``sklearn.base.clone`` works).
+
+Extractors: :class:`PCAProxy`, :class:`SemiNMFProxy`, :class:`ICAProxy`, :class:`TopKSAEProxy`;
+:func:`make_proxy` builds one by name (``PROXY_NAMES``).
+
+Example::
+
+    >>> import numpy as np
+    >>> from tangentlab.measure import make_proxy
+    >>> X = np.random.default_rng(0).standard_normal((200, 6)) * np.r_[9, 8, 1, 1, 1, 1]
+    >>> make_proxy("pca", n_components=2).fit(X).basis().shape
+    (6, 2)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tangentlab.errors import ConfigError, UnknownNameError, ValidationError
+from tangentlab.measure._validate import as_points, check_positive_int, check_rank, to_float64
+from tangentlab.measure.subspace import orthonormalize
+
+__all__ = [
+    "PCAProxy",
+    "SemiNMFProxy",
+    "ICAProxy",
+    "TopKSAEProxy",
+    "PROXY_NAMES",
+    "make_proxy",
+]
+
+
+class _Proxy:
+    """Shared contract: parameter handling, validation, ``basis()``. Not for direct use."""
+
+    _param_names: tuple[str, ...] = ()
+
+    def _store(self, params: dict[str, Any], unknown: dict[str, Any]) -> None:
+        if unknown:
+            raise ConfigError(
+                f"{type(self).__name__} got unknown parameter(s) {sorted(unknown)}; "
+                f"known: {list(self._param_names)}"
+            )
+        for k in self._param_names:
+            setattr(self, k, params[k])
+
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        """The constructor parameters as a dict."""
+        return {k: getattr(self, k) for k in self._param_names}
+
+    def set_params(self, **params: Any):
+        """Set constructor parameters; unknown names raise ConfigError. Returns self."""
+        unknown = [k for k in params if k not in self._param_names]
+        if unknown:
+            raise ConfigError(
+                f"{type(self).__name__} has no parameter(s) {sorted(unknown)}; "
+                f"known: {list(self._param_names)}"
+            )
+        for k, v in params.items():
+            setattr(self, k, v)
+        return self
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={getattr(self, k)!r}" for k in self._param_names)
+        return f"{type(self).__name__}({args})"
+
+    # -- helpers -------------------------------------------------------------------------------
+    def _validate_fit(self, X: Any, extra_rows: int = 1) -> tuple[np.ndarray, int]:
+        arr = to_float64(X, "X")
+        d = arr.shape[1] if arr.ndim == 2 else 0
+        X = as_points(arr, name="X")
+        r = check_rank(self.n_components, d, name="n_components")
+        if not isinstance(self.random_state, (int, np.integer)) or isinstance(self.random_state, bool):
+            raise ConfigError(f"random_state must be an integer seed, got {self.random_state!r}")
+        from tangentlab.errors import InsufficientSamplesError
+
+        if X.shape[0] < r + extra_rows:
+            raise InsufficientSamplesError(
+                f"X has {X.shape[0]} rows but rank n_components={r} needs at least "
+                f"{r + extra_rows}; pass more samples or lower the rank"
+            )
+        return X, r
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "components_"):
+            raise ValidationError(f"{type(self).__name__} is not fitted; call fit(X) first")
+
+    def _validate_X(self, X: Any) -> np.ndarray:
+        self._check_fitted()
+        return as_points(X, name="X", dim=self.components_.shape[1])
+
+    def _validate_Z(self, Z: Any) -> np.ndarray:
+        self._check_fitted()
+        return as_points(Z, name="Z", dim=self.components_.shape[0])
+
+    def basis(self) -> np.ndarray:
+        """Orthonormal basis ``(d, r)`` of the span of the rows of ``components_``."""
+        self._check_fitted()
+        return orthonormalize(self.components_.T)
+
+    def fit_transform(self, X: Any, y: Any = None) -> np.ndarray:
+        """``fit(X).transform(X)``."""
+        return self.fit(X).transform(X)
+
+
+def _sign_fix(rows: np.ndarray) -> np.ndarray:
+    """Flip each row so its largest-magnitude entry is positive (deterministic signs)."""
+    idx = np.argmax(np.abs(rows), axis=1)
+    signs = np.sign(rows[np.arange(rows.shape[0]), idx])
+    signs[signs == 0] = 1.0
+    return rows * signs[:, None]
+
+
+class PCAProxy(_Proxy):
+    """Principal subspace: the top ``n_components`` eigenvectors of the covariance of X.
+
+    Params: ``n_components`` (rank r), ``center`` (True: covariance around the mean; False: the
+    uncentred second moment ``X^T X / n``, the same convention as the energy oracle),
+    ``random_state`` (unused; PCA is deterministic, kept for the common contract).
+
+    Learned: ``components_`` ``(r, d)`` orthonormal rows, eigenvalue descending, each signed so its
+    largest entry is positive; ``explained_variance_`` ``(r,)``; ``mean_`` ``(d,)`` (zeros when
+    ``center=False``). ``transform(X) = (X - mean_) @ components_.T``.
+    """
+
+    _param_names = ("n_components", "center", "random_state")
+
+    def __init__(self, n_components: int = 8, *, center: bool = True, random_state: int = 0,
+                 **unknown: Any):
+        self._store(dict(n_components=n_components, center=center, random_state=random_state),
+                    unknown)
+
+    def fit(self, X: Any, y: Any = None) -> PCAProxy:
+        X, r = self._validate_fit(X)
+        self.mean_ = X.mean(axis=0) if self.center else np.zeros(X.shape[1])
+        Xc = X - self.mean_
+        M = Xc.T @ Xc / (X.shape[0] - 1 if self.center else X.shape[0])
+        vals, vecs = np.linalg.eigh(M)
+        order = np.argsort(vals)[::-1][:r]
+        self.components_ = _sign_fix(vecs[:, order].T)
+        self.explained_variance_ = vals[order]
+        self.n_features_in_ = X.shape[1]
+        return self
+
+    def transform(self, X: Any) -> np.ndarray:
+        X = self._validate_X(X)
+        return (X - self.mean_) @ self.components_.T
+
+    def inverse_transform(self, Z: Any) -> np.ndarray:
+        Z = self._validate_Z(Z)
+        return Z @ self.components_ + self.mean_
+
+
+def _pos(A: np.ndarray) -> np.ndarray:
+    return (np.abs(A) + A) / 2
+
+
+def _neg(A: np.ndarray) -> np.ndarray:
+    return (np.abs(A) - A) / 2
+
+
+class SemiNMFProxy(_Proxy):
+    """Semi-NMF (Ding, Li & Jordan 2010): ``X ~ Z D`` with codes ``Z >= 0``, dictionary D free.
+
+    Convention: rows are samples. X ``(n, d)``, codes Z ``(n, r)`` non-negative, dictionary
+    D ``(r, d)`` of any sign (in the paper's column convention ``X^T = F G^T`` with ``F = D^T``
+    free and ``G = Z >= 0``). Alternating updates, each of which does not increase
+    ``||X - Z D||_F^2``:
+
+    - ``D = argmin ||X - Z D||`` (least squares, ``D = (Z^T Z)^+ Z^T X``);
+    - ``Z <- Z * sqrt(((X D^T)^+ + Z (D D^T)^-) / ((X D^T)^- + Z (D D^T)^+))``, with
+      ``A^+ = (|A| + A)/2`` and ``A^- = (|A| - A)/2``.
+
+    Params: ``n_components`` (r), ``max_iter``, ``tol`` (stop when the relative loss decrease
+    falls below it), ``init`` (``"kmeans"``: cluster indicators + 0.2 as in the paper, from
+    scikit-learn KMeans seeded by ``random_state``; or ``"random"``: uniform(0.1, 1.1)),
+    ``center`` (subtract the mean first; default False: concept extraction on raw activations),
+    ``transform_iter`` (multiplicative updates with D fixed in ``transform``), ``random_state``.
+
+    Learned: ``components_`` = D ``(r, d)``, ``codes_`` ``(n, r)``, ``mean_``, ``loss_history_``
+    (``||X - Z D||_F^2`` after each iteration), ``n_iter_``. ``basis()`` is the QR of
+    ``components_.T``: the dictionary's row span, orthonormalised.
+    """
+
+    _param_names = ("n_components", "max_iter", "tol", "init", "center", "transform_iter",
+                    "random_state")
+
+    def __init__(self, n_components: int = 8, *, max_iter: int = 200, tol: float = 1e-6,
+                 init: str = "kmeans", center: bool = False, transform_iter: int = 200,
+                 random_state: int = 0, **unknown: Any):
+        self._store(dict(n_components=n_components, max_iter=max_iter, tol=tol, init=init,
+                         center=center, transform_iter=transform_iter,
+                         random_state=random_state), unknown)
+
+    @staticmethod
+    def _update_codes(X: np.ndarray, Z: np.ndarray, D: np.ndarray) -> np.ndarray:
+        XD = X @ D.T
+        DD = D @ D.T
+        num = _pos(XD) + Z @ _neg(DD)
+        den = _neg(XD) + Z @ _pos(DD)
+        tiny = 1e-300
+        return Z * np.sqrt(num / np.maximum(den, tiny))
+
+    def _init_codes(self, X: np.ndarray, r: int) -> np.ndarray:
+        if self.init == "kmeans":
+            from sklearn.cluster import KMeans
+
+            labels = KMeans(n_clusters=r, n_init=1, random_state=self.random_state).fit_predict(X)
+            Z = np.full((X.shape[0], r), 0.2)
+            Z[np.arange(X.shape[0]), labels] += 1.0
+            return Z
+        if self.init == "random":
+            return np.random.default_rng(self.random_state).uniform(0.1, 1.1, (X.shape[0], r))
+        raise ConfigError(f"init must be 'kmeans' or 'random', got {self.init!r}")
+
+    def fit(self, X: Any, y: Any = None) -> SemiNMFProxy:
+        X, r = self._validate_fit(X)
+        max_iter = check_positive_int(self.max_iter, "max_iter")
+        self.mean_ = X.mean(axis=0) if self.center else np.zeros(X.shape[1])
+        Xc = X - self.mean_
+        Z = self._init_codes(Xc, r)
+        D = np.linalg.lstsq(Z, Xc, rcond=None)[0]
+        losses: list[float] = [float(np.sum((Xc - Z @ D) ** 2))]
+        it = 0
+        for it in range(1, max_iter + 1):  # noqa: B007
+            Z = self._update_codes(Xc, Z, D)
+            D = np.linalg.lstsq(Z, Xc, rcond=None)[0]
+            losses.append(float(np.sum((Xc - Z @ D) ** 2)))
+            prev, cur = losses[-2], losses[-1]
+            if prev <= 0 or (prev - cur) <= self.tol * prev:
+                break
+        self.components_ = D
+        self.codes_ = Z
+        self.loss_history_ = np.asarray(losses)
+        self.n_iter_ = it
+        self.n_features_in_ = X.shape[1]
+        return self
+
+    def transform(self, X: Any) -> np.ndarray:
+        """Non-negative codes ``(n, r)`` for X with D fixed (``transform_iter`` updates)."""
+        X = self._validate_X(X) - self.mean_
+        D = self.components_
+        Z0 = X @ np.linalg.pinv(D)
+        Z = np.maximum(Z0, 0) + 0.1 * (np.abs(Z0).mean() + 1e-12)
+        for _ in range(check_positive_int(self.transform_iter, "transform_iter")):
+            Z = self._update_codes(X, Z, D)
+        return Z
+
+    def inverse_transform(self, Z: Any) -> np.ndarray:
+        Z = self._validate_Z(Z)
+        return Z @ self.components_ + self.mean_
+
+
+class ICAProxy(_Proxy):
+    """Independent components (scikit-learn ``FastICA``) as a proxy.
+
+    Params: ``n_components`` (r), ``whiten`` (FastICA's, default ``"unit-variance"``), ``fun``,
+    ``max_iter``, ``tol``, ``random_state``.
+
+    Learned: ``components_`` ``(r, d)`` the unmixing matrix (scikit-learn's meaning: sources are
+    ``(X - mean_) @ components_.T``), ``mixing_`` ``(d, r)``, ``mean_``. ``basis()`` is the QR of
+    ``mixing_``, the source directions in data space. With whitening, that span equals the
+    top-r PCA span: ICA changes the axes inside it, not the subspace.
+    """
+
+    _param_names = ("n_components", "whiten", "fun", "max_iter", "tol", "random_state")
+
+    def __init__(self, n_components: int = 8, *, whiten: str = "unit-variance",
+                 fun: str = "logcosh", max_iter: int = 500, tol: float = 1e-4,
+                 random_state: int = 0, **unknown: Any):
+        self._store(dict(n_components=n_components, whiten=whiten, fun=fun, max_iter=max_iter,
+                         tol=tol, random_state=random_state), unknown)
+
+    def fit(self, X: Any, y: Any = None) -> ICAProxy:
+        X, r = self._validate_fit(X, extra_rows=2)
+        from sklearn.decomposition import FastICA
+
+        ica = FastICA(n_components=r, whiten=self.whiten, fun=self.fun, max_iter=self.max_iter,
+                      tol=self.tol, random_state=self.random_state)
+        ica.fit(X)
+        self._ica = ica
+        self.components_ = np.asarray(ica.components_, dtype=np.float64)
+        self.mixing_ = np.asarray(ica.mixing_, dtype=np.float64)
+        self.mean_ = np.asarray(getattr(ica, "mean_", np.zeros(X.shape[1])), dtype=np.float64)
+        self.n_iter_ = int(ica.n_iter_)
+        self.n_features_in_ = X.shape[1]
+        return self
+
+    def transform(self, X: Any) -> np.ndarray:
+        X = self._validate_X(X)
+        return (X - self.mean_) @ self.components_.T
+
+    def inverse_transform(self, Z: Any) -> np.ndarray:
+        Z = self._validate_Z(Z)
+        return Z @ self.mixing_.T + self.mean_
+
+    def basis(self) -> np.ndarray:
+        """Orthonormal ``(d, r)`` basis of span(``mixing_``)."""
+        self._check_fitted()
+        return orthonormalize(self.mixing_)
+
+
+class TopKSAEProxy(_Proxy):
+    """A small TopK sparse autoencoder (Makhzani & Frey 2013; Gao et al. 2024), trained in torch.
+
+    ``z = TopK_k(ReLU((x - b_dec) W_enc + b_enc))``, ``x_hat = z W_dec + b_dec``, with
+    ``n_components`` latents (r) and ``k`` active per row; loss mean squared error; Adam; decoder
+    rows renormalised to unit norm after every step. ``b_dec`` starts at the data mean
+    (``center=True``) or zero. Training is float32 on CPU, seeded by ``random_state`` through a
+    ``torch.Generator`` (initialisation and mini-batches), so a seed gives identical weights.
+
+    Params: ``n_components`` (r), ``k`` (default None = ``max(1, r // 2)``), ``n_steps``,
+    ``batch_size``, ``lr``, ``center``, ``random_state``. Training uses one torch thread.
+
+    Learned: ``components_`` = ``W_dec`` ``(r, d)`` unit rows, ``encoder_`` ``(d, r)``,
+    ``encoder_bias_`` ``(r,)``, ``decoder_bias_`` ``(d,)``, ``loss_history_`` (per step).
+    ``basis()`` is the QR of the decoder directions (dead latents keep their initial direction).
+    """
+
+    _param_names = ("n_components", "k", "n_steps", "batch_size", "lr", "center", "random_state")
+
+    def __init__(self, n_components: int = 8, *, k: int | None = None, n_steps: int = 500,
+                 batch_size: int = 256, lr: float = 1e-2, center: bool = True,
+                 random_state: int = 0, **unknown: Any):
+        self._store(dict(n_components=n_components, k=k, n_steps=n_steps,
+                         batch_size=batch_size, lr=lr, center=center,
+                         random_state=random_state), unknown)
+
+    def _k(self, r: int) -> int:
+        k = max(1, r // 2) if self.k is None else check_positive_int(self.k, "k")
+        if k > r:
+            raise ConfigError(f"k={k} active latents exceeds n_components={r}; need k <= r")
+        return k
+
+    @staticmethod
+    def _encode(x, w_enc, b_enc, b_dec, k: int):
+        import torch
+
+        pre = torch.relu((x - b_dec) @ w_enc + b_enc)
+        vals, idx = torch.topk(pre, k, dim=1)
+        return torch.zeros_like(pre).scatter(1, idx, vals)
+
+    def fit(self, X: Any, y: Any = None) -> TopKSAEProxy:
+        """Train the SAE on X ``(n, d)``; returns self.
+
+        Runs with one torch thread (restored afterwards): the model is tiny, and on a loaded
+        2-core machine two threads made training about 10x slower.
+        """
+        import torch
+
+        prev = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            return self._fit(X)
+        finally:
+            torch.set_num_threads(prev)
+
+    def _fit(self, X: Any) -> TopKSAEProxy:
+        import torch
+
+        X, r = self._validate_fit(X)
+        k = self._k(r)
+        n_steps = check_positive_int(self.n_steps, "n_steps")
+        batch = min(check_positive_int(self.batch_size, "batch_size"), X.shape[0])
+        n, d = X.shape
+        gen = torch.Generator().manual_seed(int(self.random_state))
+        data = torch.from_numpy(X).to(torch.float32)
+        w_dec = torch.randn(r, d, generator=gen)
+        w_dec = w_dec / w_dec.norm(dim=1, keepdim=True)
+        w_dec.requires_grad_(True)
+        w_enc = w_dec.detach().T.clone().requires_grad_(True)
+        b_enc = torch.zeros(r, requires_grad=True)
+        b0 = data.mean(dim=0) if self.center else torch.zeros(d)
+        b_dec = b0.clone().requires_grad_(True)
+        opt = torch.optim.Adam([w_enc, b_enc, w_dec, b_dec], lr=float(self.lr))
+        losses = np.empty(n_steps)
+        for step in range(n_steps):
+            idx = torch.randint(0, n, (batch,), generator=gen)
+            x = data[idx]
+            z = self._encode(x, w_enc, b_enc, b_dec, k)
+            loss = ((z @ w_dec + b_dec - x) ** 2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            with torch.no_grad():
+                w_dec /= w_dec.norm(dim=1, keepdim=True).clamp_min(1e-12)
+            losses[step] = float(loss.detach())
+        self.components_ = w_dec.detach().to(torch.float64).numpy().copy()
+        self.encoder_ = w_enc.detach().to(torch.float64).numpy().copy()
+        self.encoder_bias_ = b_enc.detach().to(torch.float64).numpy().copy()
+        self.decoder_bias_ = b_dec.detach().to(torch.float64).numpy().copy()
+        self.k_ = k
+        self.loss_history_ = losses
+        self.n_features_in_ = d
+        return self
+
+    def transform(self, X: Any) -> np.ndarray:
+        import torch
+
+        X = self._validate_X(X)
+        z = self._encode(torch.from_numpy(X), torch.from_numpy(self.encoder_),
+                         torch.from_numpy(self.encoder_bias_),
+                         torch.from_numpy(self.decoder_bias_), self.k_)
+        return z.numpy()
+
+    def inverse_transform(self, Z: Any) -> np.ndarray:
+        Z = self._validate_Z(Z)
+        return Z @ self.components_ + self.decoder_bias_
+
+
+_PROXIES = {
+    "pca": PCAProxy,
+    "seminmf": SemiNMFProxy,
+    "ica": ICAProxy,
+    "sae": TopKSAEProxy,
+}
+
+PROXY_NAMES: tuple[str, ...] = tuple(_PROXIES)
+
+
+def make_proxy(name: str, **params: Any) -> _Proxy:
+    """Build a proxy extractor by name (one of ``PROXY_NAMES``: pca, seminmf, ica, sae).
+
+    Unknown names raise UnknownNameError; unknown parameters raise ConfigError.
+    """
+    try:
+        cls = _PROXIES[str(name).lower()]
+    except KeyError:
+        raise UnknownNameError(
+            f"unknown proxy {name!r}; choose one of {', '.join(PROXY_NAMES)}"
+        ) from None
+    return cls(**params)
