@@ -11,6 +11,10 @@ def _report(args: argparse.Namespace) -> int:
     result = render_report(args.run_dir)
     print(result.html)
     print(result.markdown)
+    if args.summary_figure:
+        from tangentlab.report.render import summary_figure
+
+        print(summary_figure(args.run_dir, args.summary_figure))
     if result.row_errors:
         import sys
 
@@ -31,4 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("run_dir", metavar="RUN_DIR", help="a directory written by `tangentlab reproduce` (e.g. runs/latest)")
+    p.add_argument("--summary-figure", metavar="PNG",
+                   help="also write a one-image summary (the headline rows' figures) to PNG, "
+                        "e.g. docs/figures/report.png")
     p.set_defaults(func=_report)

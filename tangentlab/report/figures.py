@@ -37,6 +37,7 @@ class Series:
     lo: tuple[float, ...] = ()
     hi: tuple[float, ...] = ()
     style: str = ""
+    color: int | None = None  # same number = same colour (a theory line and its measurement)
 
     def __post_init__(self) -> None:
         if self.kind not in _KINDS:
@@ -71,8 +72,9 @@ def panel_has_data(panel: Panel) -> bool:
 _COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
 
 
-def render_png(panels: Sequence[Panel], *, width: float = 5.2, height: float = 3.6, dpi: int = 90) -> bytes:
-    """Draw ``panels`` side by side and return the PNG bytes (Agg backend)."""
+def render_png(panels: Sequence[Panel], *, width: float = 5.2, height: float = 3.6, dpi: int = 90,
+               ncols: int | None = None) -> bytes:
+    """Draw ``panels`` in a grid (side by side unless ``ncols`` is given); return PNG bytes (Agg)."""
     import matplotlib
 
     matplotlib.use("Agg", force=True)
@@ -81,10 +83,14 @@ def render_png(panels: Sequence[Panel], *, width: float = 5.2, height: float = 3
 
     if not panels:
         raise ValueError("a figure needs at least one panel")
-    fig, axes = plt.subplots(1, len(panels), figsize=(width * len(panels), height), dpi=dpi,
+    ncols = min(ncols or len(panels), len(panels))
+    nrows = -(-len(panels) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows), dpi=dpi,
                              squeeze=False)
+    for ax in axes.flat[len(panels):]:
+        ax.set_axis_off()
     try:
-        for ax, panel in zip(axes[0], panels):
+        for ax, panel in zip(axes.flat, panels):
             color_i = 0
             for s in panel.series:
                 x = np.asarray(s.x, dtype=float)
@@ -102,8 +108,11 @@ def render_png(panels: Sequence[Panel], *, width: float = 5.2, height: float = 3
                     ax.fill_between(x[order], lo[order], hi[order], color="0.6", alpha=0.3,
                                     linewidth=0, label=s.label)
                     continue
-                color = _COLORS[color_i % len(_COLORS)]
-                color_i += 1
+                if s.color is not None:
+                    color = _COLORS[s.color % len(_COLORS)]
+                else:
+                    color = _COLORS[color_i % len(_COLORS)]
+                    color_i += 1
                 if s.kind == "line":
                     order = np.argsort(x)
                     ax.plot(x[order], y[order], "-", color=color, linewidth=1.6, label=s.label)

@@ -30,7 +30,7 @@ from tangentlab.report.paper import PAPER_CITATION
 from tangentlab.report.verdicts import RowSpec, Verdict, build_verdicts
 from tangentlab.runs import atomic_write_bytes, atomic_write_text
 
-__all__ = ["SECTIONS", "RenderResult", "render_report", "limitations"]
+__all__ = ["SECTIONS", "SUMMARY_KEYS", "RenderResult", "render_report", "summary_figure", "limitations"]
 
 #: Section ids (HTML ``id`` attributes, and ``##`` headings in the Markdown twin), in order.
 SECTIONS: tuple[tuple[str, str], ...] = (
@@ -215,6 +215,35 @@ def render_report(run_dir: str | Path, *, rows: list[RowSpec] | None = None) -> 
     log(f"report written: {html_path} ({len(verdicts)} rows, {len(figures)} figures)")
     return RenderResult(html=html_path, markdown=md_path, figures=figures, verdicts=verdicts,
                         row_errors=errors)
+
+
+#: The rows the summary figure shows by default: one per pillar's headline prediction.
+SUMMARY_KEYS: tuple[str, ...] = ("visibility", "attenuation", "enrichment", "river-valley")
+
+
+def summary_figure(run_dir: str | Path, path: str | Path, *, keys: tuple[str, ...] = SUMMARY_KEYS,
+                   ncols: int = 3) -> Path:
+    """One PNG with the figures of the headline rows (default :data:`SUMMARY_KEYS`) of a run,
+    each panel titled with its row's status word, e.g. for the README. Drawn from the stored
+    results, like the report; saved as a palette PNG so it stays small (a few hundred KB)."""
+    import io
+    from dataclasses import replace
+
+    from PIL import Image  # matplotlib's own dependency
+
+    from tangentlab.errors import DataError
+
+    data = RunData.open(run_dir)
+    panels = []
+    for v in build_verdicts(data):
+        if v.key in keys:
+            panels += [replace(p, title=f"{p.title}\n[{v.status}]") for p in v.panels if panel_has_data(p)]
+    if not panels:
+        raise DataError(f"no row among {', '.join(keys)} has measured data in {data.run_dir}")
+    png = render_png(panels, ncols=min(ncols, len(panels)), width=4.6, height=3.5, dpi=80)
+    out = io.BytesIO()
+    Image.open(io.BytesIO(png)).convert("RGB").quantize(colors=128).save(out, format="PNG", optimize=True)
+    return atomic_write_bytes(Path(path), out.getvalue())
 
 
 def _header_facts(data: RunData) -> list[tuple[str, str]]:

@@ -232,8 +232,16 @@ def _run_train(cfg: ReproduceConfig, arch: str, ctx: StageContext) -> None:
     from tangentlab import empirical
 
     overrides = _scoped(cfg.train_overrides, arch, "train_overrides")
+    resume = ctx.resume
+    if resume and not any((ctx.output / "checkpoints").glob("step_*/train_state.json")):
+        # the interrupted attempt saved no complete checkpoint: nothing to resume from
+        import shutil
+
+        log(f"    train/{arch}: no complete checkpoint to resume from; starting afresh")
+        shutil.rmtree(ctx.output)
+        resume = False
     empirical.train_model(arch, ctx.output, preset=cfg.preset, corpus=cfg.corpus, device=cfg.device,
-                          seed=cfg.seed, overrides=overrides or None, resume=ctx.resume)
+                          seed=cfg.seed, overrides=overrides or None, resume=resume)
 
 
 def _run_measure(cfg: ReproduceConfig, arch: str, ctx: StageContext) -> None:

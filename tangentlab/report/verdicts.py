@@ -257,7 +257,7 @@ def _prediction_panels(df, title: str, metrics: Sequence[str] | None = None, max
                       and sub[c].nunique() > 1 and sub[c].dtype == object]
         series = []
         groups = sub.groupby(group_cols, dropna=False) if group_cols else [((), sub)]
-        for key, g in list(groups)[:4]:
+        for gi, (key, g) in enumerate(list(groups)[:4]):
             label = ", ".join(str(k) for k in (key if isinstance(key, tuple) else (key,))) or metric
             x = (pd.to_numeric(g[xcol], errors="coerce") if xcol else pd.Series(range(len(g)), index=g.index))
             order = x.argsort()
@@ -266,8 +266,9 @@ def _prediction_panels(df, title: str, metrics: Sequence[str] | None = None, max
             val = pd.to_numeric(g["value"], errors="coerce")
             lo = pd.to_numeric(g["ci_low"], errors="coerce").fillna(val)
             hi = pd.to_numeric(g["ci_high"], errors="coerce").fillna(val)
-            series.append(Series(f"theory: {label}", "line", tuple(x), tuple(pred)))
-            series.append(Series(f"measured: {label}", "points", tuple(x), tuple(val), tuple(lo), tuple(hi)))
+            series.append(Series(f"theory: {label}", "line", tuple(x), tuple(pred), color=gi))
+            series.append(Series(f"measured: {label}", "points", tuple(x), tuple(val), tuple(lo),
+                                 tuple(hi), color=gi))
         xs = [v for s in series for v in s.x if v and v > 0]
         ys = [v for s in series for v in s.y if v is not None and not math.isnan(v)]
         log_x = bool(xs) and len(xs) == sum(len(s.x) for s in series) and max(xs) / min(xs) > 50

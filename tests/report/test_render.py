@@ -128,3 +128,13 @@ def test_default_output_is_a_timestamped_dir_with_latest_link(tmp_path):
     assert s1.run_dir.parent == tmp_path and re.fullmatch(r"\d{8}-\d{6}(-\d+)?", s1.run_dir.name)
     s2 = reproduce(QUICK, runs_root=tmp_path, stages=stages)
     assert s2.run_dir != s1.run_dir and latest.resolve() == s2.run_dir
+
+
+def test_summary_figure_is_small_and_not_blank(failed_run, tmp_path):
+    out, _ = failed_run
+    path = tmp_path / "summary.png"
+    assert main(["report", str(out), "--summary-figure", str(path)]) == 0
+    data = path.read_bytes()
+    assert 5_000 < len(data) < 300_000
+    px = decode_png(data)
+    assert float(px[..., :3].var()) > 0
