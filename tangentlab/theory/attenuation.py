@@ -186,11 +186,9 @@ class FrequencyAttenuation(Derivation):
              "V >= 2, beta > 0, s > 0) gives A < 1.",
              sp.Eq(sp.Symbol("A"), sp.simplify(Enu(a * b) / (Enu(a) * Enu(b)))))
         # Limits V -> oo from the leading asymptotics of H(V, p).
-        lead = {}
-        for p in (SS - 4 * BETA, SS - 2 * BETA, -4 * BETA, -2 * BETA):
-            lead[p] = NV ** (1 - p) / (1 - p)  # valid for p < 1
-        att_lead = att.replace(lambda e: isinstance(e, sp.harmonic),
-                               lambda e: lead[sp.expand(e.args[1])])
+        att_lead = att.replace(  # H(V, p) ~ V^(1-p)/(1-p), valid for p < 1
+            lambda e: isinstance(e, sp.harmonic),
+            lambda e: e.args[0] ** (1 - e.args[1]) / (1 - e.args[1]))
         lim = sp.factor(sp.limit(sp.simplify(att_lead), NV, sp.oo))
         step("limit_divergent",
              "V -> oo when s - 2 beta < 1 (all four harmonic numbers diverge; H(V, p) ~ "

@@ -369,8 +369,11 @@ class Derivation(abc.ABC):
         """``{"symbols": {name: {assumption: True, ...}}, "model": [sentence, ...]}``."""
         syms = {}
         for key, s in self.symbols.items():
-            a = {k: v for k, v in sorted(s.assumptions0.items()) if v is True and k in _SHOWN}
-            syms[key] = {"symbol": str(s), "assumptions": sorted(a)}
+            a0 = s.assumptions0
+            shown = [k for k in ("positive", "nonnegative", "real") if a0.get(k)][:1]
+            if a0.get("integer"):
+                shown.append("integer")
+            syms[key] = {"symbol": str(s), "assumptions": shown}
         return {"symbols": syms, "model": list(self.model_assumptions)}
 
     def step(self, key: str) -> Step:
@@ -493,9 +496,6 @@ class Derivation(abc.ABC):
     def __repr__(self) -> str:
         muts = f", mutations={list(self.mutations)}" if self._mutations else ""
         return f"<Derivation {self.name!r}{muts}>"
-
-
-_SHOWN = {"positive", "nonnegative", "integer", "real", "nonzero", "finite"}
 
 
 def _finish(out: Any) -> Any:

@@ -95,10 +95,10 @@ class RiverValley(Derivation):
     def _build(self, step):
         L = step("loss", "Quadratic valley.", sp.Eq(sp.Symbol("L"), LR * X**2 / 2 + LH * Y**2 / 2))
         gx = sp.diff(L.rhs, X)
-        step("gd_step", "Gradient descent step on the river: x - eta dL/dx.",
-             sp.Eq(sp.Symbol("x_{k+1}"), sp.factor(X - ETA * gx)))
+        gstep = step("gd_step", "Gradient descent step on the river: x - eta dL/dx.",
+                     sp.Eq(sp.Symbol("x_{k+1}"), sp.factor(X - ETA * gx)))
         xk = sp.Function("x")
-        sol = sp.rsolve(xk(KK + 1) - (xk(KK) - ETA * gx.subs(X, xk(KK))), xk(KK), {xk(0): X0})
+        sol = sp.rsolve(xk(KK + 1) - gstep.rhs.subs(X, xk(KK)), xk(KK), {xk(0): X0})
         gd = step("gd_solution", "Solved recurrence (rsolve).", sp.Eq(sp.Symbol("x_k"), sol))
         rho_expr = sp.simplify(gd.rhs / X0).subs(KK, 1)
         step("gd_rate", "Per-step factor rho = 1 - eta lam_r and rate gamma = -ln|rho|.",
@@ -201,11 +201,12 @@ class RiverValley(Derivation):
 _TOL = 1e-9
 
 
-def _gd_time(x0, lam, eta, eps):
+def _gd_time(x0, rho, eps):
+    """First k with |x0| rho^k <= eps (rho: the derived per-step factor)."""
     x0 = abs(x0)
     if x0 <= eps:
         return 0.0
-    rho = abs(1.0 - eta * lam)
+    rho = abs(rho)
     if rho == 0.0:
         return 1.0
     if rho >= 1.0:
@@ -232,7 +233,7 @@ def _sign_time(x0, eta_s, eps):
     return math.inf
 
 
-def _two_stage_time(x0, lam, eta, eps, eta_s, k1):
+def _two_stage_time(x0, rho, eps, eta_s, k1):
     x0 = abs(x0)
     ks = _sign_time(x0, eta_s, eps)
     if ks <= k1:
@@ -242,11 +243,11 @@ def _two_stage_time(x0, lam, eta, eps, eta_s, k1):
         z = x0
         for _ in range(int(k1)):
             z = z - eta_s * math.copysign(1.0, z)
-        return k1 + _gd_time(z, lam, eta, eps)
-    return k1 + _gd_time(x0 - k1 * eta_s, lam, eta, eps)
+        return k1 + _gd_time(z, rho, eps)
+    return k1 + _gd_time(x0 - k1 * eta_s, rho, eps)
 
 
-def _switch(x0, lam, eta, eps, eta_s):
+def _switch(x0, rho, eps, eta_s):
     kmax = math.floor(abs(x0) / eta_s)
     if kmax > 2_000_000:
         cands = [0, kmax, kmax + 1]
@@ -254,25 +255,32 @@ def _switch(x0, lam, eta, eps, eta_s):
         cands = range(0, kmax + 2)  # kmax + 1: one step into the band (|z| = eta_s - r)
     best, best_t = 0, math.inf
     for k1 in cands:
-        t = _two_stage_time(x0, lam, eta, eps, eta_s, k1)
+        t = _two_stage_time(x0, rho, eps, eta_s, k1)
         if t < best_t:
             best, best_t = k1, t
     return float(best)
 
 
+def _rho(d, eta, lam):
+    """The derived per-step contraction factor of gradient descent (step gd_rate)."""
+    e = d.expr("gd_rate")[0].rhs
+    return np.asarray(sp.lambdify([ETA, LR], e, "numpy")(eta, lam), dtype=float) + 0.0 * (
+        np.asarray(eta) * np.asarray(lam))
+
+
 def _pred_hitting(d, method, x0, lam, eta, eps, eta_sign=None, switch_step=None):
     es = eta if eta_sign is None else eta_sign
+    rho = _rho(d, eta, lam)
     if method == "gd":
-        fn = np.vectorize(lambda a, b, c, e: _gd_time(a, b, c, e), otypes=[float])
-        return fn(x0, lam, eta, eps)
+        fn = np.vectorize(_gd_time, otypes=[float])
+        return fn(x0, rho, eps)
     if method == "sign":
         fn = np.vectorize(lambda a, c, e: _sign_time(a, c, e), otypes=[float])
         return fn(x0, es, eps) + 0.0 * np.asarray(lam)
     if switch_step is None:
         switch_step = _pred_switch(d, x0, lam, eta, eps, es)
-    fn = np.vectorize(lambda a, b, c, e, s, k: _two_stage_time(a, b, c, e, s, int(k)),
-                      otypes=[float])
-    return fn(x0, lam, eta, eps, es, switch_step)
+    fn = np.vectorize(lambda a, r, e, s, k: _two_stage_time(a, r, e, s, int(k)), otypes=[float])
+    return fn(x0, rho, eps, es, switch_step)
 
 
 def _pred_band(d, eta, x0=None):
@@ -284,7 +292,7 @@ def _pred_band(d, eta, x0=None):
 
 def _pred_switch(d, x0, lam, eta, eps, eta_sign=None):
     es = eta if eta_sign is None else eta_sign
-    return np.vectorize(_switch, otypes=[float])(x0, lam, eta, eps, es)
+    return np.vectorize(_switch, otypes=[float])(x0, _rho(d, eta, lam), eps, es)
 
 
 def _pred_sign_faster(d, x0, lam, eta, eps, eta_sign=None):
@@ -296,7 +304,7 @@ def _pred_sign_faster(d, x0, lam, eta, eps, eta_sign=None):
         raise ValidationError("sign_faster: needs x0 > eps")
     f_sign = d.lambdified("sign_hitting", (X0, ETAS, EPS))
     f_gd = d.lambdified("gd_hitting", (X0, GAM, EPS))
-    gam = -np.log(np.abs(1 - np.asarray(eta) * lam))
+    gam = -np.log(np.abs(_rho(d, eta, lam)))
     return (f_sign(x0, es, eps) < f_gd(x0, gam, eps)).astype(float)
 
 
