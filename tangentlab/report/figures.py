@@ -79,6 +79,7 @@ def render_png(panels: Sequence[Panel], *, width: float = 5.2, height: float = 3
 
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
     import numpy as np
 
     if not panels:
@@ -128,6 +129,13 @@ def render_png(panels: Sequence[Panel], *, width: float = 5.2, height: float = 3
                         ax.plot(x, y, "o", color=color, markersize=4.5, label=s.label)
             ax.set_xscale(panel.xscale)
             ax.set_yscale(panel.yscale)
+            if panel.xscale == "log":  # label the measured x values themselves
+                xs = sorted({float(v) for s in panel.series for v in s.x if v == v and v > 0})
+                if xs:
+                    step = max(1, -(-len(xs) // 8))
+                    ax.set_xticks(xs[::step])
+                    ax.xaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+                ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
             if panel.categories:
                 ax.set_xticks(range(len(panel.categories)))
                 ax.set_xticklabels(panel.categories, rotation=20, fontsize=8)

@@ -234,52 +234,112 @@ def _theory_build(data: RunData, stages: list[str]) -> dict[str, Any]:
 
 _X_CANDIDATES = ("t", "spread", "alpha", "pin_alpha", "s", "zipf_s", "kappa", "eta", "step", "rank",
                  "x0", "lam", "n_types")
+R_COLS_NUMERIC = ("value", "ci_low", "ci_high", "n", "prediction", "seed", "step")
 
 
-def _prediction_panels(df, title: str, metrics: Sequence[str] | None = None, max_panels: int = 3) -> tuple[Panel, ...]:
-    """Theory (the ``prediction`` column) as a line, measurement as points, per metric."""
+@dataclass(frozen=True)
+class PanelSpec:
+    """Which stored rows one synthetic panel draws.
+
+    ``metrics`` (several become groups), ``x`` (a column; the first of :data:`_X_CANDIDATES`
+    that varies when None), ``group`` (columns whose values split the series; by default the
+    string columns that vary), ``where`` (equality filters; a filter on a column the table lacks
+    is ignored). The ``prediction`` column is drawn as a line per group where it is filled;
+    ``value`` with ``ci_low``/``ci_high`` as points.
+    """
+
+    metrics: tuple[str, ...]
+    title: str = ""
+    x: str | None = None
+    group: tuple[str, ...] | None = None
+    where: tuple[tuple[str, Any], ...] = ()
+    ylabel: str = ""
+    logx: bool | None = None
+    logy: bool | None = None
+    reference: float | None = None  # a dashed reference line (e.g. the isotropic baseline)
+    reference_label: str = ""
+    max_groups: int = 8
+
+
+def _is_text(series) -> bool:
     import pandas as pd
 
-    if "prediction" not in df.columns:
-        return ()
-    has = df[pd.to_numeric(df["prediction"], errors="coerce").notna()]
-    if metrics is not None:
-        has = has[has["metric"].isin(list(metrics))]
-    panels = []
-    for metric in list(dict.fromkeys(has["metric"]))[:max_panels]:
-        sub = has[has["metric"] == metric]
-        xcol = None
+    return not pd.api.types.is_numeric_dtype(series)
+
+
+def _spec_panel(df, spec: PanelSpec, experiment: str) -> Panel | None:
+    import pandas as pd
+
+    sub = df[df["metric"].isin(list(spec.metrics))]
+    for col, val in spec.where:
+        if col in sub.columns:
+            if isinstance(val, (int, float)) and not isinstance(val, bool):
+                sub = sub[pd.to_numeric(sub[col], errors="coerce") == float(val)]
+            else:
+                sub = sub[sub[col].astype(str) == str(val)]
+    if len(sub) == 0:
+        return None
+    xcol = spec.x if spec.x in sub.columns else None
+    if xcol is None:
         for c in _X_CANDIDATES:
             if c in sub.columns and pd.to_numeric(sub[c], errors="coerce").nunique() > 1:
                 xcol = c
                 break
+    if spec.group is not None:
+        group_cols = [c for c in spec.group if c in sub.columns]
+    else:
         group_cols = [c for c in sub.columns if c not in set(R_COLS_NUMERIC) | {xcol, "metric"}
-                      and sub[c].nunique() > 1 and sub[c].dtype == object]
-        series = []
-        groups = sub.groupby(group_cols, dropna=False) if group_cols else [((), sub)]
-        for gi, (key, g) in enumerate(list(groups)[:4]):
-            label = ", ".join(str(k) for k in (key if isinstance(key, tuple) else (key,))) or metric
-            x = (pd.to_numeric(g[xcol], errors="coerce") if xcol else pd.Series(range(len(g)), index=g.index))
-            order = x.argsort()
-            g, x = g.iloc[order], x.iloc[order]
-            pred = pd.to_numeric(g["prediction"], errors="coerce")
-            val = pd.to_numeric(g["value"], errors="coerce")
-            lo = pd.to_numeric(g["ci_low"], errors="coerce").fillna(val)
-            hi = pd.to_numeric(g["ci_high"], errors="coerce").fillna(val)
-            series.append(Series(f"theory: {label}", "line", tuple(x), tuple(pred), color=gi))
-            series.append(Series(f"measured: {label}", "points", tuple(x), tuple(val), tuple(lo),
-                                 tuple(hi), color=gi))
-        xs = [v for s in series for v in s.x if v and v > 0]
-        ys = [v for s in series for v in s.y if v is not None and not math.isnan(v)]
-        log_x = bool(xs) and len(xs) == sum(len(s.x) for s in series) and max(xs) / min(xs) > 50
-        log_y = bool(ys) and min(ys) > 0 and max(ys) / min(ys) > 50
-        panels.append(Panel(title=f"{title}: {metric}", xlabel=xcol or "case", ylabel=metric,
-                            series=tuple(series), xscale="log" if log_x else "linear",
-                            yscale="log" if log_y else "linear"))
-    return tuple(panels)
+                      and _is_text(sub[c]) and sub[c].nunique() > 1]
+    if len(spec.metrics) > 1 and sub["metric"].nunique() > 1:
+        group_cols = ["metric", *group_cols]
+    series: list[Series] = []
+    groups = list(sub.groupby(group_cols, dropna=False, sort=False)) if group_cols else [((), sub)]
+    for gi, (key, g) in enumerate(groups[: spec.max_groups]):
+        parts = key if isinstance(key, tuple) else (key,)
+        label = ", ".join(str(k) if (c == "metric" or _is_text(sub[c])) else f"{c}={k}"
+                          for c, k in zip(group_cols, parts)) or spec.metrics[0]
+        x = pd.to_numeric(g[xcol], errors="coerce") if xcol else pd.Series(range(len(g)), index=g.index, dtype=float)
+        g = g.assign(_x=x.values).sort_values("_x")
+        val = pd.to_numeric(g["value"], errors="coerce")
+        lo = pd.to_numeric(g["ci_low"], errors="coerce").fillna(val) if "ci_low" in g else val
+        hi = pd.to_numeric(g["ci_high"], errors="coerce").fillna(val) if "ci_high" in g else val
+        if "prediction" in g.columns:
+            pred = g.assign(_p=pd.to_numeric(g["prediction"], errors="coerce")).dropna(subset=["_p"])
+            if len(pred):
+                line = pred.groupby("_x", sort=True)["_p"].mean()
+                series.append(Series(f"theory: {label}", "line", tuple(float(v) for v in line.index),
+                                     tuple(float(v) for v in line.values), color=gi))
+        series.append(Series(f"measured: {label}", "points", tuple(g["_x"]), tuple(val), tuple(lo),
+                             tuple(hi), color=gi))
+    if spec.reference is not None:
+        series.insert(0, Series(spec.reference_label or "reference", "hline", (), (spec.reference,),
+                                style="reference"))
+    xs = [v for s in series for v in s.x if v == v]
+    ys = [v for s in series if s.kind != "hline" for v in s.y if v == v]
+    auto_logx = bool(xs) and min(xs) > 0 and max(xs) / min(xs) > 50
+    auto_logy = bool(ys) and min(ys) > 0 and max(ys) / min(ys) > 50
+    logx = spec.logx if spec.logx is not None else auto_logx
+    logy = spec.logy if spec.logy is not None else auto_logy
+    if logx and not (xs and min(xs) > 0):
+        logx = False
+    if logy and not (ys and min(ys) > 0):
+        logy = False
+    return Panel(title=spec.title or f"{experiment}: {spec.metrics[0]}", xlabel=xcol or "case",
+                 ylabel=spec.ylabel or ", ".join(spec.metrics), series=tuple(series),
+                 xscale="log" if logx else "linear", yscale="log" if logy else "linear")
 
 
-R_COLS_NUMERIC = ("value", "ci_low", "ci_high", "n", "prediction", "seed", "step")
+def _prediction_panels(df, experiment: str, specs: Sequence[PanelSpec] | None) -> tuple[Panel, ...]:
+    """The panels of a synthetic row: the given specs, or one per metric that has a prediction."""
+    import pandas as pd
+
+    if not specs:
+        if "prediction" not in df.columns:
+            return ()
+        has = df[pd.to_numeric(df["prediction"], errors="coerce").notna()]
+        specs = [PanelSpec((m,)) for m in list(dict.fromkeys(has["metric"]))[:3]]
+    panels = [_spec_panel(df, spec, experiment) for spec in specs]
+    return tuple(p for p in panels if p is not None)
 
 
 def _check_numbers(checks: Sequence[dict]) -> list[tuple[str, str]]:
@@ -288,15 +348,17 @@ def _check_numbers(checks: Sequence[dict]) -> list[tuple[str, str]]:
         meas = _fmt(c.get("measured"))
         pred = _fmt(c.get("predicted"))
         tol = c.get("tolerance")
+        what = "; ".join(str(c[k]) for k in ("description", "detail") if c.get(k))
         out.append((str(c.get("name")),
-                    f"measured {meas} vs predicted {pred}"
-                    + (f" (tol {_fmt(tol)})" if _nan(tol) is not None else "")
-                    + (" PASS" if c.get("passed") else " FAIL")))
+                    ("PASS" if c.get("passed") else "FAIL")
+                    + f": measured {meas} vs predicted {pred}"
+                    + (f" (tolerance {_fmt(tol)})" if _nan(tol) is not None else "")
+                    + (f" [{what}]" if what else "")))
     return out
 
 
 def _synthetic_builder(experiment: str, select: Callable[[dict], bool] | None = None,
-                       metrics: Sequence[str] | None = None, title: str = ""):
+                       panels: Sequence[PanelSpec] | None = None):
     def stages(data: RunData) -> list[str]:
         return [f"synthetic/{experiment}"]
 
@@ -305,15 +367,18 @@ def _synthetic_builder(experiment: str, select: Callable[[dict], bool] | None = 
         checks = [c for c in data.checks(stage) if select is None or select(c)]
         outcome = R.checks_rule(checks)
         df = data.results(stage)
-        panels = _prediction_panels(df, title or experiment, metrics)
-        return {"outcome": outcome, "numbers": _check_numbers(checks), "panels": panels}
+        return {"outcome": outcome, "numbers": _check_numbers(checks),
+                "panels": _prediction_panels(df, experiment, panels)}
 
     return stages, build
 
 
 def _is_attenuation(c: dict) -> bool:
-    text = f"{c.get('name', '')} {c.get('description', '')}".lower()
-    return "atten" in text or "frequency" in text or "zipf" in text
+    """Checks of the visibility experiment that belong to the attenuation row: those about the
+    frequency-biased token model (occurrence/type visibility, attenuation, Zipf s, pinning alpha)."""
+    name = str(c.get("name", "")).lower()
+    return any(w in name for w in ("atten", "occurrence", "type_visibility", "type visibility",
+                                   "alpha", "zipf", "frequency"))
 
 
 # ------------------------------------------------------------------------------- empirical rows
@@ -479,12 +544,35 @@ def _freqdist_build(data: RunData, stages: list[str]) -> dict[str, Any]:
 # ------------------------------------------------------------------------------- the rows
 
 def _rows() -> tuple[RowSpec, ...]:
-    vis_st, vis_b = _synthetic_builder("visibility", lambda c: not _is_attenuation(c),
-                                       title="visibility")
-    att_st, att_b = _synthetic_builder("visibility", _is_attenuation, title="attenuation")
-    gr_st, gr_b = _synthetic_builder("gradient-ratio")
-    am_st, am_b = _synthetic_builder("amplification")
-    pr_st, pr_b = _synthetic_builder("proxy-recovery")
+    vis_st, vis_b = _synthetic_builder("visibility", lambda c: not _is_attenuation(c), panels=(
+        PanelSpec(("visibility_exact_frame",), "visibility vs t (one point per manifold)", x="t",
+                  group=("manifold",), where=(("point", 0),), ylabel="normal / tangent variance",
+                  logx=True, logy=True),
+        PanelSpec(("visibility_ratio_local_pca",), "measured / theory (local-PCA frame)", x="t",
+                  group=("manifold",), ylabel="visibility / t^2 ||II||^2 / (2m)"),
+    ))
+    att_st, att_b = _synthetic_builder("visibility", _is_attenuation, panels=(
+        PanelSpec(("attenuation",), "attenuation factor vs pinning alpha", x="alpha", group=("s",),
+                  ylabel="occurrence / type visibility", reference=1.0, reference_label="no attenuation"),
+        PanelSpec(("occurrence_visibility", "type_visibility"), "pooled visibilities", x="alpha",
+                  group=("s",), ylabel="visibility"),
+    ))
+    gr_st, gr_b = _synthetic_builder("gradient-ratio", panels=(
+        PanelSpec(("normal_tangent_ratio",), "||normal|| / ||tangent|| (line: corrected bound)", x="t",
+                  group=("case", "manifold"), ylabel="normal / tangent", logx=True, logy=True),
+    ))
+    am_st, am_b = _synthetic_builder("amplification", panels=(
+        PanelSpec(("tangent_share",), "tangent share: closed form (GD) vs toy", x="step",
+                  where=(("optimizer", "sgd"), ("head", "chart"), ("weighting", "uniform")),
+                  group=(), ylabel="tangent share of variance"),
+        PanelSpec(("tangent_share",), "tangent share under SGD, Adam, Muon", x="step",
+                  where=(("weighting", "frequency"), ("bucket", "all")), group=("optimizer", "head"),
+                  ylabel="tangent share of variance"),
+    ))
+    pr_st, pr_b = _synthetic_builder("proxy-recovery", panels=(
+        PanelSpec(("mean_principal_angle_deg",), "angle to the true tangent space", x="rank",
+                  group=("extractor", "manifold"), ylabel="mean principal angle (deg)"),
+    ))
     rv_st, rv_b = _synthetic_builder("river-valley")
     checks = R.RULES["checks"]
     return (
