@@ -330,16 +330,16 @@ def _spec_panel(df, spec: PanelSpec, experiment: str) -> Panel | None:
 
 
 def _prediction_panels(df, experiment: str, specs: Sequence[PanelSpec] | None) -> tuple[Panel, ...]:
-    """The panels of a synthetic row: the given specs, or one per metric that has a prediction."""
+    """The panels of a synthetic row: the given specs; when none of them finds its rows (or none
+    is given), one panel per metric that has a prediction (at most three)."""
     import pandas as pd
 
-    if not specs:
-        if "prediction" not in df.columns:
-            return ()
-        has = df[pd.to_numeric(df["prediction"], errors="coerce").notna()]
-        specs = [PanelSpec((m,)) for m in list(dict.fromkeys(has["metric"]))[:3]]
-    panels = [_spec_panel(df, spec, experiment) for spec in specs]
-    return tuple(p for p in panels if p is not None)
+    panels = [p for p in (_spec_panel(df, spec, experiment) for spec in specs or ()) if p is not None]
+    if panels or "prediction" not in df.columns:
+        return tuple(panels)
+    has = df[pd.to_numeric(df["prediction"], errors="coerce").notna()]
+    generic = [PanelSpec((m,)) for m in list(dict.fromkeys(has["metric"]))[:3]]
+    return tuple(p for p in (_spec_panel(df, spec, experiment) for spec in generic) if p is not None)
 
 
 def _check_numbers(checks: Sequence[dict]) -> list[tuple[str, str]]:
