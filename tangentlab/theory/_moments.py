@@ -39,15 +39,15 @@ _mp = sp.Symbol("m", positive=True)
 @cache
 def _chi_general() -> sp.Expr:
     """E[|z|^k] for z ~ N(0, I_m), symbolic k and m, by integrating r^(m-1) exp(-r^2/2)."""
-    num = sp.integrate(_r ** (_mp + _k - 1) * sp.exp(-(_r**2) / 2), (_r, 0, sp.oo))
-    den = sp.integrate(_r ** (_mp - 1) * sp.exp(-(_r**2) / 2), (_r, 0, sp.oo))
+    num = sp.integrate(_r ** (_mp + _k - 1) * sp.exp(-(_r**2) / 2), (_r, 0, sp.oo), meijerg=True)
+    den = num.subs(_k, 0)
     return num / den
 
 
 @cache
 def _radial_general() -> sp.Expr:
     """E[R^k] for the radius of a uniform point in the unit m-ball (density m r^(m-1))."""
-    return sp.integrate(_mp * _r ** (_mp - 1) * _r**_k, (_r, 0, 1))
+    return sp.integrate(_mp * _r ** (_mp + _k - 1), (_r, 0, 1), conds="none")
 
 
 @cache

@@ -410,10 +410,10 @@ def _check_simulation(d, rng):
 def _check_ordering(d, rng):
     disagree = 0
     n = 0
-    for _ in range(200):
+    for _ in range(80):
         x0 = float(rng.uniform(0.5, 20))
-        lam = float(rng.uniform(0.001, 0.5))
-        eta = float(rng.uniform(0.05, 1.0))
+        lam = float(rng.uniform(0.02, 0.5))
+        eta = float(rng.uniform(0.1, 1.0))
         if eta * lam >= 1:
             continue
         eta_s = float(rng.uniform(0.01, 0.5))

@@ -92,3 +92,13 @@ def test_markdown_and_latex_render():
     assert md.startswith("# ") and "$$" in md and "ratio_bound" in md and "Gaps" in md
     tex = d.to_latex()
     assert "\\begin{enumerate}" in tex and "\\item" in tex
+
+
+def test_import_is_light():
+    import subprocess
+    import sys
+
+    code = ("import sys, tangentlab.theory, tangentlab.commands.theory; "
+            "print('torch' in sys.modules, 'transformers' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]

@@ -58,7 +58,7 @@ def test_oscillation_band():
     assert oscillation_band(es) == es
 
 
-@given(x0=st.floats(0.5, 30.0), lam=st.floats(0.001, 0.5), eta=st.floats(0.05, 1.0),
+@given(x0=st.floats(0.5, 30.0), lam=st.floats(0.01, 0.5), eta=st.floats(0.1, 1.0),
        es=st.floats(0.01, 0.5), e=st.floats(0.5, 2.0))
 def test_ordering_flips_where_derivation_says(x0, lam, eta, es, e):
     eps = e * es
