@@ -97,11 +97,16 @@ def _check_finite(arr: np.ndarray, name: str) -> None:
 
 
 def as_points(
-    X: Any, name: str = "X", min_rows: int = 1, dim: int | None = None
+    X: Any,
+    name: str = "X",
+    min_rows: int = 1,
+    dim: int | None = None,
+    check_finite: bool = True,
 ) -> np.ndarray:
-    """Validate a point cloud: returns float64 of shape ``(n, d)``.
+    """Validate a point cloud: returns float64 of shape ``(n, d)`` (always a fresh copy).
 
-    Raises ShapeError (not 2-D, zero columns, wrong ``dim``), DTypeError, NonFiniteError, and
+    Raises ShapeError (not 2-D, zero columns, wrong ``dim``), DTypeError, NonFiniteError (unless
+    ``check_finite=False``: for callers that check a cheaper summary instead), and
     InsufficientSamplesError when fewer than ``min_rows`` rows are given.
     """
     arr = to_float64(X, name)
@@ -119,7 +124,8 @@ def as_points(
         raise InsufficientSamplesError(
             f"{name} has {n} row(s) but at least {min_rows} are needed; pass more samples"
         )
-    _check_finite(arr, name)
+    if check_finite:
+        _check_finite(arr, name)
     return arr
 
 

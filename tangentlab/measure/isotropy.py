@@ -104,7 +104,7 @@ def isoscore_star(
     ``(n, d)`` (or ``cov``) and:
 
     - ``zeta`` in [0, 1] is the shrinkage weight (``zeta = 0`` gives IsoScore). Default 0.2, a
-      documented choice, not the paper's: set it explicitly when it matters.
+      documented choice of ours, not taken from the paper: set it explicitly when it matters.
     - ``C0`` is the shrinkage target ``(d, d)``: an array (e.g. the covariance of a larger sample,
       as the paper recommends), ``"identity"`` (the IsoScore package's suggestion: ``I``, which
       makes the score depend on the overall scale of X), or ``"scaled_identity"`` (default:

@@ -43,7 +43,11 @@ __all__ = ["MomentAccumulator", "outer_product_sum"]
 
 
 def _as_rows_tensor(rows: Any, dim: int):
-    """(n, dim) float64 CPU torch tensor from numpy/torch/list input, validated."""
+    """(n, dim) float64 CPU torch tensor from numpy/torch/list input; shape and dtype checked.
+
+    Finiteness is checked afterwards on the batch statistics (O(d^2), see :func:`_check_finite`),
+    which is much cheaper than an elementwise pass over a large batch.
+    """
     import torch
 
     from tangentlab.measure._validate import as_points
@@ -55,20 +59,42 @@ def _as_rows_tensor(rows: Any, dim: int):
             raise DTypeError(f"rows have dtype {rows.dtype}; pass real floating-point rows")
         t = rows.detach().to(device="cpu", dtype=torch.float64)
         if t.ndim != 2 or t.shape[1] != dim:
-            raise ShapeError(
-                f"rows must have shape (n, {dim}); got {tuple(t.shape)}"
-            )
-        if not bool(torch.isfinite(t).all()):
-            from tangentlab.errors import NonFiniteError
-
-            bad = (~torch.isfinite(t)).any(dim=1).nonzero().flatten()
-            raise NonFiniteError(
-                f"rows hold NaN or Inf in {bad.numel()} row(s), first row {int(bad[0])}; drop or "
-                "repair them before accumulating"
-            )
+            raise ShapeError(f"rows must have shape (n, {dim}); got {tuple(t.shape)}")
         return t
-    arr = as_points(rows, name="rows", min_rows=0, dim=dim)
+    arr = as_points(rows, name="rows", min_rows=0, dim=dim, check_finite=False)
     return torch.from_numpy(arr)
+
+
+def _batch_stats(t):
+    """(count, mean (d,), centred co-moment (d, d)) of a batch, or None for an empty batch."""
+    nb = int(t.shape[0])
+    if nb == 0:
+        return None
+    mb = t.mean(dim=0)
+    xc = t - mb
+    return nb, mb, xc.T @ xc
+
+
+def _check_finite(stats, t) -> None:
+    """Raise NonFiniteError (nothing accumulated yet) if a batch held NaN/Inf or overflowed."""
+    import torch
+
+    if stats is None:
+        return
+    _, mb, m2b = stats
+    if bool(torch.isfinite(mb).all()) and bool(torch.isfinite(m2b.diagonal()).all()):
+        return
+    from tangentlab.errors import NonFiniteError
+
+    bad = (~torch.isfinite(t)).any(dim=1).nonzero().flatten()
+    if bad.numel():
+        raise NonFiniteError(
+            f"rows hold NaN or Inf in {bad.numel()} row(s), first row {int(bad[0])}; drop or "
+            "repair them before accumulating"
+        )
+    raise NonFiniteError(
+        "rows are so large that their squares overflow float64; rescale them before accumulating"
+    )
 
 
 def outer_product_sum(rows: Any) -> np.ndarray:
@@ -97,14 +123,9 @@ class _Stats:
         self.mean = torch.zeros(dim, dtype=torch.float64)
         self.m2 = torch.zeros(dim, dim, dtype=torch.float64)
 
-    def add_batch(self, t) -> None:
-        nb = int(t.shape[0])
-        if nb == 0:
-            return
-        mb = t.mean(dim=0)
-        xc = t - mb
-        m2b = xc.T @ xc
-        self._combine(nb, mb, m2b)
+    def add(self, stats) -> None:
+        if stats is not None:
+            self._combine(*stats)
 
     def _combine(self, nb: int, mb, m2b) -> None:
         na = self.n
@@ -172,7 +193,9 @@ class MomentAccumulator:
         t = _as_rows_tensor(rows, self.dim)
         n = int(t.shape[0])
         if groups is None:
-            self._total.add_batch(t)
+            stats = _batch_stats(t)
+            _check_finite(stats, t)
+            self._total.add(stats)
             return
         if hasattr(groups, "detach"):
             groups = groups.detach().cpu().numpy()
@@ -194,12 +217,14 @@ class MomentAccumulator:
                 )
         import torch
 
-        self._total.add_batch(t)
+        stats = _batch_stats(t)
+        _check_finite(stats, t)
+        self._total.add(stats)
         for j, key in enumerate(keys):
             if key not in self._groups:
                 self._groups[key] = _Stats(self.dim)
             idx = torch.from_numpy(np.flatnonzero(inverse == j))
-            self._groups[key].add_batch(t.index_select(0, idx))
+            self._groups[key].add(_batch_stats(t.index_select(0, idx)))
 
     def merge(self, other: MomentAccumulator) -> MomentAccumulator:
         """Fold ``other`` into this accumulator (in place) and return ``self``.

@@ -86,7 +86,8 @@ def test_reference_isoscore_package():
         ref_cov = float(IsoScore.IsoScore_cov(C0))
         assert isoscore(cov=C0) == pytest.approx(ref_cov, rel=1e-5, abs=1e-6)
         # and the transposed (dims, n) convention gives a different number: shape matters
-        if n != d:
+        # (only on the small cloud: the transposed covariance is n x n)
+        if n <= 60:
             assert float(IsoScore.IsoScore(X.T)) != pytest.approx(isoscore(X), rel=1e-3)
 
 
