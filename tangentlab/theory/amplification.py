@@ -115,12 +115,12 @@ class TangentAmplification(Derivation):
         cb, cq = disp.rhs.coeff(Bil), disp.rhs.coeff(Quad)
         nb = step("normal_bound",
                   "||II(u, du)|| <= kappa ||u|| ||du||, ||du|| = eta ||J^T g|| <= eta G, ||u|| = t.",
-                  sp.Le(sp.Symbol(r"\|\Delta x_N\|"),
+                  sp.Le(sp.Symbol(r"\|\Delta x_{N}\|"),
                         sp.expand(cb * KAPPA * TT * ETA * GN + cq * KAPPA * (ETA * GN) ** 2)))
         tb = step("tangent_bound", "Tangent displacement ||J du|| = ||du|| <= eta G.",
-                  sp.Le(sp.Symbol(r"\|\Delta x_T\|"), ETA * GN))
+                  sp.Le(sp.Symbol(r"\|\Delta x_{T}\|"), ETA * GN))
         step("ratio_bound", "Normal/tangent displacement of one step (both scale with ||du||).",
-             sp.Le(sp.Symbol(r"\|\Delta x_N\| / \|\Delta x_T\|"),
+             sp.Le(sp.Symbol(r"\|\Delta x_{N}\| / \|\Delta x_{T}\|"),
                    sp.expand(nb.rhs / tb.rhs)))
         step("over_T_steps", "Over T steps (triangle inequality, ||u|| <= t throughout): "
              "tangent path length <= T eta G, normal <= T times the one-step bound.",
@@ -161,7 +161,7 @@ class TangentAmplification(Derivation):
         num, den = sp.fraction(sp.factor(sp.simplify(lim - start)))
         step("share_rises_iff", "Limit minus start, rho_inf - rho_0 (rho_0 = m/D): its sign is "
              "the sign of the numerator, since the denominator is positive.",
-             sp.Eq(sp.Symbol(r"\rho_\infty - \rho_0"), num / den))
+             sp.Eq(sp.Symbol(r"\rho_{\infty} - \rho_{0}"), num / den))
         step("tangent_share_k", "Tangent share as a function of k.",
              sp.Eq(sp.Symbol(r"\rho_k"), share.rhs.subs(SK, s_k.rhs)))
         symbols = {"eta": ETA, "lam": LAM, "tau": TAU, "sigma": SIG, "k": KK, "dim": DIM, "m": M,

@@ -35,7 +35,7 @@ def derivation_markdown(d: Derivation) -> str:
     lines += ["## Statement", "", f"Step `{d.statement.key}`:", "", "$$", d.statement.latex(),
               "$$", "", "## Predictions", "", "| call | meaning |", "|---|---|"]
     for p in d.predictions():
-        lines.append(f"| `{p.signature()}` | {p.description} |")
+        lines.append(f"| `{p.signature()}` | {_cell(p.description)} |")
     lines += ["", "Parameters:", ""]
     seen = set()
     for p in d.predictions():
@@ -46,7 +46,7 @@ def derivation_markdown(d: Derivation) -> str:
             lines.append(f"- `{prm.name}` ({prm.kind}): {prm.description}")
     lines += ["", "## Checks run by `verify(seed)`", "", "| check | kind | what |", "|---|---|---|"]
     for c in d.check_specs():
-        lines.append(f"| {c.name} | {c.kind} | {c.description} |")
+        lines.append(f"| {_cell(c.name)} | {c.kind} | {_cell(c.description)} |")
     return "\n".join(lines) + "\n"
 
 
@@ -64,6 +64,11 @@ def derivation_latex(d: Derivation) -> str:
         out += [f"  \\item {_tex_escape(s.description)}", f"  \\[ {s.latex()} \\]"]
     out += ["\\end{enumerate}", "\\paragraph{Statement}", f"\\[ {d.statement.latex()} \\]"]
     return "\n".join(out) + "\n"
+
+
+def _cell(text: str) -> str:
+    """Escape pipes so a Markdown table cell stays one cell."""
+    return text.replace("|", "\\|")
 
 
 def _sym_latex(sym) -> str:

@@ -136,7 +136,7 @@ class RiverValley(Derivation):
                       sp.Eq(sp.Symbol(r"\text{amplitude}"), sp.Max(r, -z1))))
         T2 = step("two_stage", "Two-stage time (continuous): k_1 sign steps, then gradient "
                   "descent from d_1 = x0 - k_1 eta_s.",
-                  sp.Eq(sp.Symbol("T(k_1)"), K1 + gd_time.rhs.subs(X0, X0 - K1 * ETAS)))
+                  sp.Eq(sp.Symbol("T(k_{1})"), K1 + gd_time.rhs.subs(X0, X0 - K1 * ETAS)))
         dT = sp.simplify(sp.diff(T2.rhs, K1))
         d2T = sp.simplify(sp.diff(T2.rhs, K1, 2))
         step("two_stage_derivatives", "First and second derivative in k_1: the second is < 0, "
@@ -268,8 +268,16 @@ def _rho(d, eta, lam):
         np.asarray(eta) * np.asarray(lam))
 
 
+def _sign_progress(d, eta_s):
+    """Distance covered per sign step, from the derived solution z_k (step sign_solution)."""
+    z = d.expr("sign_solution").rhs
+    e = sp.simplify(z.subs(KK, 0) - z.subs(KK, 1))
+    return np.asarray(sp.lambdify([ETAS, X0], e, "numpy")(eta_s, 1.0), dtype=float) + 0.0 * \
+        np.asarray(eta_s)
+
+
 def _pred_hitting(d, method, x0, lam, eta, eps, eta_sign=None, switch_step=None):
-    es = eta if eta_sign is None else eta_sign
+    es = _sign_progress(d, eta if eta_sign is None else eta_sign)
     rho = _rho(d, eta, lam)
     if method == "gd":
         fn = np.vectorize(_gd_time, otypes=[float])
@@ -278,12 +286,13 @@ def _pred_hitting(d, method, x0, lam, eta, eps, eta_sign=None, switch_step=None)
         fn = np.vectorize(lambda a, c, e: _sign_time(a, c, e), otypes=[float])
         return fn(x0, es, eps) + 0.0 * np.asarray(lam)
     if switch_step is None:
-        switch_step = _pred_switch(d, x0, lam, eta, eps, es)
+        switch_step = np.vectorize(_switch, otypes=[float])(x0, rho, eps, es)
     fn = np.vectorize(lambda a, r, e, s, k: _two_stage_time(a, r, e, s, int(k)), otypes=[float])
     return fn(x0, rho, eps, es, switch_step)
 
 
 def _pred_band(d, eta, x0=None):
+    eta = _sign_progress(d, eta)
     if x0 is None:
         return np.asarray(eta, dtype=float)
     r = np.mod(np.asarray(x0, dtype=float), eta)
@@ -291,7 +300,7 @@ def _pred_band(d, eta, x0=None):
 
 
 def _pred_switch(d, x0, lam, eta, eps, eta_sign=None):
-    es = eta if eta_sign is None else eta_sign
+    es = _sign_progress(d, eta if eta_sign is None else eta_sign)
     return np.vectorize(_switch, otypes=[float])(x0, _rho(d, eta, lam), eps, es)
 
 

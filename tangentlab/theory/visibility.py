@@ -213,7 +213,7 @@ class CurvatureVisibility(Derivation):
         centroid_general = step(
             "centroid",
             "Centroid shift into the normal space: E[q_a] (its norm over a uses sum_a tr(A_a)^2).",
-            sp.Eq(sp.Symbol(r"E[q_a]"), sol[k5] * C2 * sp.Symbol(r"\operatorname{tr}A_a")),
+            sp.Eq(sp.Symbol(r"E[q_{a}]"), sol[k5] * C2 * sp.Symbol(r"\operatorname{tr}A_a")),
         )
         step(
             "cross_cov",

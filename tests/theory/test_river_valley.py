@@ -82,3 +82,12 @@ def test_bad_parameters():
 def test_mutation_gd_step_fails_verify():
     d = get("river-valley").mutated("gd_step", lambda e: e.func(e.lhs, e.rhs * 0.99))
     assert not d.verify(seed=0).passed
+
+
+def test_mutation_sign_step_fails_verify():
+    d = get("river-valley")
+    k = d.symbols["k"]
+    mut = d.mutated("sign_solution", lambda e: e.func(e.lhs, e.rhs.subs(k, 2 * k)))
+    rep = mut.verify(seed=0)
+    assert not rep.passed
+    assert "simulated hitting times and band" in {c.name for c in rep.failures}
