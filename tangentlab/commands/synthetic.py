@@ -1,12 +1,57 @@
-"""CLI area `tangentlab synthetic` (placeholder: filled in by the synthetic work)."""
+"""CLI area ``tangentlab synthetic``: ``list`` and ``run NAME``."""
 
 from __future__ import annotations
 
 import argparse
 
+from tangentlab.commands import add_common_run_args, require_subcommand
+
+#: Experiment names, listed here so that ``--help`` needs no heavy import (kept in sync with
+#: ``tangentlab.synthetic.experiments.names()`` by a test).
+EXPERIMENTS = ("visibility", "gradient-ratio", "amplification", "proxy-recovery", "river-valley")
+
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("synthetic", help="(not yet available)")
-    from tangentlab.commands import require_subcommand
-
+    p = sub.add_parser("synthetic", help="manifolds with known geometry: run the five experiments",
+                       description="Synthetic experiments checked against the theory.")
     p.set_defaults(func=require_subcommand(p))
+    verbs = p.add_subparsers(dest="verb", metavar="<verb>", parser_class=type(p))
+    ls = verbs.add_parser("list", help="list the experiments")
+    ls.set_defaults(func=_list)
+    run = verbs.add_parser("run", help="run one experiment and write its run directory")
+    run.add_argument("name", metavar="NAME", help=f"one of: {', '.join(EXPERIMENTS)}")
+    run.add_argument("--quick", action="store_true", help="the quick config (seconds)")
+    add_common_run_args(run)
+    run.add_argument("--seed", type=int, default=None, help="override the config's seed")
+    run.add_argument("--out", metavar="DIR", default=None,
+                     help="run directory to write (default: runs/synthetic/NAME)")
+    run.set_defaults(func=_run)
+
+
+def _list(args: argparse.Namespace) -> int:
+    from tangentlab.synthetic.experiments import get, names
+
+    for name in names():
+        print(f"{name:16s} {get(name).description}")
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from tangentlab.config import parse_overrides
+    from tangentlab.progress import log
+    from tangentlab.synthetic.experiments import CHECKS_NAME, run_experiment
+
+    out = Path(args.out) if args.out else Path("runs") / "synthetic" / args.name
+    path = run_experiment(args.name, out, quick=args.quick, config_path=args.config,
+                          overrides=parse_overrides(args.overrides), seed=args.seed)
+    checks = json.loads((path / CHECKS_NAME).read_text())
+    passed = sum(bool(c["passed"]) for c in checks)
+    for c in checks:
+        if not c["passed"]:
+            log(f"check failed: {c['name']} (measured {c['measured']}, predicted "
+                f"{c['predicted']}, tolerance {c['tolerance']})")
+    print(f"{args.name}: {passed}/{len(checks)} checks passed; wrote {path}")
+    return 0

@@ -268,6 +268,27 @@ class Manifold(abc.ABC):
             raise ShapeError(f"base has {b.shape[0]} rows but u has {u.shape[0]}")
         return self.from_native(self._native_chart(self.to_native(b), u))
 
+    def chart_torch(self, base, u):
+        """Differentiable chart at one base point: torch u (n, m) -> torch (n, D), float64.
+
+        Same map as :meth:`chart` (spheres and parametrized manifolds, products of them), written
+        in torch so that gradients flow from the representation back to the chart coordinates.
+        """
+        import torch
+
+        b = self._check_points(base, "base")
+        if b.shape[0] != 1:
+            raise ShapeError("chart_torch takes one base point, shape (D,)")
+        xn = self._native_chart_torch(self.to_native(b)[0], u)
+        pad = torch.zeros((xn.shape[0], self.ambient_dim - self.native_dim), dtype=xn.dtype)
+        x = torch.cat([xn, pad], dim=1)
+        if self._rotation is not None:
+            x = x @ torch.as_tensor(self._rotation.T, dtype=xn.dtype)
+        return x
+
+    def _native_chart_torch(self, xn_base: np.ndarray, u):
+        raise ValidationError(f"{self.name} has no differentiable (torch) chart")
+
     def project(self, points) -> np.ndarray:
         """Nearest points on the manifold, shape (n, D) (closed forms only)."""
         x = self._check_points(points)
@@ -350,6 +371,24 @@ class Sphere(Manifold):
         ang = r / self.radius
         safe = np.where(r > 0, r, 1.0)
         return self.radius * np.cos(ang) * p + self.radius * np.sin(ang) * v / safe
+
+    def _native_chart_torch(self, xn_base, u):
+        import torch
+
+        key = xn_base.tobytes()
+        cache = self.__dict__.setdefault("_torch_frame_cache", {})
+        if key not in cache:
+            if len(cache) > 256:
+                cache.clear()
+            T, p = self._tangent(xn_base[None])
+            cache[key] = (torch.as_tensor(T[0], dtype=torch.float64),
+                          torch.as_tensor(p[0], dtype=torch.float64))
+        Tt, pt = cache[key]
+        r = torch.sqrt(torch.clamp((u * u).sum(dim=1, keepdim=True), min=1e-30))
+        ang = r / self.radius
+        # R sin(r/R)/r = sinc(r/(πR)); both factors have the right (zero) gradient at u = 0
+        return (self.radius * torch.cos(ang) * pt
+                + torch.sinc(ang / np.pi) * (u @ Tt.T))
 
     def _native_project(self, yn):
         norm = np.linalg.norm(yn, axis=1, keepdims=True)
@@ -441,8 +480,28 @@ class ParametrizedManifold(Manifold):
 
     def _native_chart(self, xn, u):
         theta = self.params(xn)
-        geo = immersion_geometry(self.phi, theta, with_curvature=False)
-        return self._embed_params(theta + np.einsum("nij,nj->ni", geo.inv_sqrt_metric, u))
+        uniq, inverse = np.unique(theta, axis=0, return_inverse=True)
+        geo = immersion_geometry(self.phi, uniq, with_curvature=False)
+        S = geo.inv_sqrt_metric[inverse.reshape(-1)]
+        return self._embed_params(theta + np.einsum("nij,nj->ni", S, u))
+
+
+    def _native_chart_torch(self, xn_base, u):
+        import torch
+        from torch.func import vmap
+
+        theta = self.params(xn_base[None])
+        # g^{-1/2} at the base is computed once per base point and cached, so that the chart can
+        # also be called under torch.func transforms of u (which cannot run the nested geometry)
+        cache = self.__dict__.setdefault("_inv_sqrt_cache", {})
+        key = theta.tobytes()
+        if key not in cache:
+            if len(cache) > 256:
+                cache.clear()
+            cache[key] = immersion_geometry(self.phi, theta, with_curvature=False).inv_sqrt_metric[0]
+        th = torch.as_tensor(theta[0], dtype=torch.float64)
+        S = torch.as_tensor(cache[key], dtype=torch.float64)
+        return vmap(self.phi)(th + u @ S.T)
 
 
 class Helix(ParametrizedManifold):

@@ -77,13 +77,17 @@ class TokenModel:
         seed: seed of the centroid placement.
         max_spread: optional cap on t_r (rare tokens' spreads grow like r^(s·alpha)); ``None``
             means no cap. A capped law is no longer the pure pinning law: say so when comparing.
+        patch_radius: ``None`` places centroids by ``manifold.sample`` (global). A number places
+            them in one chart patch: ``chart(p, v)``, ``v ~ N(0, patch_radius² I_m)`` around
+            ``p = manifold.sample(1, seed)`` (kept as ``patch_center``, shape (D,)).
 
     Attributes:
         centroids: shape (V, D). frequencies: shape (V,). spreads: shape (V,).
     """
 
     def __init__(self, manifold: Manifold, n_types: int, zipf_s: float, pin_alpha: float,
-                 t0: float, seed: int, max_spread: float | None = None):
+                 t0: float, seed: int, max_spread: float | None = None,
+                 patch_radius: float | None = None):
         if not isinstance(manifold, Manifold):
             raise ValidationError("TokenModel needs a tangentlab.synthetic Manifold")
         self.manifold = manifold
@@ -100,7 +104,17 @@ class TokenModel:
             spreads = np.minimum(spreads, float(max_spread))
         self.max_spread = max_spread
         self.spreads = spreads
-        self.centroids = manifold.sample(self.n_types, seed=self.seed)
+        self.patch_radius = patch_radius
+        if patch_radius is None:
+            self.patch_center = None
+            self.centroids = manifold.sample(self.n_types, seed=self.seed)
+        else:
+            if not float(patch_radius) > 0:
+                raise ValidationError(f"patch_radius must be > 0; got {patch_radius}")
+            rng = np.random.default_rng([self.seed, 1])
+            self.patch_center = manifold.sample(1, seed=self.seed)[0]
+            v = rng.standard_normal((self.n_types, self.dim)) * float(patch_radius)
+            self.centroids = manifold.chart(self.patch_center, v)
         self._frame: LocalFrame | None = None
 
     @property

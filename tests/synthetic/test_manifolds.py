@@ -220,3 +220,15 @@ def test_bad_inputs_raise_typed_errors():
         make_manifold("klein-bottle")
     assert make_manifold("product:circle*circle").dim == 2
     assert math.isclose(make_manifold("sphere", m=3, radius=2.0).radius, 2.0)
+
+
+@pytest.mark.parametrize("key", ["sphere", "torus", "immersion", "circle"])
+def test_chart_torch_matches_numpy_chart_and_differentiates_at_zero(key):
+    M = ALL[key]()
+    p = M.sample(1, seed=4)
+    u = np.random.default_rng(1).standard_normal((5, M.dim)) * 0.2
+    xt = M.chart_torch(p[0], torch.as_tensor(u))
+    np.testing.assert_allclose(xt.numpy(), M.chart(p, u), atol=1e-12)
+    # at u = 0 the Jacobian is the orthonormal tangent basis
+    J = torch.func.jacrev(lambda v: M.chart_torch(p[0], v[None])[0])(torch.zeros(M.dim, dtype=torch.float64))
+    np.testing.assert_allclose(J.numpy(), M.tangent_basis(p)[0], atol=1e-10)

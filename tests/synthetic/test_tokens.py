@@ -49,3 +49,13 @@ def test_bad_token_model_parameters():
         TokenModel(Sphere(2), n_types=10, zipf_s=1.0, pin_alpha=0.5, t0=-0.1, seed=0)
     with pytest.raises(ValidationError):
         TokenModel(Sphere(2), n_types=10, zipf_s=1.0, pin_alpha=-1.0, t0=0.1, seed=0)
+
+
+def test_patch_centroids_stay_near_patch_center():
+    s = Sphere(2, 1.0, ambient_dim=5, rotation_seed=1)
+    tm = TokenModel(s, n_types=200, zipf_s=1.0, pin_alpha=0.5, t0=0.01, seed=2, patch_radius=0.05)
+    d = s.distance(np.repeat(tm.patch_center[None], 200, 0), tm.centroids)
+    # geodesic distance |v| with v ~ N(0, 0.05² I_2): E|v|² = 2 · 0.05²
+    assert np.mean(d**2) == pytest.approx(2 * 0.05**2, rel=0.25)
+    g = TokenModel(s, n_types=200, zipf_s=1.0, pin_alpha=0.5, t0=0.01, seed=2)
+    assert g.patch_center is None and np.mean(s.distance(np.repeat(tm.patch_center[None], 200, 0), g.centroids)) > 1.0

@@ -1,0 +1,22 @@
+"""The five synthetic experiments and :func:`run_experiment`.
+
+``names()`` lists them (``visibility``, ``gradient-ratio``, ``amplification``,
+``proxy-recovery``, ``river-valley``); ``get(name)`` returns the experiment object (frozen
+``config_cls``, ``default_config()``, ``quick_config()``, ``run(config) -> ExperimentResult``).
+"""
+
+from __future__ import annotations
+
+from tangentlab.synthetic.experiments._base import (
+    CHECKS_NAME,
+    Check,
+    Experiment,
+    ExperimentResult,
+    get,
+    names,
+    resolve_config,
+    run_experiment,
+)
+
+__all__ = ["CHECKS_NAME", "Check", "Experiment", "ExperimentResult", "get", "names",
+           "resolve_config", "run_experiment"]

@@ -1,0 +1,198 @@
+"""The experiment contract, the registry and :func:`run_experiment` (writes a run directory).
+
+An experiment is an object with a frozen ``config_cls``, ``default_config()``,
+``quick_config()``, ``validate(config)`` (raises :class:`~tangentlab.errors.ConfigError`) and
+``run(config) -> ExperimentResult``. ``run`` returns tidy rows (one per measured number, with the
+theory's ``prediction`` where there is one), :class:`Check` objects (theory-vs-measurement
+agreement, each with its tolerance from the config) and PNG figures (bytes by file name).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tangentlab.errors import ConfigError, UnknownNameError
+
+__all__ = [
+    "Check",
+    "ExperimentResult",
+    "Experiment",
+    "register",
+    "names",
+    "get",
+    "run_experiment",
+    "CHECKS_NAME",
+    "figure_png",
+]
+
+CHECKS_NAME = "checks.json"
+
+
+def _clean(x: Any) -> Any:
+    if isinstance(x, float) and not math.isfinite(x):
+        return None if math.isnan(x) else ("inf" if x > 0 else "-inf")
+    try:
+        import numpy as np
+
+        if isinstance(x, np.generic):
+            return _clean(x.item())
+    except ImportError:  # pragma: no cover
+        pass
+    return x
+
+
+@dataclass(frozen=True)
+class Check:
+    """One theory-vs-measurement agreement check (a row of ``checks.json``)."""
+
+    name: str
+    description: str
+    measured: float | None
+    predicted: float | None
+    tolerance: float | None
+    passed: bool
+    detail: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: _clean(v) for k, v in dataclasses.asdict(self).items()}
+
+
+@dataclass
+class ExperimentResult:
+    """What ``run`` returns: tidy rows, checks, and PNG figures by file name."""
+
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    checks: list[Check] = field(default_factory=list)
+    figures: dict[str, bytes] = field(default_factory=dict)
+
+
+class Experiment:
+    """Base class of the synthetic experiments (subclasses set the class attributes)."""
+
+    name: str = ""
+    description: str = ""
+    config_cls: type = object
+
+    def default_config(self):
+        return self.config_cls()
+
+    def quick_config(self):
+        raise NotImplementedError
+
+    def validate(self, config) -> None:
+        """Raise ConfigError for a config that cannot run (called before any output is made)."""
+
+    def run(self, config) -> ExperimentResult:
+        raise NotImplementedError
+
+
+_REGISTRY: dict[str, Experiment] = {}
+
+
+def register(exp: Experiment) -> Experiment:
+    _REGISTRY[exp.name] = exp
+    return exp
+
+
+def names() -> list[str]:
+    """The experiment names, in their canonical order."""
+    _load_all()
+    return list(_REGISTRY)
+
+
+def get(name: str) -> Experiment:
+    """The experiment registered as ``name`` (UnknownNameError otherwise)."""
+    _load_all()
+    if name not in _REGISTRY:
+        raise UnknownNameError(
+            f"unknown synthetic experiment {name!r}; known: {', '.join(_REGISTRY)}"
+        )
+    return _REGISTRY[name]
+
+
+def _load_all() -> None:
+    if _REGISTRY:
+        return
+    import importlib
+
+    for mod in ("visibility", "gradient_ratio", "amplification", "proxy_recovery", "river_valley"):
+        importlib.import_module(f"tangentlab.synthetic.experiments.{mod}")
+
+
+def figure_png(fig, dpi: int = 80) -> bytes:
+    """Render a matplotlib figure to PNG bytes (deterministic metadata) and close it."""
+    import matplotlib.pyplot as plt
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None})
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def resolve_config(exp: Experiment, *, quick: bool = False, config_path: str | Path | None = None,
+                   overrides: Mapping[str, Any] | None = None, seed: int | None = None):
+    """Quick or default config, then the TOML file, then overrides, then ``seed``."""
+    from tangentlab.config import load_config
+
+    base = exp.quick_config() if quick else exp.default_config()
+    ov = dict(overrides or {})
+    if seed is not None:
+        ov["seed"] = seed
+    cfg = load_config(exp.config_cls, config_path, ov, base=base, section=exp.name)
+    exp.validate(cfg)
+    return cfg
+
+
+def run_experiment(name: str, out_dir: str | Path, *, quick: bool = False,
+                   config_path: str | Path | None = None,
+                   overrides: Mapping[str, Any] | None = None, seed: int | None = None) -> Path:
+    """Resolve the config, run the experiment and write its run directory atomically.
+
+    Writes ``results.csv``, ``checks.json``, ``manifest.json`` and the PNG figures to ``out_dir``
+    (built under a temporary name; nothing is left behind on error). Returns ``out_dir``.
+    """
+    from tangentlab.runs import (
+        Timer,
+        atomic_directory,
+        atomic_write_bytes,
+        atomic_write_json,
+        build_manifest,
+        write_manifest,
+        write_results,
+    )
+
+    exp = get(name)
+    cfg = resolve_config(exp, quick=quick, config_path=config_path, overrides=overrides, seed=seed)
+    out = Path(out_dir)
+    timer = Timer()
+    with atomic_directory(out) as tmp:
+        from tangentlab.synthetic.experiments._common import single_thread
+
+        with timer("run"), single_thread():
+            result = exp.run(cfg)
+        rows = [{"experiment": name, **r} for r in result.rows]
+        write_results(rows, tmp / "results.csv")
+        atomic_write_json(tmp / CHECKS_NAME, [c.to_dict() for c in result.checks])
+        for fname, png in result.figures.items():
+            atomic_write_bytes(tmp / fname, png)
+        manifest = build_manifest(
+            kind=f"synthetic/{name}", config=cfg, seeds={"seed": int(getattr(cfg, "seed", 0))},
+            device="cpu", dtype="float64", timings=timer.as_dict(),
+            extra={"quick": bool(quick), "figures": sorted(result.figures),
+                   "checks_passed": sum(c.passed for c in result.checks),
+                   "checks_total": len(result.checks)},
+        )
+        write_manifest(tmp, manifest)
+    return out
+
+
+def require(cond: bool, message: str) -> None:
+    """Raise ConfigError(message) unless ``cond``."""
+    if not cond:
+        raise ConfigError(message)
