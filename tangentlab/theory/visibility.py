@@ -113,6 +113,37 @@ def _fit(target: sp.Expr, basis: list[sp.Expr], entries: list[sp.Symbol]) -> lis
     return [sp.factor(sol[0].get(x, x)) for x in xs]
 
 
+@lru_cache(maxsize=1)
+def _next_order_series() -> sp.Expr:
+    """Series of N/T to O(t^4) for the quartic curve chart (memoised: no step feeds into it)."""
+    x_tan = U1 + A3 * U1**3
+    x_nor = KAPPA * U1**2 / 2 + B3 * U1**3 + B4 * U1**4
+    Eg = lambda e: expectation(e, (U1,), "gaussian")  # noqa: E731
+    tan_var = sp.expand(Eg(x_tan**2) - Eg(x_tan) ** 2)
+    nor_var = sp.expand(Eg(x_nor**2) - Eg(x_nor) ** 2)
+    return sp.collect(sp.expand(sp.series(nor_var / tan_var, T, 0, 5).removeO()), T)
+
+
+@lru_cache(maxsize=1)
+def _circle_exact() -> sp.Expr:
+    """Exact visibility of the circle of curvature kappa in arc length (memoised)."""
+    z = sp.Symbol("z", real=True)
+    w = sp.Symbol("w", positive=True)
+    dens = sp.exp(-(z**2) / (2 * T**2)) / (sp.sqrt(2 * sp.pi) * T)
+    charf = sp.integrate(sp.cos(w * z) * dens, (z, -sp.oo, sp.oo), meijerg=True)  # E[cos(w z)]
+
+    def Ez(e):  # expectation of a trigonometric polynomial in z: product-to-sum, then charf
+        lin = TR8(sp.expand(e))
+        lin = lin.replace(sp.sin, lambda a: sp.Integer(0))  # odd
+        return sp.simplify(lin.replace(sp.cos, lambda a: charf.subs(w, sp.Abs(a / z))))
+
+    R = 1 / KAPPA
+    xs, xn = R * sp.sin(z / R), R * (1 - sp.cos(z / R))
+    tan_c = sp.simplify(Ez(xs**2) - Ez(xs) ** 2)
+    nor_c = sp.simplify(Ez(sp.expand(xn**2)) - Ez(xn) ** 2)
+    return sp.simplify(nor_c / tan_c)
+
+
 class CurvatureVisibility(Derivation):
     name = "curvature-visibility"
     title = "Curvature visibility in a local sample"
@@ -257,39 +288,18 @@ class CurvatureVisibility(Derivation):
             sp.Eq(sp.Symbol("V(t)"), sp.factor(vg.subs({M: 1, II2: KAPPA**2}))),
         )
         # Next order for a curve, general quartic chart (Gaussian u ~ N(0, t^2)).
-        x_tan = U1 + A3 * U1**3
-        x_nor = KAPPA * U1**2 / 2 + B3 * U1**3 + B4 * U1**4
-        Eg = lambda e: expectation(e, (U1,), "gaussian")  # noqa: E731
-        tan_var = sp.expand(Eg(x_tan**2) - Eg(x_tan) ** 2)
-        nor_var = sp.expand(Eg(x_nor**2) - Eg(x_nor) ** 2)
-        series = sp.series(nor_var / tan_var, T, 0, 5).removeO()
         step(
             "next_order_curve",
             "Next order: for the curve chart x(u) = (u + a_3 u^3, kappa u^2/2 + b_3 u^3 + b_4 u^4) "
             "with u ~ N(0, t^2), the series of N/T to order t^4 (the t^4 term depends on the "
             "cubic and quartic jets, so V = kappa^2 t^2/2 (1 + O(t^2))).",
-            sp.Eq(sp.Symbol("V(t)"), sp.collect(sp.expand(series), T)),
+            sp.Eq(sp.Symbol("V(t)"), _next_order_series()),
         )
-        # The circle of radius 1/kappa in arc length: exact visibility, by integration.
-        z = sp.Symbol("z", real=True)
-        w = sp.Symbol("w", positive=True)
-        dens = sp.exp(-(z**2) / (2 * T**2)) / (sp.sqrt(2 * sp.pi) * T)
-        charf = sp.integrate(sp.cos(w * z) * dens, (z, -sp.oo, sp.oo))  # E[cos(w z)]
-
-        def Ez(e):  # expectation of a trigonometric polynomial in z: product-to-sum, then charf
-            lin = TR8(sp.expand(e))
-            lin = lin.replace(sp.sin, lambda a: sp.Integer(0))  # odd
-            return sp.simplify(lin.replace(sp.cos, lambda a: charf.subs(w, sp.Abs(a / z))))
-
-        R = 1 / KAPPA
-        xs, xn = R * sp.sin(z / R), R * (1 - sp.cos(z / R))
-        tan_c = sp.simplify(Ez(xs**2) - Ez(xs) ** 2)
-        nor_c = sp.simplify(Ez(sp.expand(xn**2)) - Ez(xn) ** 2)
         step(
             "circle_exact",
             "Circle of curvature kappa, arc-length chart, u ~ N(0, t^2): exact visibility "
             "(Gaussian integrals of sin and cos).",
-            sp.Eq(sp.Symbol("V(t)"), sp.simplify(nor_c / tan_c)),
+            sp.Eq(sp.Symbol("V(t)"), _circle_exact()),
         )
         symbols = {"t": T, "m": M, "ii_norm_sq": II2, "trace_sq_sum": S, "trace_norm": TRN,
                    "kappa": KAPPA, "c_2": C2, "c_22": C22}
