@@ -127,7 +127,14 @@ def render_png(panels: Sequence[Panel], *, width: float = 5.2, height: float = 3
                                     capsize=2.5, linewidth=1.0, label=s.label)
                     else:
                         ax.plot(x, y, "o", color=color, markersize=4.5, label=s.label)
-            ax.set_xscale(panel.xscale)
+            if panel.xscale == "symlog":  # training steps: 0, then log-spaced
+                ax.set_xscale("symlog", linthresh=1.0, linscale=0.5)
+                xs = [float(v) for s in panel.series for v in s.x if v == v]
+                if xs:
+                    ax.set_xlim(left=-0.15, right=max(xs) * 1.3 + 0.5)
+                ax.xaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+            else:
+                ax.set_xscale(panel.xscale)
             ax.set_yscale(panel.yscale)
             if panel.xscale == "log":  # label the measured x values themselves
                 xs = sorted({float(v) for s in panel.series for v in s.x if v == v and v > 0})

@@ -92,10 +92,13 @@ def _fmt(x: Any) -> str:
 
 
 def _norm(df):
-    """Bucket NaN -> 'all'; numeric step."""
+    """Bucket NaN -> 'all'; numeric step; only the fixed-proxy rows (the protocol's main reading;
+    ``proxy == "refit"`` rows are the per-checkpoint refit variant)."""
     import pandas as pd
 
     df = df.copy()
+    if "proxy" in df.columns:
+        df = df[df["proxy"].isna() | (df["proxy"].astype(str) == "fixed")]
     if "bucket" in df.columns:
         df["bucket"] = df["bucket"].fillna("all").astype(str)
     else:
@@ -412,6 +415,13 @@ def _enrichment_build(data: RunData, stages: list[str]) -> dict[str, Any]:
                             f"enrichment {_fmt(e)} [{_fmt(lo)}, {_fmt(hi)}], p {_fmt(p)}"
                             f" (n_controls {n_ctrl if n_ctrl is not None else '?'}), step 0: {_fmt(e0)},"
                             f" position {_fmt(pos)}"))
+            band = [(st, _value(df, "control_enrichment_low", step=st, site=site)[0],
+                     _value(df, "control_enrichment_high", step=st, site=site)[0]) for st in steps]
+            band = [b for b in band if b[1] is not None and b[2] is not None]
+            if band:
+                series.append(Series(f"control band (min-max) {site}".strip(), "band",
+                                     tuple(b[0] for b in band), (), tuple(b[1] for b in band),
+                                     tuple(b[2] for b in band)))
             series.append(_step_series(df, "enrichment", site, f"Q_T enrichment {site}".strip()))
             if e0 is not None:
                 series.append(Series(f"step-0 value {site}".strip(), "hline", (), (e0,), style="reference"))
@@ -482,7 +492,8 @@ def _bucket_build(data: RunData, stages: list[str]) -> dict[str, Any]:
     return {"outcome": R.combine(units), "numbers": numbers, "panels": tuple(panels)}
 
 
-def _versus_control_build(metric_t: str, metric_n: str, what: str, ylabel: str):
+def _versus_control_build(metric_t: str, metric_n: str, what: str, ylabel: str,
+                          labels: tuple[str, str] = ("Q_T removed", "controls (mean)")):
     def build(data: RunData, stages: list[str]) -> dict[str, Any]:
         units: dict[str, R.Outcome] = {}
         numbers = []
@@ -502,9 +513,8 @@ def _versus_control_build(metric_t: str, metric_n: str, what: str, ylabel: str):
                 units[unit] = R.greater_than_control_rule(t, tlo, thi, n, nlo, nhi, what=what)
                 numbers.append((f"{unit} @ step {int(last) if last is not None else '?'}",
                                 f"tangent {_fmt(t)} vs controls {_fmt(n)}"))
-                series.append(_step_series(df, metric_t, site, f"Q_T removed {site}".strip()))
-                ctrl = _step_series(df, metric_n, site, f"controls (mean) {site}".strip())
-                series.append(ctrl)
+                series.append(_step_series(df, metric_t, site, f"{labels[0]} {site}".strip()))
+                series.append(_step_series(df, metric_n, site, f"{labels[1]} {site}".strip()))
             panels.append(Panel(title=f"{arch}: {what}", xlabel="training step", ylabel=ylabel,
                                 series=tuple(series), xscale=_step_axis(steps)))
         return {"outcome": R.combine(units), "numbers": numbers, "panels": tuple(panels)}
@@ -612,7 +622,8 @@ def _rows() -> tuple[RowSpec, ...]:
                 "Projecting Q_T out of the gradients raises their isotropy more than projecting out a control.",
                 _measure_stages,
                 _versus_control_build("delta_isoscore_tangent", "delta_isoscore_control_mean",
-                                      "delta IsoScore*", "delta IsoScore* of gradients"),
+                                      "delta IsoScore*", "delta IsoScore* of gradients",
+                                      ("Q_T removed", "controls removed (mean, 95% band)")),
                 R.RULES["isoscore"], "IsoScore* of gradients before and after projecting out Q_T or a control"),
         RowSpec("frequency-distance", "Frequency-distance correlation",
                 "Frequent tokens are pinned near their centroid: log-frequency and occurrence spread correlate "
@@ -623,7 +634,8 @@ def _rows() -> tuple[RowSpec, ...]:
                 "Ablating the activations along Q_T raises the loss more than ablating along a matched control.",
                 _measure_stages,
                 _versus_control_build("ablation_loss_tangent", "ablation_loss_control_mean",
-                                      "loss increase on ablation", "loss increase"),
+                                      "loss increase on ablation", "loss increase",
+                                      ("ablate Q_T", "ablate controls (mean, min-max)")),
                 R.RULES["ablation"], "ablate along Q_T / each control at the site, run the model forward"),
         RowSpec("river-valley", "River valley: Muon against GD, and the two-stage switch",
                 "Sign descent (Muon) advances along the river at a constant rate, beating GD early, then "
