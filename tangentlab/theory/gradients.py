@@ -190,6 +190,22 @@ class GradientComponents(Derivation):
              "component in the moving frame:",
              sp.Eq(sp.Symbol(r"\partial u^{*}/\partial x \cdot n(u^{*})"),
                    sp.simplify((grad.T * normal)[0])))
+        # Same argument for a surface (m = 2) graph c(v) = (v1, v2, f(v1, v2)) in R^3:
+        # F_i(v, x) = (x - c(v)) . d_i c(v) = 0, du*/dx = -(dF/dv)^(-1) dF/dx, and the rows of
+        # dF/dx are the tangent vectors d_i c, so dF/dx n = 0 for the normal n.
+        v1, v2, y1, y2, y3 = sp.symbols("v_1 v_2 y_1 y_2 y_3", real=True)
+        fs = sp.Function("f")(v1, v2)
+        cs = sp.Matrix([v1, v2, fs])
+        xs3 = sp.Matrix([y1, y2, y3])
+        Fs = sp.Matrix([((xs3 - cs).T * cs.diff(v))[0] for v in (v1, v2)])
+        Fx = Fs.jacobian(xs3)
+        n_s = cs.diff(v1).cross(cs.diff(v2))
+        step("lemma_surface",
+             "The lemma for a surface graph (m = 2): dF/dx applied to the normal n = d_1 c x d_2 c "
+             "vanishes, so du*/dx = -(dF/du)^(-1) dF/dx has no normal component anywhere the "
+             "projection is smooth.",
+             sp.Tuple(*(sp.Eq(sp.Symbol(rf"(\partial F_{{{i + 1}}}/\partial x)\, n"), e)
+                        for i, e in enumerate(sp.simplify(Fx * n_s)))))
         symbols = {"kappa": KAPPA, "t": T, "c": CC, "m": M, "G_rms": G}
         return "ratio_bound", symbols
 
@@ -226,7 +242,8 @@ class GradientComponents(Derivation):
                       "Parabola with constant g: E[g u] = 0 and h_II E[g II] = g t^2 != 0.",
                       _check_counterexample),
             CheckSpec("lemma: gradient of u*(x) is tangent on M", "symbolic",
-                      "Normal component of du*/dx vanishes on M and off M (moving frame).",
+                      "Normal component of du*/dx vanishes on M and off M (moving frame), for a "
+                      "curve and for a surface graph.",
                       _check_lemma),
             CheckSpec("bounds hold on random finite samples", "numeric",
                       "For random discrete (u, g) samples on a random chart, the tangent and "
@@ -361,8 +378,9 @@ def _check_counterexample(d, rng):
 def _check_lemma(d, rng):
     on = d.expr("lemma")[0]
     off = d.expr("lemma_off_manifold")
-    return max(symbolic_residual(on.rhs), symbolic_residual(off.rhs)), 0.0, \
-        "normal components on and off M"
+    surf = d.expr("lemma_surface")
+    return max(symbolic_residual(on.rhs), symbolic_residual(off.rhs),
+               *(symbolic_residual(e.rhs) for e in surf)), 0.0, "normal components on and off M (curve, surface)"
 
 
 def _random_chart(rng, m, codim, D):

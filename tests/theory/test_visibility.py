@@ -120,3 +120,23 @@ def test_mutation_t_cubed_fails_verify():
     rep = d.verify(seed=0)
     assert not rep.passed
     assert any(c.name.startswith("explicit m=2 gaussian") for c in rep.failures)
+
+
+def test_next_order_curve_matches_quadrature():
+    from tangentlab.theory.visibility import visibility_curve_next_order
+
+    x, w = np.polynomial.hermite_e.hermegauss(40)  # exact for these polynomial moments
+    w = w / w.sum()
+    kappa, a3, b3, b4 = 1.3, 0.4, -0.7, 0.9
+    errs = []
+    for t in (0.02, 0.04, 0.08):
+        u = t * x
+        tan = u + a3 * u**3
+        nor = kappa * u**2 / 2 + b3 * u**3 + b4 * u**4
+        v = (w @ nor**2 - (w @ nor) ** 2) / (w @ tan**2 - (w @ tan) ** 2)
+        pred = visibility_curve_next_order(t, kappa, a3, b3, b4)
+        lead = kappa**2 * t**2 / 2
+        assert abs(v - pred) < 0.05 * abs(v - lead)  # the t^4 term captures the correction
+        errs.append(abs(v - pred))
+    # remainder is O(t^6): doubling t multiplies it by about 64
+    assert errs[2] / errs[1] == pytest.approx(64, rel=0.25)
