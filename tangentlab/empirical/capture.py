@@ -23,7 +23,7 @@ from typing import Any
 
 from tangentlab.errors import CaptureError
 
-__all__ = ["CaptureBatch", "capture_batch", "site_hooks", "token_losses"]
+__all__ = ["CaptureBatch", "capture_batch", "edited_losses", "site_hooks", "token_losses"]
 
 
 @dataclass
@@ -186,3 +186,49 @@ def capture_batch(loaded, sites: Sequence[str], input_ids, labels=None, *, atten
     mk = torch.zeros_like(rows) if masked is None else masked.to(dev).bool()
     return CaptureBatch(acts=acts, grads=gmap, input_ids=input_ids, rows=rows, masked=mk,
                         loss_sum=loss_sum, n_targets=n_targets)
+
+
+def edited_losses(loaded, site: str, input_ids, labels, *, bases, shifts, mu,
+                  max_batch: int = 64):
+    """Summed loss of the batch under K edits of the activations at ``site`` (no gradients).
+
+    Variant k replaces each activation h by ``h − ((h − mu) B_k) B_kᵀ + shift_k`` (mean-ablation
+    of span(B_k), then a constant shift). ``bases``: (K, d, r) orthonormal (zeros = no ablation);
+    ``shifts``: (K, d); ``mu``: (d,). Variants run stacked along the batch axis, at most
+    ``max_batch`` rows per forward pass. Returns (loss_sum (K,), n_targets (K,)) as numpy.
+    """
+    import numpy as np
+    import torch
+
+    model = loaded.model
+    p0 = next(model.parameters())
+    dev, dtype = p0.device, p0.dtype
+    B = torch.as_tensor(np.asarray(bases), dtype=dtype, device=dev)
+    S = torch.as_tensor(np.asarray(shifts), dtype=dtype, device=dev)
+    m = torch.as_tensor(np.asarray(mu), dtype=dtype, device=dev)
+    K = B.shape[0]
+    nb = input_ids.shape[0]
+    per = max(1, max_batch // nb)
+    losses = np.zeros(K)
+    counts = np.zeros(K, dtype=np.int64)
+    for k0 in range(0, K, per):
+        k1 = min(K, k0 + per)
+        kk = k1 - k0
+        Bk, Sk = B[k0:k1], S[k0:k1]
+
+        def edit(h, Bk=Bk, Sk=Sk, kk=kk):
+            hv = h.reshape(kk, nb, *h.shape[1:])  # (kk, nb, T, d)
+            coef = torch.einsum("kbtd,kdr->kbtr", hv - m, Bk)
+            hv = hv - torch.einsum("kbtr,kdr->kbtd", coef, Bk) + Sk[:, None, None, :]
+            return hv.reshape(h.shape)
+
+        ids = input_ids.repeat(kk, 1)
+        lab = labels.repeat(kk, 1)
+        with torch.no_grad(), site_hooks(model, [site], make_leaf=False, edit={site: edit}) as st:
+            out = model(input_ids=ids.to(dev))
+            if len(next(iter(st.values()))) != 1:
+                raise CaptureError(f"hook at site {site!r} did not fire exactly once")
+            per_tok, valid = token_losses(out.logits, lab.to(dev), loaded.arch)
+        losses[k0:k1] = per_tok.reshape(kk, nb, -1).sum(dim=(1, 2)).double().cpu().numpy()
+        counts[k0:k1] = valid.reshape(kk, nb, -1).sum(dim=(1, 2)).cpu().numpy()
+    return losses, counts

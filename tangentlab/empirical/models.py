@@ -19,7 +19,15 @@ from typing import Any
 
 from tangentlab.errors import CheckpointError, ConfigError, UnknownNameError
 
-__all__ = ["ARCHS", "LoadedModel", "build_model", "load_model", "arch_of_config", "resolve_device"]
+__all__ = [
+    "ARCHS",
+    "LoadedModel",
+    "build_model",
+    "load_model",
+    "load_like",
+    "arch_of_config",
+    "resolve_device",
+]
 
 ARCHS = ("encoder", "decoder")
 
@@ -179,3 +187,57 @@ def load_model(path: str | Path, *, device: str = "cpu", gguf_file: str | None =
 def _first_line(exc: BaseException) -> str:
     s = str(exc).strip()
     return s.splitlines()[0][:300] if s else type(exc).__name__
+
+
+def load_like(template: LoadedModel, path: str | Path, *, device: str = "cpu") -> LoadedModel:
+    """Load checkpoint ``path`` of the same architecture as ``template`` quickly.
+
+    When ``path`` holds one ``model.safetensors`` and a ``config.json`` equal to the template's
+    (up to bookkeeping keys), the template module is deep-copied and the tensors are loaded
+    strictly (tied weights re-tied); otherwise this falls back to :func:`load_model`.
+    """
+    import copy
+    import json
+
+    import torch
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    p = Path(path)
+    wfile = p / "model.safetensors"
+    cfile = p / "config.json"
+    if not (wfile.is_file() and cfile.is_file()):
+        return load_model(p, device=device)
+    try:
+        cfg = json.loads(cfile.read_text())
+    except json.JSONDecodeError:
+        raise CheckpointError(f"{str(cfile)!r} is corrupt JSON") from None
+    ignore = {"transformers_version", "_name_or_path", "architectures", "dtype", "torch_dtype"}
+    mine = {k: v for k, v in template.model.config.to_dict().items() if k not in ignore}
+    theirs = {k: v for k, v in cfg.items() if k not in ignore}
+    if any(mine.get(k) != v for k, v in theirs.items()):
+        return load_model(p, device=device)
+    try:
+        sd = load_file(str(wfile), device=str(device))
+    except (SafetensorError, OSError, ValueError, RuntimeError) as exc:
+        raise CheckpointError(
+            f"cannot load the weights of {str(p)!r} ({type(exc).__name__}: {_first_line(exc)}); "
+            "the checkpoint is missing or corrupt"
+        ) from None
+    model = copy.deepcopy(template.model)
+    missing, unexpected = model.load_state_dict(sd, strict=False)
+    tied_ok = template.tie_embeddings and all(
+        k.endswith(("lm_head.weight", "decoder.weight", "decoder.bias")) for k in missing)
+    if unexpected or (missing and not tied_ok):
+        raise CheckpointError(
+            f"checkpoint {str(p)!r} does not match the trajectory's model (missing {missing[:3]}, "
+            f"unexpected {unexpected[:3]})"
+        )
+    if template.tie_embeddings:
+        model.tie_weights()
+    for prm in model.parameters():
+        if not torch.isfinite(prm).all():
+            raise CheckpointError(f"checkpoint {str(p)!r} holds non-finite weights")
+    model.eval()
+    return LoadedModel(model=model, arch=template.arch, family=template.family,
+                       head=template.head, tie_embeddings=template.tie_embeddings, path=str(p))

@@ -13,3 +13,19 @@ def tiny_runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("tiny_runs")
     return {arch: train_model(arch, root / arch, preset="tiny", device="cpu", seed=0)
             for arch in ("decoder", "encoder")}
+
+
+#: A small measure config for tests (20 controls so that p can reach its floor 1/21).
+TEST_MEASURE = {"n_batches": 3, "batch_size": 8, "sample_rows": 512, "n_boot": 50,
+                "causal_checkpoints": 2, "causal_batches": 1, "causal_controls": 3}
+
+
+@pytest.fixture(scope="session")
+def measured(tiny_runs, tmp_path_factory):
+    """The protocol run on both tiny trajectories: {'decoder': Path, 'encoder': Path}."""
+    from tangentlab.empirical.protocol import measure_trajectory
+
+    root = tmp_path_factory.mktemp("measured")
+    return {arch: measure_trajectory(run, root / arch, device="cpu", seed=0,
+                                     overrides=TEST_MEASURE)
+            for arch, run in tiny_runs.items()}

@@ -1,0 +1,92 @@
+"""Fixed evaluation batches and the token-frequency buckets used by ``measure``.
+
+The same batches (windows of the eval split, and for an encoder the same MLM masks) are used at
+every checkpoint, so per-token statistics follow the *same occurrences* across the trajectory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from tangentlab.errors import DataError
+
+__all__ = ["EvalData", "make_eval_data", "bucket_edges", "bucket_of"]
+
+
+@dataclass
+class EvalData:
+    """Fixed eval batches and per-token frequency information.
+
+    Attributes:
+        batches: list of (input_ids, labels, masked, token_ids), each (B, T) tensors;
+            ``token_ids`` are the true tokens (inputs before MLM masking).
+        counts: training-split token counts, shape (vocab,), int64.
+        frequency_source: where ``counts`` came from (run's frequency.csv or recomputed).
+        edges: inner bucket edges on log(count + 1), ascending, shape (K - 1,).
+        labels: bucket labels, rarest first (``f1`` … ``fK``).
+    """
+
+    batches: list
+    counts: Any
+    frequency_source: str
+    edges: Any
+    labels: list[str]
+
+
+def bucket_edges(logf, n_buckets: int):
+    """Inner edges of ``n_buckets`` equal-mass quantile buckets of the values ``logf`` (ties merged)."""
+    import numpy as np
+
+    qs = np.quantile(np.asarray(logf, dtype=np.float64), np.linspace(0, 1, n_buckets + 1)[1:-1])
+    return np.unique(qs)
+
+
+def bucket_of(logf, edges):
+    """Bucket index (0 = rarest) of each value: ``searchsorted(edges, logf, side='right')``."""
+    import numpy as np
+
+    return np.searchsorted(edges, np.asarray(logf, dtype=np.float64), side="right")
+
+
+def make_eval_data(tokenizer, arch: str, *, texts, counts, frequency_source: str, n_batches: int,
+                   batch_size: int, seq_len: int, seed: int, n_buckets: int,
+                   mlm_probability: float = 0.15) -> EvalData:
+    """Build the fixed eval batches from ``texts`` and the frequency buckets from ``counts``."""
+    import numpy as np
+    import torch
+
+    from tangentlab.empirical.tokenizer import encode_stream
+    from tangentlab.empirical.train import make_batch
+
+    need = n_batches * batch_size * seq_len * 4 + seq_len + 1
+    stream = torch.from_numpy(encode_stream(tokenizer, list(texts), max_tokens=need))
+    if stream.numel() <= seq_len + 1:
+        raise DataError(
+            f"the eval text has only {stream.numel()} tokens, fewer than seq_len {seq_len}; use a "
+            "larger corpus or a smaller seq_len"
+        )
+    mask_id = tokenizer.mask_token_id
+    if arch == "encoder" and mask_id is None:
+        raise DataError("the tokenizer has no mask token, so the encoder's MLM loss is undefined")
+    special = [i for i in (tokenizer.pad_token_id, tokenizer.eos_token_id,
+                           getattr(tokenizer, "cls_token_id", None),
+                           getattr(tokenizer, "sep_token_id", None)) if i is not None]
+    batches = []
+    for b in range(n_batches):
+        inp, lab, masked = make_batch(
+            stream, 10**7 + b, batch_size=batch_size, seq_len=seq_len, arch=arch, seed=seed,
+            mask_id=mask_id, vocab_size=len(tokenizer), mlm_probability=mlm_probability,
+            special_ids=special)
+        orig = torch.where(masked, lab, inp)  # the true token at each position
+        batches.append((inp, lab, masked, orig))
+    ids = torch.cat([b[3].reshape(-1) for b in batches]).numpy()
+    if ids.max() >= len(counts):
+        raise DataError(
+            f"the frequency table covers {len(counts)} ids but the tokenizer produced id {ids.max()}"
+        )
+    logf = np.log1p(counts[ids])
+    edges = bucket_edges(logf, n_buckets)
+    labels = [f"f{i + 1}" for i in range(len(edges) + 1)]
+    return EvalData(batches=batches, counts=counts, frequency_source=frequency_source,
+                    edges=edges, labels=labels)

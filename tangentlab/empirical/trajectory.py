@@ -1,0 +1,159 @@
+"""Resolve a trajectory (what ``measure`` runs on) into an ordered list of checkpoints.
+
+A trajectory is one of:
+
+- a training run directory written by :func:`~tangentlab.empirical.train.train_model`
+  (``checkpoints/step_*``, ``tokenizer/``, ``frequency.csv``, ``train_config.json``);
+- a directory of checkpoint directories (each a Hugging Face model directory); the step of each
+  comes from its ``train_state.json`` or from the trailing integer of its name (``step1000``,
+  ``step_000100``, ``checkpoint-500``, Pythia's ``step143000`` revisions, ...);
+- a single model directory (one checkpoint; its step as above, else 0);
+- a GGUF file (one checkpoint, loaded and dequantised by transformers; needs gguf + accelerate).
+
+All checkpoints must share one architecture (model_type, hidden size, encoder/decoder);
+anything else is a CheckpointError before any work starts.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tangentlab.errors import CheckpointError
+
+__all__ = ["Checkpoint", "Trajectory", "resolve_trajectory"]
+
+_TRAILING_INT = re.compile(r"(\d+)$")
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """One checkpoint: its directory, its name, its training step, an optional GGUF file name."""
+
+    path: Path
+    name: str
+    step: int
+    gguf_file: str | None = None
+
+
+@dataclass
+class Trajectory:
+    """Checkpoints ordered by step, plus what the run directory knows (tokenizer, frequencies)."""
+
+    checkpoints: list[Checkpoint]
+    model_name: str
+    run_dir: Path | None = None
+    train_config: dict = field(default_factory=dict)
+
+    @property
+    def max_step(self) -> int:
+        return max(c.step for c in self.checkpoints)
+
+    @property
+    def tokenizer_dir(self) -> Path:
+        if self.run_dir is not None and (self.run_dir / "tokenizer").is_dir():
+            return self.run_dir / "tokenizer"
+        return self.checkpoints[0].path
+
+    @property
+    def eval_file(self) -> Path | None:
+        if self.run_dir is not None and (self.run_dir / "eval.jsonl").is_file():
+            return self.run_dir / "eval.jsonl"
+        return None
+
+    @property
+    def frequency_file(self) -> Path | None:
+        if self.run_dir is not None and (self.run_dir / "frequency.csv").is_file():
+            return self.run_dir / "frequency.csv"
+        return None
+
+
+def _step_of(d: Path, default: int | None) -> int:
+    st = d / "train_state.json"
+    if st.is_file():
+        try:
+            return int(json.loads(st.read_text())["step"])
+        except (ValueError, KeyError, json.JSONDecodeError):
+            raise CheckpointError(f"{str(st)!r} is corrupt (no integer 'step')") from None
+    m = _TRAILING_INT.search(d.name)
+    if m:
+        return int(m.group(1))
+    if default is None:
+        raise CheckpointError(
+            f"cannot infer the training step of checkpoint {str(d)!r}; name it step_<N> or add "
+            "a train_state.json with {\"step\": N}"
+        )
+    return default
+
+
+def _signature(d: Path, gguf_file: str | None) -> tuple:
+    if gguf_file is not None:
+        return ("gguf",)
+    cfg_file = d / "config.json"
+    if not cfg_file.is_file():
+        raise CheckpointError(f"checkpoint {str(d)!r} has no config.json; is it a Hugging Face model dir?")
+    try:
+        cfg = json.loads(cfg_file.read_text())
+    except json.JSONDecodeError as exc:
+        raise CheckpointError(f"{str(cfg_file)!r} is corrupt JSON ({exc.msg})") from None
+    weights = list(d.glob("*.safetensors")) + list(d.glob("*.bin"))
+    if not weights:
+        raise CheckpointError(f"checkpoint {str(d)!r} has no weights (*.safetensors or *.bin)")
+    hidden = cfg.get("hidden_size", cfg.get("n_embd", cfg.get("d_model")))
+    return (cfg.get("model_type"), hidden, tuple(cfg.get("architectures") or ()))
+
+
+def resolve_trajectory(path: str | Path, *, gguf: bool = False) -> Trajectory:
+    """Resolve ``path`` into a :class:`Trajectory` (see the module docstring).
+
+    Raises:
+        CheckpointError: missing path, no checkpoints, unreadable configs, missing weights,
+            uninferable steps, duplicate steps, or checkpoints of different architectures.
+    """
+    from tangentlab.empirical.train import list_checkpoints
+
+    p = Path(path)
+    if gguf or (p.is_file() and p.suffix == ".gguf"):
+        if not p.is_file():
+            raise CheckpointError(f"GGUF file {str(p)!r} does not exist")
+        ck = Checkpoint(path=p.parent, name=p.stem, step=0, gguf_file=p.name)
+        return Trajectory([ck], model_name=p.stem)
+    if not p.is_dir():
+        raise CheckpointError(f"trajectory {str(p)!r} does not exist or is not a directory")
+    run_dir, train_cfg = None, {}
+    if (p / "checkpoints").is_dir():
+        run_dir = p
+        found = list_checkpoints(p)
+        if not found:
+            raise CheckpointError(f"run {str(p)!r} has no complete checkpoint under checkpoints/")
+        cks = [Checkpoint(path=d, name=d.name, step=s) for s, d in found]
+        if (p / "train_config.json").is_file():
+            try:
+                train_cfg = json.loads((p / "train_config.json").read_text())
+            except json.JSONDecodeError:
+                raise CheckpointError(f"{str(p / 'train_config.json')!r} is corrupt") from None
+    elif (p / "config.json").is_file():
+        cks = [Checkpoint(path=p, name=p.name, step=_step_of(p, 0))]
+    else:
+        subs = sorted(d for d in p.iterdir() if d.is_dir() and not d.name.startswith("."))
+        subs = [d for d in subs if (d / "config.json").is_file() or (d / "train_state.json").is_file()]
+        if not subs:
+            raise CheckpointError(
+                f"{str(p)!r} is neither a model directory (config.json) nor a directory of "
+                "checkpoint directories"
+            )
+        cks = sorted((Checkpoint(path=d, name=d.name, step=_step_of(d, None)) for d in subs),
+                     key=lambda c: c.step)
+    steps = [c.step for c in cks]
+    if len(set(steps)) != len(steps):
+        raise CheckpointError(f"trajectory {str(p)!r} has duplicate steps {steps}")
+    sigs = {c.name: _signature(c.path, c.gguf_file) for c in cks}
+    if len(set(sigs.values())) > 1:
+        desc = ", ".join(f"{n}={s[0]}/d={s[1]}" for n, s in sigs.items())
+        raise CheckpointError(
+            f"trajectory {str(p)!r} mixes architectures ({desc}); measure one model's checkpoints "
+            "at a time"
+        )
+    return Trajectory(cks, model_name=p.name, run_dir=run_dir, train_config=train_cfg)

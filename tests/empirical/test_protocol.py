@@ -1,0 +1,104 @@
+import json
+
+import numpy as np
+import pytest
+
+from tangentlab.empirical.protocol import (
+    MeasureConfig,
+    SiteStats,
+    energy_rows,
+    isotropy_share_rows,
+    measure_trajectory,
+)
+from tangentlab.errors import ConfigError
+from tangentlab.measure import MomentAccumulator
+from tangentlab.runs import read_results
+
+from .conftest import TEST_MEASURE
+
+REQUIRED = [
+    "energy_tangent", "energy_control_mean", "enrichment", "enrichment_ci_low",
+    "enrichment_ci_high", "p_value", "baseline", "oracle", "position", "delta_isoscore_tangent",
+    "delta_isoscore_control_mean", "freq_distance_pearson", "freq_distance_spearman",
+    "trajectory_variance_spearman", "ablation_loss_tangent", "ablation_loss_control_mean",
+]
+
+
+def _stats_from_rows(G, n_batches=4):
+    d = G.shape[1]
+    labels = ["f1", "f2"]
+    groups = np.array(labels)[np.arange(len(G)) % 2]
+    acc = MomentAccumulator(d, groups=labels)
+    acc.update(G, groups=groups)
+    parts = np.array_split(np.arange(len(G)), n_batches)
+    bs = np.stack([G[p].T @ G[p] for p in parts])
+    bbs = {lb: np.stack([G[p][groups[p] == lb].T @ G[p][groups[p] == lb] for p in parts])
+           for lb in labels}
+    return SiteStats(grad=acc, act=MomentAccumulator(d), batch_sums=bs, bucket_batch_sums=bbs,
+                     sample=None, sample_tokens=None, tok_sum=None, tok_sq=None, tok_n=None,
+                     tok_first=None)
+
+
+def _metric(rows, name, bucket="all"):
+    return [r for r in rows if r["metric"] == name and r["bucket"] == bucket][0]
+
+
+def test_planted_tangent_energy_hits_the_p_floor_and_null_does_not():
+    rng = np.random.default_rng(0)
+    d, r = 24, 3
+    Q = np.linalg.qr(rng.standard_normal((d, r)))[0]
+    cfg = MeasureConfig(n_controls=20, n_boot=100)
+    base = {"site": "s", "step": 0}
+    null = rng.standard_normal((2000, d))
+    planted = null + 3.0 * rng.standard_normal((2000, r)) @ Q.T
+    p_rows = energy_rows(Q, _stats_from_rows(planted), cfg, base)
+    n_rows = energy_rows(Q, _stats_from_rows(null), cfg, base)
+    assert _metric(p_rows, "p_value")["value"] == pytest.approx(1 / 21)
+    assert _metric(p_rows, "enrichment")["value"] > 5
+    assert _metric(p_rows, "enrichment_ci_low")["value"] > 3
+    assert _metric(p_rows, "p_value", "f1")["value"] == pytest.approx(1 / 21)
+    assert _metric(n_rows, "p_value")["value"] > 1 / 21
+    e = _metric(n_rows, "enrichment")
+    assert e["ci_low"] < 1.0 < e["ci_high"]
+    iso_p = isotropy_share_rows(Q, _stats_from_rows(planted), cfg, base)
+    # removing a planted high-variance subspace raises isotropy more than removing a control
+    assert _metric(iso_p, "delta_isoscore_tangent")["value"] > _metric(
+        iso_p, "delta_isoscore_control_mean")["ci_high"]
+
+
+def test_results_table_has_every_metric(measured):
+    for arch, run in measured.items():
+        df = read_results(run)
+        missing = [m for m in REQUIRED if m not in set(df.metric)]
+        assert not missing, (arch, missing)
+        for col in ("checkpoint", "step", "site", "bucket", "model", "arch", "proxy"):
+            assert col in df.columns
+        assert set(df.arch.dropna()) == {arch}
+        # step 0 is measured like every other checkpoint; buckets f1..f5 and all
+        enr = df[(df.metric == "enrichment") & (df.proxy == "fixed")]
+        assert 0 in set(enr.step.dropna().astype(int))
+        assert {"all", "f1", "f5"} <= set(enr.bucket)
+        assert {"early", "late", "trajectory"} <= set(df.checkpoint)
+        assert set(df.proxy.dropna()) == {"fixed", "refit"}
+        assert df[df.metric == "p_value"].value.between(1 / 21 - 1e-12, 1).all()
+        corr = df[df.metric.str.startswith("freq_distance")]
+        assert corr.value.dropna().between(-1, 1).all() and corr.ci_low.notna().any()
+        man = json.loads((run / "manifest.json").read_text())
+        assert man["arch"] == arch and man["tie_embeddings"] is True
+        assert man["fit_window"]["steps"][0] == 0
+        assert max(man["fit_window"]["steps"]) <= 0.3 * man["fit_window"]["max_step"]
+        assert (run / "enrichment.png").stat().st_size > 1000
+        assert (run / "frequency_distance.png").stat().st_size > 1000
+
+
+def test_same_seed_same_results(measured, tiny_runs, tmp_path):
+    again = measure_trajectory(tiny_runs["decoder"], tmp_path / "again", device="cpu", seed=0,
+                               overrides=TEST_MEASURE)
+    assert (again / "results.csv").read_bytes() == (measured["decoder"] / "results.csv").read_bytes()
+
+
+def test_config_validation():
+    with pytest.raises(ConfigError):
+        MeasureConfig(n_batches=1)
+    with pytest.raises(ConfigError):
+        MeasureConfig(sites=())
