@@ -483,7 +483,13 @@ class ParametrizedManifold(Manifold):
         uniq, inverse = np.unique(theta, axis=0, return_inverse=True)
         geo = immersion_geometry(self.phi, uniq, with_curvature=False)
         S = geo.inv_sqrt_metric[inverse.reshape(-1)]
-        return self._embed_params(theta + np.einsum("nij,nj->ni", S, u))
+        x = self._embed_params(theta + np.einsum("nij,nj->ni", S, u))
+        if not np.all(np.isfinite(x)):
+            raise ValidationError(
+                f"{self.name}: the chart left the domain of the parametrization (|u| up to "
+                f"{float(np.linalg.norm(u, axis=1).max()):.3g}); use smaller chart coordinates"
+            )
+        return x
 
 
     def _native_chart_torch(self, xn_base, u):
@@ -624,7 +630,8 @@ class HyperbolicPlane(ParametrizedManifold):
 
     *Extrinsic*: H² has no isometric embedding in R³ (Hilbert), but the horodisk ``y > 1``,
     taken modulo ``x -> x + 2π``, embeds isometrically as the pseudosphere (tractricoid):
-    ``(cos x / y, sin x / y, arcosh y - sqrt(1 - 1/y²))``. Tangent, normal and II are those of this
+    ``(cos x / y, sin x / y, arcosh y - sqrt(1 - 1/y²))``, parametrized by ``(x, s = ln y)``
+    (metric ``e^{-2s} dx² + ds²``). Tangent, normal and II are those of this
     surface, a *local* isometric embedding. Points must keep ``y >= y_min > 1`` (the rim ``y = 1``
     is a cusp edge). Sampling: uniform in hyperbolic area on ``x ∈ [-π, π)``,
     ``y ∈ [y_min, y_max]`` (density ∝ 1/y²).
@@ -647,7 +654,9 @@ class HyperbolicPlane(ParametrizedManifold):
     def phi(self, theta):
         import torch
 
-        x, y = theta[0], theta[1]
+        # parameters (x, s) with y = exp(s): the chart stays inside y > 0 for any step in s
+        x, sp = theta[0], theta[1]
+        y = torch.exp(sp)
         return torch.stack([
             torch.cos(x) / y, torch.sin(x) / y,
             torch.acosh(y) - torch.sqrt(1.0 - 1.0 / y**2),
@@ -655,18 +664,19 @@ class HyperbolicPlane(ParametrizedManifold):
 
     def params(self, xn):
         rho = np.hypot(xn[:, 0], xn[:, 1])
-        return np.stack([np.arctan2(xn[:, 1], xn[:, 0]), 1.0 / rho], axis=1)
+        return np.stack([np.arctan2(xn[:, 1], xn[:, 0]), -np.log(rho)], axis=1)
 
     def _sample_params(self, n, rng):
         x = rng.uniform(-np.pi, np.pi, size=n)
         # area density ∝ 1/y² on [y_min, y_max]: invert the CDF of 1/y
         w = rng.uniform(size=n)
         y = 1.0 / (1.0 / self.y_min - w * (1.0 / self.y_min - 1.0 / self.y_max))
-        return np.stack([x, y], axis=1)
+        return np.stack([x, np.log(y)], axis=1)
 
     def halfplane(self, points) -> np.ndarray:
         """Upper half-plane coordinates (x, y) of ambient points, shape (n, 2), x in [-π, π)."""
-        return self.params(self.to_native(points))
+        th = self.params(self.to_native(points))
+        return np.stack([th[:, 0], np.exp(th[:, 1])], axis=1)
 
     @staticmethod
     def to_poincare(xy: np.ndarray) -> np.ndarray:

@@ -114,10 +114,15 @@ def test_hyperbolic_plane_is_minus_one():
     h = HyperbolicPlane(ambient_dim=5, rotation_seed=1)
     x = h.sample(20, seed=0)
     np.testing.assert_allclose(h.gauss_curvature(x), -1.0, atol=1e-9)
-    # the metric of the half-plane chart is (dx² + dy²)/y²
+    # the metric of the half-plane chart (dx² + dy²)/y², in parameters (x, s = ln y):
+    # diag(1/y², 1)
     geo = h.geometry(x)
     y = h.halfplane(x)[:, 1]
-    np.testing.assert_allclose(geo.metric, np.eye(2)[None] / y[:, None, None] ** 2, atol=1e-12)
+    expected = np.zeros((20, 2, 2))
+    expected[:, 0, 0] = 1 / y**2
+    expected[:, 1, 1] = 1.0
+    np.testing.assert_allclose(geo.metric, expected, atol=1e-12)
+    assert np.all((y >= 1.5 - 1e-12) & (y <= 4.0 + 1e-12))
 
 
 def test_hyperbolic_distance_geomstats_matches_halfplane_formula():
