@@ -438,8 +438,10 @@ class Derivation(abc.ABC):
             else:
                 v = p.default
             if v is None and not p.required:
-                values[p.name] = None
-                continue
+                if p.default is None:
+                    values[p.name] = None
+                    continue
+                v = p.default
             values[p.name] = _validate_param(f"{self.name}/{quantity}", p, v)
         out = pred.fn(self, **values)
         return _finish(out)
