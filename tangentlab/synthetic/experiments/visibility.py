@@ -97,7 +97,8 @@ class VisibilityExperiment(Experiment):
         return VisibilityConfig(
             manifolds=("circle", "sphere", "torus", "immersion"), spreads=(0.02, 0.08),
             n_points=2, n_samples=2000, n_batches=5, zipf_s=(1.0,), pin_alpha=(0.25, 0.5),
-            n_types=60, n_occurrences=8000, per_type=40, n_reps=4,
+            n_types=60, n_occurrences=8000, per_type=40, n_reps=4, rel_tolerance=0.2,
+            attenuation_tolerance=0.15,
         )
 
     def validate(self, c: VisibilityConfig) -> None:
