@@ -35,6 +35,7 @@ __all__ = [
     "ReproduceConfig",
     "DEFAULT",
     "QUICK",
+    "QUICK_MEASURE_OVERRIDES",
     "SYNTHETIC_EXPERIMENTS",
     "ARCHS",
     "resolve_config",
@@ -54,6 +55,33 @@ SYNTHETIC_EXPERIMENTS: tuple[str, ...] = (
 )
 #: The two architectures trained and measured.
 ARCHS: tuple[str, ...] = ("encoder", "decoder")
+
+
+def _split_scoped(item: str, key: str, *, required_scope: bool = False) -> tuple[str | None, str, str]:
+    """Split ``"scope:k=v"`` or ``"k=v"`` into (scope, k, v)."""
+    scope = None
+    body = item
+    head = item.split("=", 1)[0]
+    if ":" in head:
+        scope, body = item.split(":", 1)
+        scope = scope.strip()
+    elif required_scope:
+        raise ConfigError(f"{key} entry {item!r} must look like 'experiment:key=value'")
+    if "=" not in body:
+        raise ConfigError(f"{key} entry {item!r} must look like '[scope:]key=value'")
+    k, v = body.split("=", 1)
+    if not k.strip():
+        raise ConfigError(f"{key} entry {item!r} has an empty key")
+    return scope, k.strip(), v.strip()
+
+
+def _scoped(items: tuple[str, ...], scope: str, key: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items:
+        s, k, v = _split_scoped(item, key)
+        if s is None or s == scope:
+            out[k] = v
+    return out
 
 
 @dataclass(frozen=True)
@@ -104,35 +132,17 @@ class ReproduceConfig:
 
 #: The embedded default: the full reproduction (``small`` models, full synthetic settings).
 DEFAULT = ReproduceConfig()
-#: The ``--quick`` variant: ``tiny`` models and quick synthetic settings (a smoke run in minutes).
-QUICK = dataclasses.replace(DEFAULT, quick=True, preset="tiny")
-
-
-def _split_scoped(item: str, key: str, *, required_scope: bool = False) -> tuple[str | None, str, str]:
-    """Split ``"scope:k=v"`` or ``"k=v"`` into (scope, k, v)."""
-    scope = None
-    body = item
-    head = item.split("=", 1)[0]
-    if ":" in head:
-        scope, body = item.split(":", 1)
-        scope = scope.strip()
-    elif required_scope:
-        raise ConfigError(f"{key} entry {item!r} must look like 'experiment:key=value'")
-    if "=" not in body:
-        raise ConfigError(f"{key} entry {item!r} must look like '[scope:]key=value'")
-    k, v = body.split("=", 1)
-    if not k.strip():
-        raise ConfigError(f"{key} entry {item!r} has an empty key")
-    return scope, k.strip(), v.strip()
-
-
-def _scoped(items: tuple[str, ...], scope: str, key: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for item in items:
-        s, k, v = _split_scoped(item, key)
-        if s is None or s == scope:
-            out[k] = v
-    return out
+#: The measure overrides of the quick variant: the empirical pillar's
+#: ``tangentlab.empirical.QUICK_MEASURE`` (a test keeps the two equal), spelled out so that
+#: ``--print-config`` shows them and the stage's config hash covers them.
+QUICK_MEASURE_OVERRIDES: tuple[str, ...] = (
+    "n_batches=4", "batch_size=8", "sample_rows=1024", "n_boot=100", "causal_checkpoints=2",
+    "causal_batches=1",
+)
+#: The ``--quick`` variant: ``tiny`` models, quick synthetic settings, a lighter measurement
+#: (a smoke run of a few minutes).
+QUICK = dataclasses.replace(DEFAULT, quick=True, preset="tiny",
+                            measure_overrides=QUICK_MEASURE_OVERRIDES)
 
 
 def resolve_config(
@@ -221,11 +231,10 @@ def _run_theory(cfg: ReproduceConfig, ctx: StageContext) -> None:
 
 
 def _run_synthetic(cfg: ReproduceConfig, name: str, ctx: StageContext) -> None:
-    from tangentlab import synthetic
+    from tangentlab.synthetic.experiments import run_experiment
 
     overrides = _scoped(cfg.synthetic_overrides, name, "synthetic_overrides")
-    synthetic.run_experiment(name, ctx.output, quick=cfg.quick, overrides=overrides or None,
-                             seed=cfg.seed)
+    run_experiment(name, ctx.output, quick=cfg.quick, overrides=overrides or None, seed=cfg.seed)
 
 
 def _run_train(cfg: ReproduceConfig, arch: str, ctx: StageContext) -> None:

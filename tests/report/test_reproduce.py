@@ -22,7 +22,14 @@ from tangentlab.report.reproduce import (
 def test_quick_variant_differs_only_where_it_should():
     assert DEFAULT.preset == "small" and not DEFAULT.quick
     assert QUICK.preset == "tiny" and QUICK.quick
-    assert dataclasses.replace(QUICK, preset="small", quick=False) == DEFAULT
+    assert dataclasses.replace(QUICK, preset="small", quick=False, measure_overrides=()) == DEFAULT
+
+
+def test_quick_measure_overrides_are_the_empirical_quick_path():
+    from tangentlab.empirical.protocol import QUICK_MEASURE
+
+    mine = dict(item.split("=", 1) for item in QUICK.measure_overrides)
+    assert mine == {k: str(v) for k, v in QUICK_MEASURE.items()}
 
 
 def test_real_stage_list_is_theory_synthetic_train_measure_report():
