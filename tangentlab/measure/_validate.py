@@ -143,7 +143,7 @@ def as_vector(x: Any, name: str = "x", dim: int | None = None) -> np.ndarray:
 
 
 def as_moment(
-    C: Any, name: str = "C", dim: int | None = None, symmetric_rtol: float = 1e-8
+    C: Any, name: str = "C", dim: int | None = None, symmetric_rtol: float = 1e-6
 ) -> np.ndarray:
     """Validate a moment (second-moment or covariance) matrix: float64 ``(d, d)``, finite, symmetric.
 

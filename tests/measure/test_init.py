@@ -32,3 +32,15 @@ def test_import_is_light():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_docstring_examples_run():
+    import doctest
+    import importlib
+
+    for name in ["__init__", "subspace", "moments", "energy", "isotropy", "proxies", "curvature"]:
+        mod = importlib.import_module(
+            "tangentlab.measure" if name == "__init__" else f"tangentlab.measure.{name}"
+        )
+        res = doctest.testmod(mod, optionflags=doctest.ELLIPSIS)
+        assert res.attempted > 0 and res.failed == 0, (name, res)
