@@ -148,3 +148,15 @@ def test_failed_run_leaves_no_partial_output(tmp_path, monkeypatch):
     with pytest.raises(RuntimeError):
         run_experiment("river-valley", tmp_path / "x", quick=True)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_package_level_api():
+    import tangentlab.synthetic as syn
+
+    assert syn.names() == list(EXPERIMENTS)
+    exp = syn.get("river-valley")
+    cfg = exp.quick_config()
+    assert type(cfg) is exp.config_cls and exp.default_config() != cfg
+    assert syn.run_experiment is run_experiment
+    with pytest.raises(AttributeError):
+        syn.not_a_name  # noqa: B018
