@@ -65,7 +65,7 @@ class TrainConfig:
     scaling), ``warmup_steps`` then cosine decay to ``min_lr_ratio``·lr, ``weight_decay``,
     ``grad_clip``, ``batch_size``, ``steps``.
     Trajectory: ``n_checkpoints`` log-spaced steps including 0 and ``steps``.
-    In-loop measurement: every ``measure_every`` steps (0 = off), a rank-``measure_rank`` PCA
+    In-loop measurement: every ``measure_every`` steps (0 = off; default 50), a rank-``measure_rank`` PCA
     proxy energy test at ``measure_site`` on one fixed eval batch, logged to ``inloop.csv``.
     ``threads``: torch intra-op threads while training (0 = torch's default). The ``tiny`` preset
     uses 1: on 2 shared cores a tiny model runs up to 10x faster single-threaded.
@@ -95,7 +95,7 @@ class TrainConfig:
     batch_size: int = 32
     steps: int = 400
     n_checkpoints: int = 12
-    measure_every: int = 0
+    measure_every: int = 50
     measure_site: str = "blocks.-1.resid_post"
     measure_rank: int = 8
     threads: int = 0
@@ -124,7 +124,7 @@ PRESETS: dict[str, TrainConfig] = {
     "tiny": TrainConfig(
         preset="tiny", max_docs=20, max_train_tokens=60_000, vocab_size=512, d_model=32,
         n_layers=2, n_heads=2, seq_len=32, batch_size=16, steps=60, warmup_steps=5, lr=3e-3,
-        n_checkpoints=6, threads=1,
+        n_checkpoints=6, threads=1, measure_every=20, measure_rank=4,
     ),
     "small": TrainConfig(),
     "base": TrainConfig(
@@ -467,6 +467,20 @@ def _train(
         log(f"resuming {cfg.arch} from step {start}")
 
     special = [i for i in (tokenizer.pad_token_id, tokenizer.eos_token_id) if i is not None]
+    callbacks = list(callbacks)
+    if cfg.measure_every > 0:
+        from tangentlab.empirical.inloop import InLoopMeasure
+
+        ev = torch.from_numpy(encode_stream(tokenizer, split.eval,
+                                            max_tokens=cfg.batch_size * cfg.seq_len * 4))
+        if ev.numel() > cfg.seq_len + 1:
+            batch = make_batch(ev, 0, batch_size=cfg.batch_size, seq_len=cfg.seq_len,
+                               arch=cfg.arch, seed=cfg.seed + 1, mask_id=tokenizer.mask_token_id,
+                               vocab_size=vocab, mlm_probability=cfg.mlm_probability,
+                               special_ids=special)
+            callbacks.insert(0, InLoopMeasure(
+                run_dir, cfg.arch, batch, every=cfg.measure_every, site=cfg.measure_site,
+                rank=cfg.measure_rank, final_step=cfg.steps, seed=cfg.seed, start_step=start))
     state_base = {"arch": cfg.arch, "preset": cfg.preset, "seed": cfg.seed, "config_hash": chash,
                   "tie_embeddings": cfg.tie_embeddings, "optimizer": cfg.optimizer}
 

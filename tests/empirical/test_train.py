@@ -33,7 +33,10 @@ def test_tiny_runs_have_trajectory_and_manifest(tiny_runs):
         log = (run / "train_log.csv").read_text().splitlines()
         first, last = float(log[1].split(",")[1]), float(log[-1].split(",")[1])
         assert last < first  # it learned something
-        assert (run / "frequency.csv").is_file()
+        assert (run / "frequency.csv").is_file() and (run / "eval.jsonl").is_file()
+        inloop = (run / "inloop.csv").read_text().splitlines()
+        assert [int(x.split(",")[0]) for x in inloop[1:]] == [20, 40, 60]
+        assert all(float(x.split(",")[5]) >= 1 / 21 - 1e-12 for x in inloop[1:])  # p-values
 
 
 def test_mlm_batch_masks_about_15_percent():

@@ -1,0 +1,113 @@
+"""Benchmark of the empirical protocol on the ``small`` decoder (d=128, 4 layers, vocab 4096).
+
+Prints, in one process:
+
+1. plain forward+backward over N tokens (the floor: one backward pass) against a full measure of
+   one checkpoint over the same N tokens (all default sites, 20 controls, oracle, frequency
+   buckets with the batch bootstrap, IsoScore*, fixed and refit proxies, frequency-geometry);
+   target ratio <= 1.3;
+2. the causal check (ablation + steering, extra forward passes by design): cost per control;
+3. training tokens/s with the in-loop measurement every k steps against none (target <= 10%).
+
+Usage: python benchmarks/bench_measure.py [--batches 8] [--steps 100] [--every 50]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--batches", type=int, default=8, help="eval batches of 16 x 128 tokens")
+    ap.add_argument("--steps", type=int, default=100, help="training steps per timing run")
+    ap.add_argument("--every", type=int, default=50, help="in-loop measurement period k")
+    ap.add_argument("--skip-train", action="store_true")
+    args = ap.parse_args()
+    os.environ.setdefault("TANGENTLAB_QUIET", "1")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+    import torch
+
+    from tangentlab.empirical.protocol import measure_trajectory
+    from tangentlab.empirical.train import train_model
+
+    root = Path(tempfile.mkdtemp(prefix="bench_measure_"))
+    # A small decoder trajectory with only steps 0 and 1 (we time measurement, not learning).
+    run = train_model("decoder", root / "run", preset="small", device="cpu",
+                      overrides={"steps": 1, "n_checkpoints": 2, "measure_every": 0})
+    ck = run / "checkpoints" / "step_000001"
+    B, T = 16, 128
+    N = args.batches * B * T
+
+    # 1a. plain forward + backward of the training loss over the same N tokens
+    from tangentlab.empirical.corpus import load_frequency_table, load_texts
+    from tangentlab.empirical.data import make_eval_data
+    from tangentlab.empirical.models import load_model
+    from tangentlab.empirical.tokenizer import load_tokenizer
+
+    lm = load_model(ck)
+    tok = load_tokenizer(run / "tokenizer")
+    ev = make_eval_data(tok, "decoder", texts=load_texts(run / "eval.jsonl"),
+                        counts=load_frequency_table(run / "frequency.csv"), frequency_source="run",
+                        n_batches=args.batches, batch_size=B, seq_len=T, seed=0, n_buckets=5)
+    model = lm.model
+    for inp, lab, _, _ in ev.batches[:1]:  # warm-up
+        model(input_ids=inp, labels=lab).loss.backward()
+    model.zero_grad(set_to_none=True)
+    t0 = time.perf_counter()
+    for inp, lab, _, _ in ev.batches:
+        model(input_ids=inp, labels=lab).loss.backward()
+    plain = time.perf_counter() - t0
+    model.zero_grad(set_to_none=True)
+
+    # 1b. a full measure of that one checkpoint (no causal check), same batches
+    common = {"n_batches": args.batches, "batch_size": B, "seq_len": T}
+    m1 = measure_trajectory(ck, root / "m1", device="cpu",
+                            overrides={**common, "causal": False, "corpus": str(run / "eval.jsonl")})
+    t1 = json.loads((m1 / "manifest.json").read_text())["timings_s"]
+    per_ckpt = t1.get("capture", 0) + t1.get("proxy_fit", 0) + t1.get("metrics", 0)
+    print(f"N = {N} tokens ({args.batches} batches of {B}x{T}), torch threads {torch.get_num_threads()}")
+    print(f"plain forward+backward: {plain:.2f} s")
+    print(f"measure of one checkpoint (capture {t1.get('capture', 0):.2f} + proxy fit "
+          f"{t1.get('proxy_fit', 0):.2f} + metrics {t1.get('metrics', 0):.2f}): {per_ckpt:.2f} s")
+    print(f"RATIO measure / plain = {per_ckpt / plain:.2f}  (target <= 1.3)")
+    print(f"  whole measure call incl. load {t1.get('load', 0):.2f}, data {t1.get('data', 0):.2f}, "
+          f"figures {t1.get('figures', 0):.2f} s")
+
+    # 2. causal check: ablation + steering over the same N tokens, 5 controls
+    nc = 5
+    m2 = measure_trajectory(ck, root / "m2", device="cpu", overrides={
+        **common, "causal": True, "causal_controls": nc, "causal_batches": args.batches,
+        "causal_checkpoints": 1, "corpus": str(run / "eval.jsonl")})
+    t2 = json.loads((m2 / "manifest.json").read_text())["timings_s"]
+    n_sites = 2
+    variants_per_control = 1 + 2  # one ablation + two steering sizes (defaults)
+    per_control = t2["causal"] / n_sites / (nc + 1)
+    print(f"causal check ({nc} controls + tangent, 2 sites, {variants_per_control} forward "
+          f"variants each): {t2['causal']:.2f} s = {per_control:.2f} s per control per site "
+          f"over N tokens ({per_control / plain:.2f}x a plain forward+backward)")
+
+    # 3. training throughput with and without the in-loop measurement
+    if not args.skip_train:
+        rates = {}
+        for k in (0, args.every):
+            r = train_model("decoder", root / f"train_k{k}", preset="small", device="cpu",
+                            overrides={"steps": args.steps, "n_checkpoints": 2, "measure_every": k})
+            man = json.loads((r / "manifest.json").read_text())
+            tokens = args.steps * 32 * 128
+            rates[k] = tokens / man["timings_s"]["train"]
+            print(f"training, in-loop every {k or 'never'}: {rates[k]:.0f} tokens/s "
+                  f"(callbacks {man['timings_s'].get('callbacks', 0):.2f} s of "
+                  f"{man['timings_s']['train']:.2f} s)")
+        print(f"IN-LOOP OVERHEAD at k={args.every}: {100 * (rates[0] / rates[args.every] - 1):.1f}% "
+              "(target <= 10%)")
+
+
+if __name__ == "__main__":
+    main()
