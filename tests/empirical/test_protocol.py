@@ -102,3 +102,26 @@ def test_config_validation():
         MeasureConfig(n_batches=1)
     with pytest.raises(ConfigError):
         MeasureConfig(sites=())
+
+
+def test_activation_only_model_without_lm_head(tiny_runs, tmp_path):
+    """A bare encoder (like all-MiniLM-L6) has no loss: activation metrics only, said so."""
+    from transformers import BertConfig, BertModel
+
+    from tangentlab.empirical.tokenizer import load_tokenizer
+    from tangentlab.runs import read_manifest
+
+    tok = load_tokenizer(tiny_runs["encoder"] / "tokenizer")
+    d = tmp_path / "bare"
+    BertModel(BertConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=2,
+                         num_attention_heads=2, intermediate_size=64,
+                         max_position_embeddings=64)).save_pretrained(d)
+    tok.save_pretrained(d)
+    out = measure_trajectory(d, tmp_path / "m", device="cpu", overrides={
+        "corpus": "bible", "max_docs": 60, "n_batches": 2, "batch_size": 4, "seq_len": 32,
+        "threads": 1})
+    metrics = set(read_results(out).metric)
+    assert "representation_isoscore_star" in metrics and "freq_distance_spearman" in metrics
+    assert not metrics & {"enrichment", "energy_tangent", "ablation_loss_tangent"}
+    assert read_manifest(out)["activation_only"] is True
+    assert not (out / "enrichment.png").exists()

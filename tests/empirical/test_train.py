@@ -58,7 +58,8 @@ class _Stop(Exception):
 
 @pytest.mark.parametrize("optimizer", ["adamw", "muon"])
 def test_resume_is_bit_identical(tmp_path, optimizer):
-    ov = {"steps": 12, "n_checkpoints": 4, "max_docs": 6, "optimizer": optimizer}
+    ov = {"steps": 12, "n_checkpoints": 4, "max_docs": 6, "optimizer": optimizer,
+          "measure_every": 5}
     full = train_model("decoder", tmp_path / "full", preset="tiny", device="cpu", overrides=ov)
 
     def stop(state):
@@ -75,6 +76,10 @@ def test_resume_is_bit_identical(tmp_path, optimizer):
     b = load_file(str(tmp_path / "cut/checkpoints/step_000012/model.safetensors"))
     assert a.keys() == b.keys()
     assert all(torch.equal(a[k], b[k]) for k in a)
+    # the in-loop measurements after resuming are the uninterrupted run's
+    inloop = (full / "inloop.csv").read_text()
+    assert inloop == (tmp_path / "cut" / "inloop.csv").read_text()
+    assert [ln.split(",")[0] for ln in inloop.splitlines()[1:]] == ["5", "10", "12"]
 
 
 def test_refuses_overwrite_and_bad_resume(tmp_path):
