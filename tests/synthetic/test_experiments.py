@@ -61,6 +61,7 @@ def test_amplification_tangent_share(quick_runs):
     checks = _checks(quick_runs("amplification"))
     assert checks["tangent share vs closed form (SGD, chart head)"]["passed"]
     assert checks["isotropy score vs closed form (SGD, chart head)"]["passed"]
+    assert checks["one-step displacement within the normal/tangent bound (SGD, chart head)"]["passed"]
     rises = [c for n, c in checks.items() if n.startswith("tangent share rises")]
     assert len(rises) == 6 and all(c["passed"] for c in rises)
 
