@@ -27,7 +27,8 @@ class Series:
         kind: ``line`` (theory), ``points`` (measurement, with optional ``lo``/``hi`` interval),
             ``band`` (``lo``..``hi`` shaded over ``x``), ``hline`` (``y[0]`` across the panel).
         x, y, lo, hi: coordinates, all the same length (``lo``/``hi`` may be empty).
-        style: ``"reference"`` draws dashed (step-0 values, null lines).
+        style: ``"reference"`` draws an hline dashed (step-0 values, null lines); ``"tick"`` draws
+            a line's values as short horizontal dashes (theory at categorical x).
     """
 
     label: str
@@ -114,14 +115,17 @@ def render_png(panels: Sequence[Panel], *, width: float = 5.2, height: float = 3
                 else:
                     color = _COLORS[color_i % len(_COLORS)]
                     color_i += 1
-                if s.kind == "line":
+                if s.kind == "line" and s.style == "tick":  # theory at categorical x: a dash each
+                    ax.plot(x, y, "_", color=color, markersize=22, markeredgewidth=2.2, label=s.label)
+                elif s.kind == "line":
                     order = np.argsort(x)
                     ax.plot(x[order], y[order], "-", color=color, linewidth=1.6, label=s.label)
                 else:
                     if len(s.lo) == len(y) and len(s.hi) == len(y) and len(y):
                         lo = np.asarray(s.lo, dtype=float)
                         hi = np.asarray(s.hi, dtype=float)
-                        yerr = np.vstack([np.clip(y - lo, 0, None), np.clip(hi - y, 0, None)])
+                        with np.errstate(invalid="ignore"):
+                            yerr = np.vstack([np.clip(y - lo, 0, None), np.clip(hi - y, 0, None)])
                         yerr = np.where(np.isfinite(yerr), yerr, 0.0)
                         ax.errorbar(x, y, yerr=yerr, fmt="o", color=color, markersize=4.5,
                                     capsize=2.5, linewidth=1.0, label=s.label)
@@ -154,7 +158,10 @@ def render_png(panels: Sequence[Panel], *, width: float = 5.2, height: float = 3
             handles, labels = ax.get_legend_handles_labels()
             if handles:
                 ax.legend(fontsize=7, loc="best", framealpha=0.8)
-        fig.tight_layout()
+        # fixed margins in inches (tight_layout would cost a second full draw per figure)
+        fw, fh = width * ncols, height * nrows
+        fig.subplots_adjust(left=0.75 / fw, right=1 - 0.2 / fw, bottom=0.85 / fh, top=1 - 0.5 / fh,
+                            wspace=0.85 / width, hspace=1.1 / height)
         buf = io.BytesIO()
         fig.savefig(buf, format="png", dpi=dpi)
         return buf.getvalue()

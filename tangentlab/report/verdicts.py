@@ -113,30 +113,37 @@ def _norm(df):
 
 
 def _value(df, metric: str, *, step=None, site=None, bucket="all") -> tuple[float | None, float | None, float | None]:
-    """(value, ci_low, ci_high) of one metric; CI from ``<metric>_ci_low/high`` rows or columns."""
-    def pick(m: str):
-        sel = df[df["metric"] == m]
-        if step is not None:
-            sel = sel[sel["step"] == step]
-        if site is not None:
-            sel = sel[sel["site"] == site]
-        if bucket is not None:
-            sel = sel[sel["bucket"] == bucket]
-        return sel
+    """(value, ci_low, ci_high) of one metric; CI from the row's ``ci_low``/``ci_high`` columns,
+    else from ``<metric>_ci_low/high`` rows. The first stored row of each key wins."""
+    index = df.attrs.get("_tl_index")
+    if index is None:  # (metric, step, site, bucket) -> (value, ci_low, ci_high), built once
+        index = {}
+        cols = [df[c].tolist() if c in df.columns else [None] * len(df)
+                for c in ("metric", "step", "site", "bucket", "value", "ci_low", "ci_high")]
+        for m, st, si, b, v, lo, hi in zip(*cols):
+            key = (m, None if st is None or st != st else float(st), si, b)
+            index.setdefault(key, (_nan(v), _nan(lo), _nan(hi)))
+        df.attrs["_tl_index"] = index
 
-    sel = pick(metric)
-    if len(sel) == 0:
+    def pick(m: str):
+        if step is not None and site is not None and bucket is not None:
+            return index.get((m, float(step), site, bucket))
+        for (km, kst, ksi, kb), val in index.items():
+            if km == m and (step is None or kst == float(step)) and (site is None or ksi == site) \
+                    and (bucket is None or kb == bucket):
+                return val
+        return None
+
+    got = pick(metric)
+    if got is None:
         return None, None, None
-    row = sel.iloc[0]
-    v = _nan(row["value"])
-    lo = _nan(row.get("ci_low"))
-    hi = _nan(row.get("ci_high"))
+    v, lo, hi = got
     if lo is None:
         s = pick(f"{metric}_ci_low")
-        lo = _nan(s.iloc[0]["value"]) if len(s) else None
+        lo = s[0] if s else None
     if hi is None:
         s = pick(f"{metric}_ci_high")
-        hi = _nan(s.iloc[0]["value"]) if len(s) else None
+        hi = s[0] if s else None
     return v, lo, hi
 
 
@@ -288,6 +295,11 @@ def _spec_panel(df, spec: PanelSpec, experiment: str) -> Panel | None:
             if c in sub.columns and pd.to_numeric(sub[c], errors="coerce").nunique() > 1:
                 xcol = c
                 break
+    categories: tuple[str, ...] = ()
+    if xcol is not None and _is_text(sub[xcol]):  # categorical x: one tick per value
+        categories = tuple(str(v) for v in dict.fromkeys(sub[xcol].dropna()))
+        pos = {c: float(i) for i, c in enumerate(categories)}
+        sub = sub.assign(**{xcol: sub[xcol].map(lambda v: pos.get(str(v), float("nan")))})
     if spec.group is not None:
         group_cols = [c for c in spec.group if c in sub.columns]
     else:
@@ -311,14 +323,15 @@ def _spec_panel(df, spec: PanelSpec, experiment: str) -> Panel | None:
             if len(pred):
                 line = pred.groupby("_x", sort=True)["_p"].mean()
                 series.append(Series(f"theory: {label}", "line", tuple(float(v) for v in line.index),
-                                     tuple(float(v) for v in line.values), color=gi))
+                                     tuple(float(v) for v in line.values), color=gi,
+                                     style="tick" if categories else ""))
         series.append(Series(f"measured: {label}", "points", tuple(g["_x"]), tuple(val), tuple(lo),
                              tuple(hi), color=gi))
     if spec.reference is not None:
         series.insert(0, Series(spec.reference_label or "reference", "hline", (), (spec.reference,),
                                 style="reference"))
-    xs = [v for s in series for v in s.x if v == v]
-    ys = [v for s in series if s.kind != "hline" for v in s.y if v == v]
+    xs = [v for s in series for v in s.x if v == v] if not categories else []
+    ys = [v for s in series if s.kind != "hline" for v in s.y if v == v and abs(v) != float("inf")]
     auto_logx = bool(xs) and min(xs) > 0 and max(xs) / min(xs) > 50
     auto_logy = bool(ys) and min(ys) > 0 and max(ys) / min(ys) > 50
     logx = spec.logx if spec.logx is not None else auto_logx
@@ -329,7 +342,8 @@ def _spec_panel(df, spec: PanelSpec, experiment: str) -> Panel | None:
         logy = False
     return Panel(title=spec.title or f"{experiment}: {spec.metrics[0]}", xlabel=xcol or "case",
                  ylabel=spec.ylabel or ", ".join(spec.metrics), series=tuple(series),
-                 xscale="log" if logx else "linear", yscale="log" if logy else "linear")
+                 xscale="log" if logx else "linear", yscale="log" if logy else "linear",
+                 categories=categories)
 
 
 def _prediction_panels(df, experiment: str, specs: Sequence[PanelSpec] | None) -> tuple[Panel, ...]:
@@ -583,7 +597,15 @@ def _rows() -> tuple[RowSpec, ...]:
         PanelSpec(("mean_principal_angle_deg",), "angle to the true tangent space", x="rank",
                   group=("extractor", "manifold"), ylabel="mean principal angle (deg)"),
     ))
-    rv_st, rv_b = _synthetic_builder("river-valley")
+    rv_st, rv_b = _synthetic_builder("river-valley", panels=(
+        PanelSpec(("hitting_time",), "valley: steps to reach the optimum", x="optimizer",
+                  where=(("problem", "valley"),), group=(), ylabel="hitting time (steps)", logy=True),
+        PanelSpec(("final_band",), "valley: final oscillation band", x="optimizer",
+                  where=(("problem", "valley"),), group=(), ylabel="final |x - x*|", logy=True),
+        PanelSpec(("hitting_time",), "matrix sensing: hitting time per component", x="component",
+                  where=(("problem", "matrix-sensing"),), group=("optimizer",),
+                  ylabel="hitting time (steps)", logy=True),
+    ))
     checks = R.RULES["checks"]
     return (
         RowSpec("theory", "Derivations verify",
