@@ -211,8 +211,8 @@ class GradientRatioExperiment(Experiment):
         for i, (name, d) in enumerate(sorted(plot.items())):
             col = f"C{i}"
             m = d["meas"]
-            ax.errorbar(m[:, 0], m[:, 1], yerr=[np.maximum(m[:, 1] - m[:, 2], 0),
-                        np.maximum(m[:, 3] - m[:, 1], 0)], fmt="o", color=col, ms=4,
+            ax.errorbar(m[:, 0], m[:, 1], yerr=np.vstack([np.maximum(m[:, 1] - m[:, 2], 0),
+                        np.maximum(m[:, 3] - m[:, 1], 0)]), fmt="o", color=col, ms=4,
                         capsize=2, label=f"{name} measured")
             ax.plot(m[:, 0], d["bounds"], "-", color=col, lw=1, label=f"{name} bound κtd/(2c)")
         cx = np.array(cex)

@@ -244,7 +244,7 @@ class VisibilityExperiment(Experiment):
             v = np.array(vals)
             exact = metric.endswith("exact_frame")
             ax1.errorbar(v[:, 0] * (1.0 if exact else 1.06), v[:, 1],
-                         yerr=[v[:, 1] - v[:, 2], v[:, 3] - v[:, 1]], fmt="o" if exact else "x",
+                         yerr=np.vstack([v[:, 1] - v[:, 2], v[:, 3] - v[:, 1]]), fmt="o" if exact else "x",
                          ms=4, capsize=2, label=f"{name}{'' if exact else ' (PCA)'}")
         ax1.set_xscale("log")
         ax1.set_xlabel("spread t")
@@ -257,8 +257,8 @@ class VisibilityExperiment(Experiment):
                                   n_types=c.n_types)
             ax2.plot(aa, line, "-", lw=1, label=f"theory s={s}")
             pts_s = np.array([(a, mu, lo, hi) for (ss, a, mu, lo, hi) in att if ss == s])
-            ax2.errorbar(pts_s[:, 0], pts_s[:, 1], yerr=[pts_s[:, 1] - pts_s[:, 2],
-                         pts_s[:, 3] - pts_s[:, 1]], fmt="o", ms=4, capsize=2,
+            ax2.errorbar(pts_s[:, 0], pts_s[:, 1], yerr=np.vstack([pts_s[:, 1] - pts_s[:, 2],
+                         pts_s[:, 3] - pts_s[:, 1]]), fmt="o", ms=4, capsize=2,
                          label=f"measured s={s}")
         ax2.set_xlabel("pinning exponent α")
         ax2.set_ylabel("occurrence / type visibility")
