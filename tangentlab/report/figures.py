@@ -160,8 +160,8 @@ def render_png(panels: Sequence[Panel], *, width: float = 5.2, height: float = 3
                 ax.legend(fontsize=7, loc="best", framealpha=0.8)
         # fixed margins in inches (tight_layout would cost a second full draw per figure)
         fw, fh = width * ncols, height * nrows
-        fig.subplots_adjust(left=0.75 / fw, right=1 - 0.2 / fw, bottom=0.85 / fh, top=1 - 0.5 / fh,
-                            wspace=0.85 / width, hspace=1.1 / height)
+        fig.subplots_adjust(left=0.75 / fw, right=1 - 0.2 / fw, bottom=0.85 / fh, top=1 - 0.6 / fh,
+                            wspace=0.85 / width, hspace=1.5 / height)
         buf = io.BytesIO()
         fig.savefig(buf, format="png", dpi=dpi)
         return buf.getvalue()
