@@ -285,7 +285,9 @@ def run_stages(
     timings: dict[str, float] = {}
 
     def save() -> None:
-        all_records = {**{k: v for k, v in previous.items() if k not in {s.name for s in stages}}, **records}
+        # only this invocation's stages: a stage dropped from the list (e.g. one architecture
+        # fewer) must not feed the report with results of another configuration
+        all_records = dict(records)
         manifest = build_manifest(
             kind=REPRODUCE_KIND,
             config=config if config is not None else {},

@@ -176,3 +176,12 @@ def test_bad_stage_lists_and_foreign_directories_are_refused(tmp_path):
     atomic_write_json(other / "manifest.json", {"kind": "synthetic/visibility"})
     with pytest.raises(ConfigError, match="not a reproduce run"):
         run_stages(other, stages())
+
+
+def test_stages_dropped_from_the_list_leave_the_manifest(tmp_path):
+    run = tmp_path / "run"
+    run_stages(run, stages())
+    fewer = [s for s in stages() if s.name not in ("d",)]
+    run_stages(run, fewer)
+    assert set(read_stage_records(run)) == {"a", "b", "c", "r"}
+    assert read_manifest(run)["stage_order"] == ["a", "b", "c", "r"]
