@@ -102,3 +102,14 @@ def test_resume_without_latest_is_a_clean_error(tmp_path, capsys):
 def test_config_rejects_duplicate_names():
     with pytest.raises(ConfigError):
         ReproduceConfig(archs=("encoder", "encoder"))
+
+
+def test_importing_the_report_package_stays_light():
+    import subprocess
+    import sys
+
+    code = ("import sys, tangentlab.report, tangentlab.commands.reproduce, tangentlab.commands.report; "
+            "print(','.join(m for m in ('torch', 'pandas', 'matplotlib', 'sympy', 'transformers') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
