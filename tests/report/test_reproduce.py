@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib
+import json
 
 import pytest
 
@@ -113,3 +115,35 @@ def test_importing_the_report_package_stays_light():
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_cli_exit_code_reflects_failed_stages_and_theory_checks(tmp_path, monkeypatch, capsys):
+    rp = importlib.import_module("tangentlab.report.reproduce")
+    from tests.report.fixtures import fixture_stages
+
+    monkeypatch.setattr(rp, "build_stages", lambda cfg: fixture_stages()[:-1])
+    assert main(["reproduce", "--quick", "--out", str(tmp_path / "ok")]) == 0
+
+    monkeypatch.setattr(rp, "build_stages", lambda cfg: fixture_stages(fail_train_decoder=True)[:-1])
+    assert main(["reproduce", "--quick", "--out", str(tmp_path / "failed")]) == 1
+    err = capsys.readouterr().err
+    assert "stage train/decoder failed: RuntimeError: boom" in err
+    assert "stage measure/decoder skipped: depends on train/decoder, which failed" in err
+
+    monkeypatch.setattr(rp, "build_stages", lambda cfg: fixture_stages(theory_fail=True)[:-1])
+    assert main(["reproduce", "--quick", "--out", str(tmp_path / "theory")]) == 1
+    assert "theory checks failed" in capsys.readouterr().err
+
+
+def test_cli_resume_continues_latest(tmp_path, monkeypatch):
+    rp = importlib.import_module("tangentlab.report.reproduce")
+    from tests.report.fixtures import fixture_stages
+
+    monkeypatch.setattr(rp, "build_stages", lambda cfg: fixture_stages()[:2])
+    assert main(["reproduce", "--quick", "--runs-root", str(tmp_path)]) == 0
+    first = (tmp_path / "latest").resolve()
+    assert main(["reproduce", "--quick", "--resume", "--runs-root", str(tmp_path)]) == 0
+    assert (tmp_path / "latest").resolve() == first
+    assert [p.name for p in tmp_path.iterdir() if not p.is_symlink()] == [first.name]
+    manifest = json.loads((first / "manifest.json").read_text())
+    assert all(rec["reused"] for rec in manifest["stages"].values())
