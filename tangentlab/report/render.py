@@ -140,6 +140,8 @@ def _stage_rows(data: RunData) -> list[tuple[str, str, str, str, str, str]]:
         if name == "report" and status == "running":
             status = "this report"
         secs = "" if rec.seconds is None else f"{rec.seconds:.1f}"
+        if rec.cpu_seconds is not None:
+            secs += f" ({rec.cpu_seconds:.1f} CPU)"
         note = rec.error or rec.reason or ""
         if rec.reused:
             note = ("reused from an earlier invocation; " + note).strip("; ")

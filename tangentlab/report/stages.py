@@ -5,7 +5,7 @@ A *stage* is one unit of work that writes one output path inside a run directory
 directory's ``manifest.json`` under ``"stages"``::
 
     "stages": {
-      "theory": {"status": "done", "config_hash": "3f2a...", "seconds": 12.4,
+      "theory": {"status": "done", "config_hash": "3f2a...", "seconds": 12.4, "cpu_seconds": 14.0,
                  "outputs": ["theory"], "error": null, "reason": null, "reused": false},
       "measure/encoder": {"status": "skipped", "reason": "depends on train/encoder, which failed",
                           ...}
@@ -121,6 +121,7 @@ class StageRecord:
     status: str
     config_hash: str
     seconds: float | None = None
+    cpu_seconds: float | None = None
     outputs: tuple[str, ...] = ()
     error: str | None = None
     reason: str | None = None
@@ -133,6 +134,7 @@ class StageRecord:
             "status": self.status,
             "config_hash": self.config_hash,
             "seconds": None if self.seconds is None else round(float(self.seconds), 3),
+            "cpu_seconds": None if self.cpu_seconds is None else round(float(self.cpu_seconds), 3),
             "outputs": list(self.outputs),
             "error": self.error,
             "reason": self.reason,
@@ -151,6 +153,7 @@ class StageRecord:
             status=status,
             config_hash=str(d.get("config_hash", "")),
             seconds=d.get("seconds"),
+            cpu_seconds=d.get("cpu_seconds"),
             outputs=tuple(d.get("outputs") or ()),
             error=d.get("error"),
             reason=d.get("reason"),
@@ -324,7 +327,8 @@ def run_stages(
         if not st.always and prev is not None and prev.status == "done" and prev.config_hash == h:
             why_invalid = _outputs_valid(st, out)
             if why_invalid is None:
-                records[st.name] = StageRecord(status="done", seconds=prev.seconds, reused=True, **base)
+                records[st.name] = StageRecord(status="done", seconds=prev.seconds,
+                                               cpu_seconds=prev.cpu_seconds, reused=True, **base)
                 log(f"{tag}: already done with the same config ({h}); reusing it")
                 save()
                 continue
@@ -343,6 +347,7 @@ def run_stages(
         save()
         log(f"{tag}: {'resuming' if resume else 'running'}" + (f" ({st.description})" if st.description else ""))
         start = time.perf_counter()
+        cpu_start = time.process_time()
         try:
             st.func(StageContext(run_dir=run_dir, output=out, resume=resume, records=dict(records)))
             problem = _outputs_valid(st, out)
@@ -352,19 +357,21 @@ def run_stages(
             raise
         except Exception as exc:
             seconds = time.perf_counter() - start
+            cpu = time.process_time() - cpu_start
             timings[st.name] = seconds
             message = " ".join(f"{type(exc).__name__}: {exc}".split())
             log_path = run_dir / "logs" / (st.name.replace("/", "__") + ".txt")
             atomic_write_text(log_path, traceback.format_exc())
-            records[st.name] = StageRecord(status="failed", seconds=seconds, error=message,
+            records[st.name] = StageRecord(status="failed", seconds=seconds, cpu_seconds=cpu, error=message,
                                            reason=f"traceback in {log_path.relative_to(run_dir)}", **base)
             log(f"{tag}: FAILED after {seconds:.1f} s: {message}")
             save()
             continue
         seconds = time.perf_counter() - start
+        cpu = time.process_time() - cpu_start
         timings[st.name] = seconds
-        records[st.name] = StageRecord(status="done", seconds=seconds, **base)
-        log(f"{tag}: done in {seconds:.1f} s")
+        records[st.name] = StageRecord(status="done", seconds=seconds, cpu_seconds=cpu, **base)
+        log(f"{tag}: done in {seconds:.1f} s ({cpu:.1f} s CPU)")
         save()
 
     return RunSummary(run_dir=run_dir, records=tuple(records[s.name] for s in stages))
