@@ -138,3 +138,20 @@ def test_summary_figure_is_small_and_not_blank(failed_run, tmp_path):
     assert 5_000 < len(data) < 300_000
     px = decode_png(data)
     assert float(px[..., :3].var()) > 0
+
+
+def test_report_renders_in_headless_chromium_when_installed(failed_run, tmp_path):
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    if not any(shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome")):
+        pytest.skip("no chromium here; scripts/check_report_in_browser.sh documents the check")
+    out, _ = failed_run
+    script = Path(__file__).resolve().parents[2] / "scripts" / "check_report_in_browser.sh"
+    shot = tmp_path / "shot.png"
+    res = subprocess.run(["bash", str(script), str(out / "report.html"), str(shot)],
+                         capture_output=True, text=True, timeout=180)
+    assert res.returncode == 0, res.stderr[-2000:]
+    px = decode_png(shot.read_bytes())
+    assert px.shape[:2] == (4000, 1400) and float(px[..., :3].var()) > 0
