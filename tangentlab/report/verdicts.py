@@ -5,8 +5,7 @@ into a list of :class:`Verdict` rows. Each row names its prediction, its status 
 a rule in :mod:`tangentlab.report.rules`), the numbers and the test behind it, what the paper
 reported, the sources (run directory, config hash, seed) and its figure (as
 :class:`~tangentlab.report.figures.Panel` data). Nothing is computed here that is not read from
-a stored table, except simple selections (the last checkpoint, one bucket) and ratios of two
-stored numbers where a rule says so.
+a stored table, except simple selections (the fixed-proxy rows, the last checkpoint, a bucket).
 """
 
 from __future__ import annotations
@@ -157,26 +156,47 @@ def _steps(df, metric: str) -> list[float]:
     return sorted({float(s) for s in sel["step"].dropna()})
 
 
-def _n_controls(data: RunData, stage: str, df) -> int | None:
-    sel = df[(df["metric"] == "p_value") & df.get("n", df["value"]).notna()] if "n" in df.columns else None
+def _n_controls(data: RunData, stage: str) -> int | None:
+    """The number of matched controls, from the stage's recorded config (``n_controls`` or
+    ``controls``, at top level or one table down); None when it is not recorded."""
     try:
         m = data.stage_manifest(stage)
     except Exception:
-        m = {}
+        return None
     cfg = m.get("config", {}) if isinstance(m, dict) else {}
+    if not isinstance(cfg, dict):
+        return None
+    tables = [cfg] + [v for v in cfg.values() if isinstance(v, dict)]
     for key in ("n_controls", "controls"):
-        v = cfg.get(key) if isinstance(cfg, dict) else None
-        if isinstance(v, int) and not isinstance(v, bool):
-            return v
-        if isinstance(cfg, dict):
-            for sub in cfg.values():
-                if isinstance(sub, dict) and isinstance(sub.get(key), int):
-                    return int(sub[key])
-    if sel is not None and len(sel):
-        n = _nan(sel.iloc[0]["n"])
-        if n is not None:
-            return int(n)
+        for table in tables:
+            v = table.get(key)
+            if isinstance(v, int) and not isinstance(v, bool):
+                return v
     return None
+
+
+def _setup_facts(data: RunData, stage: str) -> str:
+    """What the measure stage recorded about the model and the proxy (tied embeddings, fit window,
+    checkpoints), which the step-0 comparison needs."""
+    try:
+        m = data.stage_manifest(stage)
+    except Exception:
+        return ""
+    parts = []
+    if "tie_embeddings" in m:
+        parts.append(f"tie_embeddings={m['tie_embeddings']}")
+    fw = m.get("fit_window")
+    if isinstance(fw, dict) and fw.get("steps") is not None:
+        parts.append(f"proxy fitted on steps {fw.get('steps')} (fraction {fw.get('fraction')} of "
+                     f"step {fw.get('max_step')})")
+    ck = m.get("checkpoints")
+    if isinstance(ck, list):
+        parts.append(f"{len(ck)} checkpoints")
+    cfg = m.get("config") if isinstance(m.get("config"), dict) else {}
+    for key in ("rank", "proxy", "n_controls"):
+        if key in cfg:
+            parts.append(f"{key}={cfg[key]}")
+    return ", ".join(parts)
 
 
 def _step_series(df, metric: str, site: str, label: str, bucket: str = "all") -> Series:
@@ -414,9 +434,12 @@ def _enrichment_build(data: RunData, stages: list[str]) -> dict[str, Any]:
             continue
         arch = _arch_of(stage)
         df = _norm(data.results(stage))
-        n_ctrl = _n_controls(data, stage, df)
+        n_ctrl = _n_controls(data, stage)
         steps = _steps(df, "enrichment")
         last = steps[-1] if steps else None
+        facts = _setup_facts(data, stage)
+        if facts:
+            numbers.append((f"{arch} set-up", facts))
         series = []
         for site in _sites(df, "enrichment"):
             e, lo, hi = _value(df, "enrichment", step=last, site=site)
