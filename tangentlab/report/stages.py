@@ -287,22 +287,20 @@ def run_stages(
     hashes: dict[str, str] = {}
     timings: dict[str, float] = {}
 
+    # built once (it asks git for the commit); each save only refreshes timings and stages
+    manifest = build_manifest(
+        kind=REPRODUCE_KIND,
+        config=config if config is not None else {},
+        seeds=seeds,
+        device=device,
+        extra={**dict(extra or {}), "stage_order": [s.name for s in stages]},
+    )
+
     def save() -> None:
         # only this invocation's stages: a stage dropped from the list (e.g. one architecture
         # fewer) must not feed the report with results of another configuration
-        all_records = dict(records)
-        manifest = build_manifest(
-            kind=REPRODUCE_KIND,
-            config=config if config is not None else {},
-            seeds=seeds,
-            device=device,
-            timings=timings,
-            extra={
-                **dict(extra or {}),
-                "stage_order": [s.name for s in stages],
-                "stages": {name: rec.to_dict() for name, rec in all_records.items()},
-            },
-        )
+        manifest["timings_s"] = {k: round(float(v), 3) for k, v in timings.items()}
+        manifest["stages"] = {name: rec.to_dict() for name, rec in records.items()}
         write_manifest(run_dir, manifest)
 
     n = len(stages)
