@@ -3,7 +3,9 @@
 A trajectory is one of:
 
 - a training run directory written by :func:`~tangentlab.empirical.train.train_model`
-  (``checkpoints/step_*``, ``tokenizer/``, ``frequency.csv``, ``train_config.json``);
+  (``checkpoints/step_*``, ``tokenizer/``, ``frequency.csv``, ``train_config.json``), or its
+  ``checkpoints/`` folder, or one checkpoint inside it (the run's held-out ``eval.jsonl``,
+  frequency table and config are then used as well);
 - a directory of checkpoint directories (each a Hugging Face model directory); the step of each
   comes from its ``train_state.json`` or from the trailing integer of its name (``step1000``,
   ``step_000100``, ``checkpoint-500``, Pythia's ``step143000`` revisions, ...);
@@ -156,4 +158,17 @@ def resolve_trajectory(path: str | Path, *, gguf: bool = False) -> Trajectory:
             f"trajectory {str(p)!r} mixes architectures ({desc}); measure one model's checkpoints "
             "at a time"
         )
-    return Trajectory(cks, model_name=p.name, run_dir=run_dir, train_config=train_cfg)
+    if run_dir is None:
+        # a run's checkpoints/ folder, or one checkpoint inside it: use the run's held-out
+        # documents, frequency table and training config too
+        for cand in (p.parent if p.name == "checkpoints" else None,
+                     p.parent.parent if p.parent.name == "checkpoints" else None):
+            if cand is not None and (cand / "train_config.json").is_file():
+                run_dir = cand
+                try:
+                    train_cfg = json.loads((cand / "train_config.json").read_text())
+                except json.JSONDecodeError:
+                    raise CheckpointError(f"{str(cand / 'train_config.json')!r} is corrupt") from None
+                break
+    name = run_dir.name if run_dir is not None and p != run_dir else p.name
+    return Trajectory(cks, model_name=name, run_dir=run_dir, train_config=train_cfg)

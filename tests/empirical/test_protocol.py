@@ -125,3 +125,10 @@ def test_activation_only_model_without_lm_head(tiny_runs, tmp_path):
     assert not metrics & {"enrichment", "energy_tangent", "ablation_loss_tangent"}
     assert read_manifest(out)["activation_only"] is True
     assert not (out / "enrichment.png").exists()
+
+
+def test_checkpoints_folder_of_a_run_measures_like_the_run(measured, tiny_runs, tmp_path):
+    """``measure RUN/checkpoints`` (what reproduce passes) uses the run's held-out documents."""
+    out = measure_trajectory(tiny_runs["decoder"] / "checkpoints", tmp_path / "ck", device="cpu",
+                             seed=0, overrides=TEST_MEASURE)
+    assert (out / "results.csv").read_bytes() == (measured["decoder"] / "results.csv").read_bytes()
