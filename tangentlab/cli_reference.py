@@ -66,8 +66,12 @@ def command_options(parser: argparse.ArgumentParser) -> list[str]:
             continue
         if action.option_strings:
             out.extend(action.option_strings)
-        elif action.metavar or action.dest:
-            out.append(str(action.metavar or action.dest))
+        elif action.metavar:
+            out.append(str(action.metavar))
+        elif action.choices:  # argparse shows a positional with choices as {a,b}
+            out.append("{" + ",".join(str(c) for c in action.choices) + "}")
+        elif action.dest:
+            out.append(str(action.dest))
     return out
 
 
