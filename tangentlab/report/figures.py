@@ -157,7 +157,8 @@ def render_png(panels: Sequence[Panel], *, width: float = 5.2, height: float = 3
             ax.grid(True, alpha=0.25)
             handles, labels = ax.get_legend_handles_labels()
             if handles:
-                ax.legend(fontsize=7, loc="best", framealpha=0.8)
+                ax.legend(fontsize=6.5 if len(handles) > 5 else 7, loc="best", framealpha=0.8,
+                          ncol=2 if len(handles) > 5 else 1)
         # fixed margins in inches (tight_layout would cost a second full draw per figure)
         fw, fh = width * ncols, height * nrows
         fig.subplots_adjust(left=0.75 / fw, right=1 - 0.2 / fw, bottom=0.85 / fh, top=1 - 0.6 / fh,

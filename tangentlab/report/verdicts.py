@@ -329,7 +329,9 @@ def _spec_panel(df, spec: PanelSpec, experiment: str) -> Panel | None:
         group_cols = ["metric", *group_cols]
     series: list[Series] = []
     groups = list(sub.groupby(group_cols, dropna=False, sort=False)) if group_cols else [((), sub)]
-    for gi, (key, g) in enumerate(groups[: spec.max_groups]):
+    groups = groups[: spec.max_groups]
+    theory_labelled = False
+    for gi, (key, g) in enumerate(groups):
         parts = key if isinstance(key, tuple) else (key,)
         label = ", ".join(str(k) if (c == "metric" or _is_text(sub[c])) else f"{c}={k}"
                           for c, k in zip(group_cols, parts)) or spec.metrics[0]
@@ -342,11 +344,15 @@ def _spec_panel(df, spec: PanelSpec, experiment: str) -> Panel | None:
             pred = g.assign(_p=pd.to_numeric(g["prediction"], errors="coerce")).dropna(subset=["_p"])
             if len(pred):
                 line = pred.groupby("_x", sort=True)["_p"].mean()
-                series.append(Series(f"theory: {label}", "line", tuple(float(v) for v in line.index),
+                # one legend entry for all theory lines; each shares its measurement's colour
+                theory_label = "_nolegend_" if theory_labelled else (
+                    "theory (line; same colour as its measurement)" if len(groups) > 1 else "theory")
+                theory_labelled = True
+                series.append(Series(theory_label, "line", tuple(float(v) for v in line.index),
                                      tuple(float(v) for v in line.values), color=gi,
                                      style="tick" if categories else ""))
-        series.append(Series(f"measured: {label}", "points", tuple(g["_x"]), tuple(val), tuple(lo),
-                             tuple(hi), color=gi))
+        series.append(Series(label if len(groups) > 1 else "measured", "points", tuple(g["_x"]),
+                             tuple(val), tuple(lo), tuple(hi), color=gi))
     if spec.reference is not None:
         series.insert(0, Series(spec.reference_label or "reference", "hline", (), (spec.reference,),
                                 style="reference"))
