@@ -95,8 +95,20 @@ _DEFAULT_PACKAGES = (
 )
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def _tmp_path(path: Path) -> Path:
+    """A fresh temporary file beside ``path``, with the permissions a plain ``open`` would give.
+
+    ``mkstemp`` creates files with mode 0600; the final file should be readable like any other
+    output (0666 minus the umask), so the mode is set before anything is written.
+    """
     fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.fchmod(fd, 0o666 & ~_umask())
     os.close(fd)
     return Path(name)
 
@@ -165,6 +177,7 @@ def atomic_directory(final: str | Path) -> Iterator[Path]:
             )
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.partial-", dir=final.parent))
+    os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp gives 0700; the run directory is ordinary output
     try:
         yield tmp
     except BaseException:

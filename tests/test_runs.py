@@ -84,3 +84,18 @@ def test_manifest_records_config_seeds_versions_and_commit(tmp_path):
     (tmp_path / "manifest.json").write_text("{not json")
     with pytest.raises(DataError, match="not valid JSON"):
         read_manifest(tmp_path)
+
+
+def test_written_files_and_run_directories_have_ordinary_permissions(tmp_path):
+    import os
+
+    mask = os.umask(0o022)
+    try:
+        path = atomic_write_text(tmp_path / "report.html", "<html></html>")
+        with atomic_directory(tmp_path / "run") as tmp:
+            write_manifest(tmp, {"kind": "x"})
+    finally:
+        os.umask(mask)
+    assert path.stat().st_mode & 0o777 == 0o644
+    assert (tmp_path / "run").stat().st_mode & 0o777 == 0o755
+    assert (tmp_path / "run" / "manifest.json").stat().st_mode & 0o777 == 0o644
