@@ -93,7 +93,7 @@ class TrainConfig:
     weight_decay: float = 0.01
     grad_clip: float = 1.0
     batch_size: int = 32
-    steps: int = 400
+    steps: int = 250
     n_checkpoints: int = 12
     measure_every: int = 50
     measure_site: str = "blocks.-1.resid_post"
@@ -119,7 +119,8 @@ class TrainConfig:
 
 
 #: Named presets. ``tiny``: CI (a few seconds per model); ``small``: the reproduce default
-#: (about 5 min per model on 2 CPU cores); ``base``: for a GPU.
+#: (about 5.5 min per model on these 2-core machines: ~1.3 s per step, which a second torch
+#: thread barely speeds up at this size); ``base``: for a GPU.
 PRESETS: dict[str, TrainConfig] = {
     "tiny": TrainConfig(
         preset="tiny", max_docs=20, max_train_tokens=60_000, vocab_size=512, d_model=32,
