@@ -119,7 +119,7 @@ class TrainConfig:
 
 
 #: Named presets. ``tiny``: CI (a few seconds per model); ``small``: the reproduce default
-#: (about 5.5 min per model on these 2-core machines: ~1.3 s per step, which a second torch
+#: (measured 357-358 s per model on these 2-core machines: ~1.3 s per step, which a second torch
 #: thread barely speeds up at this size); ``base``: for a GPU.
 PRESETS: dict[str, TrainConfig] = {
     "tiny": TrainConfig(
