@@ -29,6 +29,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,12 @@ __all__ = [
     "RESULT_COLUMNS",
     "MANIFEST_NAME",
     "RESULTS_NAME",
+    "CHECKS_NAME",
+    "VERIFY_NAME",
+    "LOGS_DIR",
+    "STAGE_STATUSES",
+    "StageRecord",
+    "read_stage_records",
     "atomic_write_text",
     "atomic_write_bytes",
     "atomic_write_json",
@@ -53,8 +60,17 @@ __all__ = [
     "Timer",
 ]
 
+#: The names of run files, in one place (every pillar, the pipeline and the report use these).
 RESULTS_NAME = "results.csv"
 MANIFEST_NAME = "manifest.json"
+#: A synthetic experiment's theory-vs-measurement checks.
+CHECKS_NAME = "checks.json"
+#: The theory stage's ``verify()`` reports of every derivation.
+VERIFY_NAME = "verify.json"
+#: Where a reproduce run keeps per-stage logs and tracebacks.
+LOGS_DIR = "logs"
+#: The status words a stage record (``manifest.json`` → ``"stages"``) can carry.
+STAGE_STATUSES: tuple[str, ...] = ("done", "failed", "skipped", "running")
 
 #: The standard columns of a tidy results table, in order. ``value`` is the measured number,
 #: ``prediction`` the theory's value for the same quantity where there is one, ``ci_low`` /
@@ -352,3 +368,69 @@ class Timer:
 
     def as_dict(self) -> dict[str, float]:
         return dict(self._times)
+
+
+# ----------------------------------------------------------------------- stage records
+
+@dataclass(frozen=True)
+class StageRecord:
+    """What the manifest says about one stage."""
+
+    name: str
+    status: str
+    config_hash: str
+    seconds: float | None = None
+    cpu_seconds: float | None = None
+    outputs: tuple[str, ...] = ()
+    error: str | None = None
+    reason: str | None = None
+    reused: bool = False
+    description: str = ""
+    depends: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "config_hash": self.config_hash,
+            "seconds": None if self.seconds is None else round(float(self.seconds), 3),
+            "cpu_seconds": None if self.cpu_seconds is None else round(float(self.cpu_seconds), 3),
+            "outputs": list(self.outputs),
+            "error": self.error,
+            "reason": self.reason,
+            "reused": self.reused,
+            "description": self.description,
+            "depends": list(self.depends),
+        }
+
+    @classmethod
+    def from_dict(cls, name: str, d: Mapping[str, Any]) -> StageRecord:
+        status = str(d.get("status", ""))
+        if status not in STAGE_STATUSES:
+            raise DataError(f"stage {name!r} has unknown status {status!r} in the manifest")
+        return cls(
+            name=name,
+            status=status,
+            config_hash=str(d.get("config_hash", "")),
+            seconds=d.get("seconds"),
+            cpu_seconds=d.get("cpu_seconds"),
+            outputs=tuple(d.get("outputs") or ()),
+            error=d.get("error"),
+            reason=d.get("reason"),
+            reused=bool(d.get("reused", False)),
+            description=str(d.get("description", "")),
+            depends=tuple(d.get("depends") or ()),
+        )
+
+
+
+
+def read_stage_records(run_dir: str | Path) -> dict[str, StageRecord]:
+    """The stage records of a reproduce run directory (empty if it has none yet)."""
+    run_dir = Path(run_dir)
+    if not (run_dir / MANIFEST_NAME).is_file():
+        return {}
+    manifest = read_manifest(run_dir)
+    stages = manifest.get("stages") or {}
+    if not isinstance(stages, Mapping):
+        raise DataError(f"{str(run_dir / MANIFEST_NAME)!r} has a malformed 'stages' entry")
+    return {name: StageRecord.from_dict(name, d) for name, d in stages.items()}

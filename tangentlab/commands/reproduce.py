@@ -10,7 +10,8 @@ def _reproduce(args: argparse.Namespace) -> int:
     import sys
     from pathlib import Path
 
-    from tangentlab.report.reproduce import config_toml, reproduce, resolve_config
+    from tangentlab.pipeline.reproduce import config_toml, reproduce, resolve_config
+    from tangentlab.runs import VERIFY_NAME
 
     overrides = list(args.overrides)
     if args.device is not None:
@@ -36,7 +37,7 @@ def _reproduce(args: argparse.Namespace) -> int:
         out = latest.resolve()
     summary = reproduce(cfg, out, runs_root=args.runs_root)
     rc = 0 if summary.ok else 1
-    verify = summary.run_dir / "theory" / "verify.json"
+    verify = summary.run_dir / "theory" / VERIFY_NAME
     if verify.is_file():
         try:
             if not json.loads(verify.read_text()).get("passed", False):

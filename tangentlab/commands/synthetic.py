@@ -42,7 +42,8 @@ def _run(args: argparse.Namespace) -> int:
 
     from tangentlab.config import parse_overrides
     from tangentlab.progress import log
-    from tangentlab.synthetic.experiments import CHECKS_NAME, run_experiment
+    from tangentlab.runs import CHECKS_NAME
+    from tangentlab.synthetic.experiments import run_experiment
 
     out = Path(args.out) if args.out else Path("runs") / "synthetic" / args.name
     path = run_experiment(args.name, out, quick=args.quick, config_path=args.config,

@@ -13,35 +13,12 @@ Heavy modules (torch, transformers) load on first use.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from tangentlab._lazy import lazy_exports
 
-__all__ = [
-    "PRESETS",
-    "TrainConfig",
-    "MeasureConfig",
-    "QUICK_MEASURE",
-    "train_model",
-    "measure_trajectory",
-    "capture_batch",
-    "load_model",
-    "available_sites",
-]
-
-_WHERE = {
-    "PRESETS": "train",
-    "TrainConfig": "train",
-    "train_model": "train",
-    "MeasureConfig": "protocol",
-    "QUICK_MEASURE": "protocol",
-    "measure_trajectory": "protocol",
-    "capture_batch": "capture",
-    "load_model": "models",
-    "available_sites": "sites",
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _WHERE:
-        return getattr(importlib.import_module(f"tangentlab.empirical.{_WHERE[name]}"), name)
-    raise AttributeError(f"module 'tangentlab.empirical' has no attribute {name!r}")
+__all__, __getattr__, __dir__ = lazy_exports(__name__, {
+    "train": ("PRESETS", "TrainConfig", "train_model"),
+    "protocol": ("MeasureConfig", "QUICK_MEASURE", "measure_trajectory"),
+    "capture": ("capture_batch",),
+    "models": ("load_model",),
+    "sites": ("available_sites",),
+})

@@ -147,7 +147,7 @@ def load_model(path: str | Path, *, device: str = "cpu", gguf_file: str | None =
     import torch
     from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM
 
-    from tangentlab.empirical.train import quiet_transformers
+    from tangentlab._runtime import quiet_transformers
 
     quiet_transformers()
     p = Path(path)

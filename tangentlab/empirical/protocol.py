@@ -606,16 +606,17 @@ def measure_trajectory(
     import torch
     from threadpoolctl import threadpool_limits
 
+    from tangentlab._runtime import torch_threads
     from tangentlab.empirical.data import make_eval_data
     from tangentlab.empirical.figures import enrichment_figure, frequency_figure
     from tangentlab.empirical.models import load_like, load_model, resolve_device
     from tangentlab.empirical.sites import normalize_site, site_semantics
     from tangentlab.empirical.tokenizer import load_tokenizer
-    from tangentlab.empirical.train import torch_threads
     from tangentlab.empirical.trajectory import resolve_trajectory
     from tangentlab.measure import make_proxy, subspace_drift
     from tangentlab.progress import progress
     from tangentlab.runs import (
+        RESULTS_NAME,
         Timer,
         atomic_directory,
         build_manifest,
@@ -753,7 +754,7 @@ def measure_trajectory(
                     rows.extend(_trajectory_rows(site, centroids[site], stats[site], eval_data,
                                                  uniq, cfg, traj.model_name, arch, cks))
             rows.extend(_aggregate(rows, cfg, max_step))
-        write_results(rows, tmp / "results.csv")
+        write_results(rows, tmp / RESULTS_NAME)
         with timer("figures"):
             if first.head:
                 enrichment_figure(rows, sites, tmp / "enrichment.png")

@@ -46,8 +46,6 @@ __all__ = [
     "list_checkpoints",
     "make_batch",
     "resolve_train_config",
-    "quiet_transformers",
-    "torch_threads",
 ]
 
 
@@ -332,27 +330,10 @@ def train_model(
     """
     cfg = resolve_train_config(arch, preset, corpus=corpus, seed=seed, overrides=overrides,
                                config_path=config_path)
+    from tangentlab._runtime import torch_threads
+
     with torch_threads(cfg.threads):
         return _train(cfg, out_dir, device=device, resume=resume, callbacks=callbacks)
-
-
-def torch_threads(n: int):
-    """Context manager: torch intra-op threads = ``n`` inside (0 = unchanged), restored after."""
-    import contextlib
-
-    import torch
-
-    @contextlib.contextmanager
-    def ctx():
-        old = torch.get_num_threads()
-        if n > 0:
-            torch.set_num_threads(n)
-        try:
-            yield
-        finally:
-            torch.set_num_threads(old)
-
-    return ctx()
 
 
 def _train(
@@ -365,6 +346,7 @@ def _train(
 ) -> Path:
     import torch
 
+    from tangentlab._runtime import quiet_transformers
     from tangentlab.config import config_hash, config_to_dict
     from tangentlab.empirical.corpus import (
         frequency_table,
@@ -550,14 +532,6 @@ def _train(
     )
     write_manifest(run_dir, manifest)
     return run_dir
-
-
-def quiet_transformers() -> None:
-    """Silence transformers' per-save shard bars and info warnings (our own bar reports progress)."""
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
 
 
 def _is_tied_key(key: str) -> bool:

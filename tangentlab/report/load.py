@@ -13,8 +13,16 @@ from pathlib import Path
 from typing import Any
 
 from tangentlab.errors import DataError
-from tangentlab.report.stages import StageRecord, read_stage_records
-from tangentlab.runs import MANIFEST_NAME, RESULTS_NAME, read_manifest, read_results
+from tangentlab.runs import (
+    CHECKS_NAME,
+    MANIFEST_NAME,
+    RESULTS_NAME,
+    VERIFY_NAME,
+    StageRecord,
+    read_manifest,
+    read_results,
+    read_stage_records,
+)
 
 __all__ = ["Source", "RunData"]
 
@@ -131,7 +139,7 @@ class RunData:
 
     def checks(self, stage: str) -> list[dict[str, Any]]:
         """The stage's ``checks.json`` (a list of check dicts); empty if it wrote none."""
-        path = self.stage_dir(stage) / "checks.json"
+        path = self.stage_dir(stage) / CHECKS_NAME
         if not path.is_file():
             return []
         data = json.loads(path.read_text())
@@ -143,7 +151,7 @@ class RunData:
 
     def theory(self) -> dict[str, Any]:
         """``theory/verify.json``."""
-        path = self.stage_dir("theory") / "verify.json"
+        path = self.stage_dir("theory") / VERIFY_NAME
         if not path.is_file():
             raise DataError(f"{path} is missing")
         return json.loads(path.read_text())

@@ -20,26 +20,11 @@ Example::
 
 from __future__ import annotations
 
-import importlib
+from tangentlab._lazy import lazy_exports
 
-__all__ = [
-    "Manifold", "Circle", "Helix", "Sphere", "FlatTorus", "TorusOfRevolution", "HyperbolicPlane",
-    "ProductManifold", "RandomImmersion", "make_manifold", "TokenModel",
-    "names", "get", "run_experiment", "ExperimentResult", "Check",
-]
-
-_LAZY = {
-    **{name: "tangentlab.synthetic.manifolds" for name in __all__[:10]},
-    "TokenModel": "tangentlab.synthetic.tokens",
-    **{name: "tangentlab.synthetic.experiments" for name in __all__[11:]},
-}
-
-
-def __getattr__(name: str):
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'tangentlab.synthetic' has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted(__all__)
+__all__, __getattr__, __dir__ = lazy_exports(__name__, {
+    "manifolds": ("Manifold", "Circle", "Helix", "Sphere", "FlatTorus", "TorusOfRevolution",
+                  "HyperbolicPlane", "ProductManifold", "RandomImmersion", "make_manifold"),
+    "tokens": ("TokenModel",),
+    "experiments": ("names", "get", "run_experiment", "ExperimentResult", "Check"),
+})

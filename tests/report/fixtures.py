@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from tangentlab.report.stages import Stage, StageContext
+from tangentlab.pipeline.stages import Stage, StageContext
 from tangentlab.runs import atomic_write_json, build_manifest, write_manifest, write_results
 
 
@@ -108,7 +108,7 @@ def fixture_stages(*, fail_train_decoder: bool = False, theory_fail: bool = Fals
     """A stage list shaped like the real one, with hand-made outputs."""
     from functools import partial
 
-    from tangentlab.report.reproduce import (
+    from tangentlab.pipeline.reproduce import (
         _check_report,
         _check_results_dir,
         _check_theory,

@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 from tangentlab.synthetic.experiments._base import (
-    CHECKS_NAME,
     Check,
     Experiment,
     ExperimentResult,
@@ -18,5 +17,5 @@ from tangentlab.synthetic.experiments._base import (
     run_experiment,
 )
 
-__all__ = ["CHECKS_NAME", "Check", "Experiment", "ExperimentResult", "get", "names",
+__all__ = ["Check", "Experiment", "ExperimentResult", "get", "names",
            "resolve_config", "run_experiment"]

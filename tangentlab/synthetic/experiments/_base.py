@@ -27,11 +27,9 @@ __all__ = [
     "names",
     "get",
     "run_experiment",
-    "CHECKS_NAME",
     "figure_png",
 ]
 
-CHECKS_NAME = "checks.json"
 
 
 def _clean(x: Any) -> Any:
@@ -158,6 +156,8 @@ def run_experiment(name: str, out_dir: str | Path, *, quick: bool = False,
     (built under a temporary name; nothing is left behind on error). Returns ``out_dir``.
     """
     from tangentlab.runs import (
+        CHECKS_NAME,
+        RESULTS_NAME,
         Timer,
         atomic_directory,
         atomic_write_bytes,
@@ -177,7 +177,7 @@ def run_experiment(name: str, out_dir: str | Path, *, quick: bool = False,
         with timer("run"), single_thread():
             result = exp.run(cfg)
         rows = [{"experiment": name, **r} for r in result.rows]
-        write_results(rows, tmp / "results.csv")
+        write_results(rows, tmp / RESULTS_NAME)
         atomic_write_json(tmp / CHECKS_NAME, [c.to_dict() for c in result.checks])
         for fname, png in result.figures.items():
             atomic_write_bytes(tmp / fname, png)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tangentlab.errors import ConfigError
-from tangentlab.report.stages import Stage, StageContext, read_stage_records, run_stages
+from tangentlab.pipeline.stages import Stage, StageContext, read_stage_records, run_stages
 from tangentlab.runs import atomic_write_json, read_manifest
 
 CALLS: Counter = Counter()

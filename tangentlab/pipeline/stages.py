@@ -33,13 +33,17 @@ from pathlib import Path
 from typing import Any
 
 from tangentlab.config import config_hash
-from tangentlab.errors import ConfigError, DataError, StageError
+from tangentlab.errors import ConfigError, StageError
 from tangentlab.progress import log
 from tangentlab.runs import (
+    LOGS_DIR,
     MANIFEST_NAME,
+    STAGE_STATUSES,
+    StageRecord,
     atomic_write_text,
     build_manifest,
     read_manifest,
+    read_stage_records,
     write_manifest,
 )
 
@@ -53,9 +57,6 @@ __all__ = [
     "stage_hash",
     "read_stage_records",
 ]
-
-#: The status words a stage record can carry.
-STAGE_STATUSES: tuple[str, ...] = ("done", "failed", "skipped", "running")
 
 #: The manifest ``kind`` of a reproduce run directory.
 REPRODUCE_KIND = "reproduce"
@@ -114,56 +115,6 @@ class Stage:
 
 
 @dataclass(frozen=True)
-class StageRecord:
-    """What the manifest says about one stage."""
-
-    name: str
-    status: str
-    config_hash: str
-    seconds: float | None = None
-    cpu_seconds: float | None = None
-    outputs: tuple[str, ...] = ()
-    error: str | None = None
-    reason: str | None = None
-    reused: bool = False
-    description: str = ""
-    depends: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "status": self.status,
-            "config_hash": self.config_hash,
-            "seconds": None if self.seconds is None else round(float(self.seconds), 3),
-            "cpu_seconds": None if self.cpu_seconds is None else round(float(self.cpu_seconds), 3),
-            "outputs": list(self.outputs),
-            "error": self.error,
-            "reason": self.reason,
-            "reused": self.reused,
-            "description": self.description,
-            "depends": list(self.depends),
-        }
-
-    @classmethod
-    def from_dict(cls, name: str, d: Mapping[str, Any]) -> StageRecord:
-        status = str(d.get("status", ""))
-        if status not in STAGE_STATUSES:
-            raise DataError(f"stage {name!r} has unknown status {status!r} in the manifest")
-        return cls(
-            name=name,
-            status=status,
-            config_hash=str(d.get("config_hash", "")),
-            seconds=d.get("seconds"),
-            cpu_seconds=d.get("cpu_seconds"),
-            outputs=tuple(d.get("outputs") or ()),
-            error=d.get("error"),
-            reason=d.get("reason"),
-            reused=bool(d.get("reused", False)),
-            description=str(d.get("description", "")),
-            depends=tuple(d.get("depends") or ()),
-        )
-
-
-@dataclass(frozen=True)
 class RunSummary:
     """The outcome of :func:`run_stages`: the run directory and every stage's record, in order."""
 
@@ -191,18 +142,6 @@ def stage_hash(stage: Stage, dep_hashes: Mapping[str, str]) -> str:
             "depends": {d: dep_hashes.get(d, "") for d in stage.depends},
         }
     )
-
-
-def read_stage_records(run_dir: str | Path) -> dict[str, StageRecord]:
-    """The stage records of a reproduce run directory (empty if it has none yet)."""
-    run_dir = Path(run_dir)
-    if not (run_dir / MANIFEST_NAME).is_file():
-        return {}
-    manifest = read_manifest(run_dir)
-    stages = manifest.get("stages") or {}
-    if not isinstance(stages, Mapping):
-        raise DataError(f"{str(run_dir / MANIFEST_NAME)!r} has a malformed 'stages' entry")
-    return {name: StageRecord.from_dict(name, d) for name, d in stages.items()}
 
 
 def _validate_stages(stages: Sequence[Stage]) -> None:
@@ -358,7 +297,7 @@ def run_stages(
             cpu = time.process_time() - cpu_start
             timings[st.name] = seconds
             message = " ".join(f"{type(exc).__name__}: {exc}".split())
-            log_path = run_dir / "logs" / (st.name.replace("/", "__") + ".txt")
+            log_path = run_dir / LOGS_DIR / (st.name.replace("/", "__") + ".txt")
             atomic_write_text(log_path, traceback.format_exc())
             records[st.name] = StageRecord(status="failed", seconds=seconds, cpu_seconds=cpu, error=message,
                                            reason=f"traceback in {log_path.relative_to(run_dir)}", **base)

@@ -9,7 +9,7 @@ Stages, in order (see :func:`build_stages`):
 5. ``report``: ``report.html``, ``report.md`` and ``figures/`` at the top of the run directory,
    from the stored results (always rerun).
 
-The run directory's ``manifest.json`` records each stage (see :mod:`tangentlab.report.stages`);
+The run directory's ``manifest.json`` records each stage (see :mod:`tangentlab.pipeline.stages`);
 rerunning on the same directory reuses what is done and still valid.
 
 Config: :class:`ReproduceConfig` (embedded defaults), :data:`QUICK` (the ``--quick`` variant),
@@ -28,8 +28,9 @@ from typing import Any
 
 from tangentlab.config import config_hash, config_to_dict, load_config, parse_overrides
 from tangentlab.errors import ConfigError, DataError, StageError
+from tangentlab.pipeline.stages import RunSummary, Stage, StageContext, run_stages
 from tangentlab.progress import log
-from tangentlab.report.stages import RunSummary, Stage, StageContext, run_stages
+from tangentlab.runs import VERIFY_NAME
 
 __all__ = [
     "ReproduceConfig",
@@ -170,7 +171,7 @@ def config_toml(cfg: ReproduceConfig) -> str:
 # --------------------------------------------------------------------------------------- checks
 
 def _check_theory(out: Path) -> None:
-    data = json.loads((out / "verify.json").read_text())
+    data = json.loads((out / VERIFY_NAME).read_text())
     if not isinstance(data.get("derivations"), list) or not data["derivations"]:
         raise DataError("theory/verify.json lists no derivation")
 
@@ -224,7 +225,7 @@ def _run_theory(cfg: ReproduceConfig, ctx: StageContext) -> None:
         n_fail = sum(1 for c in d.get("checks", []) if not c.get("passed", False))
         log(f"    theory {name}: {'passed' if rep.passed else f'{n_fail} check(s) FAILED'} ({seconds:.1f} s)")
     ctx.output.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(ctx.output / "verify.json",
+    atomic_write_json(ctx.output / VERIFY_NAME,
                       {"seed": cfg.seed, "passed": all(e["passed"] for e in entries), "derivations": entries})
     write_manifest(ctx.output, build_manifest(kind="theory/verify", config={"derivations": names},
                                               seeds={"seed": cfg.seed}))
@@ -350,7 +351,7 @@ def reproduce(
     ``stages`` replaces the real stage list (for tests only); by default it is
     :func:`build_stages` of ``cfg``.
 
-    Returns the :class:`~tangentlab.report.stages.RunSummary`; a failed stage does not raise.
+    Returns the :class:`~tangentlab.pipeline.stages.RunSummary`; a failed stage does not raise.
     """
     cfg = cfg if cfg is not None else DEFAULT
     run_dir = Path(out) if out is not None else new_run_dir(runs_root)

@@ -10,7 +10,7 @@ import pytest
 
 from tangentlab.cli import main
 from tangentlab.errors import ConfigError
-from tangentlab.report.reproduce import (
+from tangentlab.pipeline.reproduce import (
     DEFAULT,
     QUICK,
     ReproduceConfig,
@@ -118,7 +118,7 @@ def test_importing_the_report_package_stays_light():
 
 
 def test_cli_exit_code_reflects_failed_stages_and_theory_checks(tmp_path, monkeypatch, capsys):
-    rp = importlib.import_module("tangentlab.report.reproduce")
+    rp = importlib.import_module("tangentlab.pipeline.reproduce")
     from tests.report.fixtures import fixture_stages
 
     monkeypatch.setattr(rp, "build_stages", lambda cfg: fixture_stages()[:-1])
@@ -136,7 +136,7 @@ def test_cli_exit_code_reflects_failed_stages_and_theory_checks(tmp_path, monkey
 
 
 def test_cli_resume_continues_latest(tmp_path, monkeypatch):
-    rp = importlib.import_module("tangentlab.report.reproduce")
+    rp = importlib.import_module("tangentlab.pipeline.reproduce")
     from tests.report.fixtures import fixture_stages
 
     monkeypatch.setattr(rp, "build_stages", lambda cfg: fixture_stages()[:2])
