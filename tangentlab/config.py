@@ -37,6 +37,7 @@ __all__ = [
     "config_from_mapping",
     "config_to_dict",
     "config_hash",
+    "config_diff",
     "parse_overrides",
     "read_toml",
 ]
@@ -286,3 +287,12 @@ def config_hash(cfg: Any) -> str:
     data = config_to_dict(cfg) if dataclasses.is_dataclass(cfg) else cfg
     blob = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def config_diff(base: Any, other: Any) -> dict[str, Any]:
+    """The fields of ``other`` whose values differ from ``base`` (same dataclass type), in field
+    order: how a preset instance is written as ``key=value`` overrides of the defaults."""
+    if type(base) is not type(other) or not dataclasses.is_dataclass(base):
+        raise TypeError(f"config_diff needs two instances of one dataclass; got {type(base)!r} and {type(other)!r}")
+    return {f.name: getattr(other, f.name) for f in dataclasses.fields(base)
+            if getattr(base, f.name) != getattr(other, f.name)}
