@@ -29,7 +29,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tangentlab.config import config_hash, config_to_dict, load_config, parse_overrides
+from tangentlab.config import (
+    Config,
+    config_hash,
+    config_to_dict,
+    load_config,
+    option,
+    parse_overrides,
+)
 from tangentlab.errors import ConfigError, DataError, StageError
 from tangentlab.pipeline.stages import RunSummary, Stage, StageContext, run_stages, usable_cores
 from tangentlab.progress import log
@@ -70,6 +77,15 @@ def _split_scoped(item: str, key: str, *, required_scope: bool = False) -> tuple
     return scope, k.strip(), v.strip()
 
 
+def _scoped_problem(item: str, key: str, required_scope: bool) -> str | None:
+    """None when ``item`` is a well-formed override, else the ConfigError message."""
+    try:
+        _split_scoped(item, key, required_scope=required_scope)
+    except ConfigError as exc:
+        return str(exc)
+    return None
+
+
 def _scoped(items: tuple[str, ...], scope: str, key: str) -> dict[str, str]:
     out: dict[str, str] = {}
     for item in items:
@@ -80,7 +96,7 @@ def _scoped(items: tuple[str, ...], scope: str, key: str) -> dict[str, str]:
 
 
 @dataclass(frozen=True)
-class ReproduceConfig:
+class ReproduceConfig(Config):
     """Everything ``tangentlab reproduce`` runs, with its defaults.
 
     Attributes:
@@ -102,28 +118,24 @@ class ReproduceConfig:
     quick: bool = False
     device: str = "auto"
     derivations: tuple[str, ...] = ()
-    synthetic: tuple[str, ...] = ()
+    synthetic: tuple[str, ...] = option((), unique=True)
     synthetic_overrides: tuple[str, ...] = ()
-    archs: tuple[str, ...] = ARCHS
-    preset: str = "small"
+    archs: tuple[str, ...] = option(ARCHS, choices=ARCHS, unique=True, min_len=1)
+    preset: str = option("small", choices=("tiny", "small", "base"))
     corpus: str = "wikipedia"
     train_overrides: tuple[str, ...] = ()
     measure_overrides: tuple[str, ...] = ()
 
-    def __post_init__(self) -> None:
-        if self.device not in ("auto", "cpu", "cuda") and not self.device.startswith("cuda:"):
-            raise ConfigError(f"device must be auto, cpu or cuda[:N]; got {self.device!r}")
-        for arch in self.archs:
-            if arch not in ARCHS:
-                raise ConfigError(f"archs may hold only {', '.join(ARCHS)}; got {arch!r}")
-        if len(set(self.archs)) != len(self.archs) or len(set(self.synthetic)) != len(self.synthetic):
-            raise ConfigError("archs and synthetic must not list a name twice")
-        for item in self.synthetic_overrides:
-            _split_scoped(item, "synthetic_overrides", required_scope=True)
-        for item in self.train_overrides:
-            _split_scoped(item, "train_overrides")
-        for item in self.measure_overrides:
-            _split_scoped(item, "measure_overrides")
+    def relations(self) -> list[tuple[bool, str]]:
+        """The device spelling and the ``[scope:]key=value`` form of every override."""
+        out = [(self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:"),
+                f"config key 'device' must be auto, cpu or cuda[:N]; got {self.device!r}")]
+        for key, required in (("synthetic_overrides", True), ("train_overrides", False),
+                              ("measure_overrides", False)):
+            for item in getattr(self, key):
+                out.append((_scoped_problem(item, key, required) is None,
+                            _scoped_problem(item, key, required) or ""))
+        return out
 
 
 #: The embedded default: the full reproduction (``small`` models, full synthetic settings).

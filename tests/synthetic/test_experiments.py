@@ -102,7 +102,9 @@ def test_same_seed_gives_identical_results(tmp_path):
     ("visibility", {"spreads": "-0.1"}, "spread"),
     ("proxy-recovery", {"ranks": "1"}, "below the manifold dimension"),
     ("gradient-ratio", {"n_samples": "lots"}, "integer"),
-    ("amplification", {"optimizers": "lbfgs"}, "unknown optimizer"),
+    ("amplification", {"optimizers": "lbfgs"}, "'optimizers' has item 'lbfgs', which must be one of"),
+    ("amplification", {"log_every": "1000"}, "log_every must be <= steps"),
+    ("river-valley", {"methods": "gd,gd"}, "must not list an item twice"),
     ("river-valley", {"eta": "5.0"}, "diverges"),
 ])
 def test_bad_configs_are_config_errors(name, overrides, needle):

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tangentlab.errors import ConfigError, UnknownNameError
+from tangentlab.errors import UnknownNameError
 
 __all__ = [
     "Check",
@@ -84,7 +84,10 @@ class Experiment:
         raise NotImplementedError
 
     def validate(self, config) -> None:
-        """Raise ConfigError for a config that cannot run (called before any output is made)."""
+        """Raise ConfigError for a config that cannot run because of what it would build (e.g. a
+        manifold of dimension >= D); called before any output is made. Field bounds and relations
+        between fields are declared on the config class and checked on creation
+        (:func:`tangentlab.config.check_config`)."""
 
     def run(self, config) -> ExperimentResult:
         raise NotImplementedError
@@ -191,8 +194,3 @@ def run_experiment(name: str, out_dir: str | Path, *, quick: bool = False,
         write_manifest(tmp, manifest)
     return out
 
-
-def require(cond: bool, message: str) -> None:
-    """Raise ConfigError(message) unless ``cond``."""
-    if not cond:
-        raise ConfigError(message)

@@ -30,13 +30,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tangentlab.config import Config, option
+from tangentlab.errors import ConfigError
 from tangentlab.synthetic.experiments._base import (
     Check,
     Experiment,
     ExperimentResult,
     figure_png,
     register,
-    require,
 )
 from tangentlab.synthetic.experiments._common import (
     build_manifold,
@@ -52,24 +53,24 @@ BUCKETS = ("frequent", "middle", "rare")
 
 
 @dataclass(frozen=True)
-class AmplificationConfig:
+class AmplificationConfig(Config):
     """Config of ``amplification``."""
 
-    seed: int = 0
+    seed: int = option(0, ge=0, integer=True)
     manifold: str = "sphere"
     ambient_dim: int = 8
-    n_types: int = 256
+    n_types: int = option(256, ge=6, integer=True)
     zipf_s: float = 1.0
-    tau: float = 0.2
-    sigma: float = 0.05
-    lam: float = 1.0
-    steps: int = 300
-    log_every: int = 10
-    optimizers: tuple[str, ...] = OPTIMIZERS
-    heads: tuple[str, ...] = HEADS
-    lr_sgd: float = 0.05
-    lr_adam: float = 0.01
-    lr_muon: float = 0.01
+    tau: float = option(0.2, gt=0)
+    sigma: float = option(0.05, gt=0)
+    lam: float = option(1.0, gt=0)
+    steps: int = option(300, ge=1, integer=True)
+    log_every: int = option(10, ge=1, integer=True)
+    optimizers: tuple[str, ...] = option(OPTIMIZERS, choices=OPTIMIZERS, min_len=1, unique=True)
+    heads: tuple[str, ...] = option(HEADS, choices=HEADS, min_len=1, unique=True)
+    lr_sgd: float = option(0.05, gt=0)
+    lr_adam: float = option(0.01, gt=0)
+    lr_muon: float = option(0.01, gt=0)
     mlp_hidden: int = 32
     share_tolerance: float = 0.03
     iso_tolerance: float = 0.05
@@ -77,6 +78,14 @@ class AmplificationConfig:
     #: the displacement bound is derived on the quadratic chart; a real manifold adds relative
     #: O((κ η G)²) terms (tan(x/2) vs x/2 on a sphere), so ratio/bound may exceed 1 by that much
     displacement_tolerance: float = 0.01
+
+    def relations(self) -> list[tuple[bool, str]]:
+        """Constraints between fields (checked with the field bounds, see tangentlab.config)."""
+        c = self
+        return [
+            (c.log_every <= c.steps,
+             f'amplification: log_every must be <= steps; got log_every={c.log_every}, steps={c.steps}'),
+        ]
 
 
 def _bucket_of(n_types: int) -> np.ndarray:
@@ -211,22 +220,15 @@ class AmplificationExperiment(Experiment):
                                    lr_sgd=0.05, lr_adam=0.01, lr_muon=0.01)
 
     def validate(self, c: AmplificationConfig) -> None:
-        require(c.n_types >= 6, "amplification: n_types must be >= 6 (three frequency buckets)")
-        require(c.tau > 0 and c.sigma > 0 and c.lam > 0,
-                "amplification: tau, sigma and lam must be > 0")
-        require(c.steps >= 1 and 1 <= c.log_every <= c.steps,
-                "amplification: need steps >= 1 and 1 <= log_every <= steps")
-        for o in c.optimizers:
-            require(o in OPTIMIZERS, f"amplification: unknown optimizer {o!r}; use {OPTIMIZERS}")
-        for h in c.heads:
-            require(h in HEADS, f"amplification: unknown head {h!r}; use {HEADS}")
-        require(min(c.lr_sgd, c.lr_adam, c.lr_muon) > 0, "amplification: learning rates must be > 0")
+        """The manifold can be built and has a torch chart (the toy trains through it)."""
+        import torch
+
         M = build_manifold(c.manifold, c.ambient_dim, 0)
         try:
-            M.chart_torch(M.sample(1, 0)[0], __import__("torch").zeros((1, M.dim),
-                                                                        dtype=__import__("torch").float64))
+            M.chart_torch(M.sample(1, 0)[0], torch.zeros((1, M.dim), dtype=torch.float64))
         except Exception as exc:
-            require(False, f"amplification: manifold {c.manifold!r} has no torch chart ({exc})")
+            raise ConfigError(f"amplification: manifold {c.manifold!r} has no torch chart ({exc})") from None
+
 
     def run(self, c: AmplificationConfig) -> ExperimentResult:
         from tangentlab import theory

@@ -26,14 +26,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tangentlab.errors import TangentlabError
+from tangentlab.config import Config, option
+from tangentlab.errors import ConfigError, TangentlabError
 from tangentlab.synthetic.experiments._base import (
     Check,
     Experiment,
     ExperimentResult,
     figure_png,
     register,
-    require,
 )
 from tangentlab.synthetic.experiments._common import build_manifold, mean_ci, new_figure
 
@@ -41,27 +41,37 @@ __all__ = ["ProxyRecoveryConfig", "ProxyRecoveryExperiment"]
 
 
 @dataclass(frozen=True)
-class ProxyRecoveryConfig:
+class ProxyRecoveryConfig(Config):
     """Config of ``proxy-recovery``."""
 
-    seed: int = 0
-    manifolds: tuple[str, ...] = ("sphere", "immersion")
+    seed: int = option(0, ge=0, integer=True)
+    manifolds: tuple[str, ...] = option(("sphere", "immersion"), min_len=1)
     ambient_dim: int = 16
-    extractors: tuple[str, ...] = ("pca", "seminmf", "ica", "sae")
-    ranks: tuple[int, ...] = (2, 4, 8)
-    n_types: int = 200
+    extractors: tuple[str, ...] = option(("pca", "seminmf", "ica", "sae"), choices=("pca", "seminmf", "ica", "sae"), min_len=1, unique=True)
+    ranks: tuple[int, ...] = option((2, 4, 8), ge=1, integer=True, min_len=1)
+    n_types: int = option(200, ge=2, integer=True)
     zipf_s: float = 1.0
     pin_alpha: float = 0.5
-    t0: float = 0.02
-    patch_radius: float = 0.1
+    t0: float = option(0.02, gt=0)
+    patch_radius: float = option(0.1, gt=0)
     activation_noise: float = 0.002
     n_occurrences: int = 3000
-    n_controls: int = 20
-    n_null: int = 20
+    n_controls: int = option(20, ge=1, integer=True)
+    n_null: int = option(20, ge=2, integer=True)
     sae_steps: int = 300
     angle_tolerance_deg: float = 10.0
     null_enrichment_tolerance: float = 0.1
     null_p_tolerance: float = 0.2
+
+    def relations(self) -> list[tuple[bool, str]]:
+        """Constraints between fields (checked with the field bounds, see tangentlab.config)."""
+        c = self
+        return [
+            (all(2 * r <= c.ambient_dim for r in c.ranks),
+             f'proxy-recovery: every rank r needs 2r <= D={c.ambient_dim} for matched-rank normal controls; got ranks={c.ranks}'),
+            (c.n_occurrences >= 4 * max(c.ranks),
+             f'proxy-recovery: n_occurrences must be >= 4 * max(ranks); got {c.n_occurrences}'),
+        ]
 
 
 class ProxyRecoveryExperiment(Experiment):
@@ -76,25 +86,15 @@ class ProxyRecoveryExperiment(Experiment):
                                    null_p_tolerance=0.25)
 
     def validate(self, c: ProxyRecoveryConfig) -> None:
-        from tangentlab.measure import PROXY_NAMES
-
-        require(len(c.manifolds) > 0 and len(c.ranks) > 0 and len(c.extractors) > 0,
-                "proxy-recovery: manifolds, ranks and extractors must not be empty")
-        for e in c.extractors:
-            require(e in PROXY_NAMES,
-                    f"proxy-recovery: unknown extractor {e!r}; choose from {', '.join(PROXY_NAMES)}")
+        """Every manifold can be built, and every rank can contain its tangent space."""
         for name in c.manifolds:
             M = build_manifold(name, c.ambient_dim, 0)
-            for r in c.ranks:
-                require(r >= M.dim, f"proxy-recovery: rank {r} is below the manifold dimension "
-                        f"m={M.dim} of {name}; a proxy must be able to contain the tangent space "
-                        "(use ranks >= m)")
-                require(2 * r <= c.ambient_dim, f"proxy-recovery: rank {r} needs 2r <= D="
-                        f"{c.ambient_dim} for matched-rank normal controls")
-        require(c.t0 > 0 and c.patch_radius > 0, "proxy-recovery: t0 and patch_radius must be > 0")
-        require(c.n_types >= 2 and c.n_occurrences >= 4 * max(c.ranks),
-                "proxy-recovery: need n_types >= 2 and n_occurrences >= 4 * max(ranks)")
-        require(c.n_controls >= 1 and c.n_null >= 2, "proxy-recovery: need n_controls >= 1, n_null >= 2")
+            low = [r for r in c.ranks if r < M.dim]
+            if low:
+                raise ConfigError(f"proxy-recovery: ranks {low} are below the manifold dimension "
+                                  f"m={M.dim} of {name}; a proxy must be able to contain the "
+                                  "tangent space (use ranks >= m)")
+
 
     def run(self, c: ProxyRecoveryConfig) -> ExperimentResult:
         from tangentlab.measure import (
