@@ -35,7 +35,7 @@ from tangentlab.config import Bound
 from tangentlab.errors import UnknownNameError, ValidationError
 
 __all__ = [
-    "Check",
+    "DerivationCheck",
     "CheckSpec",
     "Derivation",
     "Param",
@@ -72,8 +72,9 @@ class Step:
 
 
 @dataclass(frozen=True)
-class Check:
-    """The outcome of one verification check.
+class DerivationCheck:
+    """The outcome of one check of a derivation (symbolic, numeric or Monte Carlo; compare
+    :class:`tangentlab.synthetic.AgreementCheck`, a theory-vs-measurement check).
 
     ``residual`` is the quantity that must be small (symbolic: a numeric measure of the simplified
     difference, 0 when it simplifies to exactly zero; numeric: the largest relative error;
@@ -120,7 +121,7 @@ class VerifyReport:
 
     derivation: str
     seed: int
-    checks: tuple[Check, ...]
+    checks: tuple[DerivationCheck, ...]
     seconds: float
     mutations: tuple[str, ...] = ()
 
@@ -129,7 +130,7 @@ class VerifyReport:
         return bool(self.checks) and all(c.passed for c in self.checks)
 
     @property
-    def failures(self) -> tuple[Check, ...]:
+    def failures(self) -> tuple[DerivationCheck, ...]:
         return tuple(c for c in self.checks if not c.passed)
 
     def to_dict(self) -> dict[str, Any]:
@@ -479,7 +480,7 @@ class Derivation(abc.ABC):
             except Exception as exc:  # noqa: BLE001 - a crashing check is a failed check
                 residual, tol, passed = math.inf, 0.0, False
                 detail = f"raised {type(exc).__name__}: {exc}"
-            checks.append(Check(spec.name, spec.kind, passed, residual, float(tol), detail))
+            checks.append(DerivationCheck(spec.name, spec.kind, passed, residual, float(tol), detail))
         return VerifyReport(
             self.name, int(seed), tuple(checks), time.perf_counter() - t0, self.mutations
         )

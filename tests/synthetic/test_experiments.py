@@ -163,3 +163,13 @@ def test_package_level_api():
     assert syn.run_experiment is run_experiment
     with pytest.raises(AttributeError):
         syn.not_a_name  # noqa: B018
+
+
+def test_experiment_is_abstract_and_the_two_check_types_are_distinct():
+    from tangentlab.synthetic.experiments import AgreementCheck, Experiment
+    from tangentlab.theory import DerivationCheck
+
+    with pytest.raises(TypeError, match="abstract"):
+        Experiment()
+    assert AgreementCheck is not DerivationCheck
+    assert {f for f in AgreementCheck.__dataclass_fields__} >= {"measured", "predicted", "tolerance"}

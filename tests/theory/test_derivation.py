@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tangentlab.errors import UnknownNameError, ValidationError
-from tangentlab.theory import Check, Derivation, VerifyReport, get, names, predict
+from tangentlab.theory import Derivation, DerivationCheck, VerifyReport, get, names, predict
 
 EXPECTED = ("curvature-visibility", "frequency-attenuation", "gradient-components",
             "tangent-amplification", "river-valley")
@@ -44,7 +44,7 @@ def test_every_derivation_verifies(name):
     assert "symbolic" in kinds and ("monte-carlo" in kinds)
     d = rep.to_dict()
     assert json.loads(json.dumps(d)) == d
-    assert all(isinstance(c, Check) for c in rep.checks)
+    assert all(isinstance(c, DerivationCheck) for c in rep.checks)
 
 
 def test_verify_is_deterministic_per_seed():

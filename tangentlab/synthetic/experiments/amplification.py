@@ -27,13 +27,14 @@ the mean cosine of ``x - p``; all also per frequency bucket (thirds of the ranks
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import final
 
 import numpy as np
 
 from tangentlab.config import Config, option
 from tangentlab.errors import ConfigError
 from tangentlab.synthetic.experiments._base import (
-    Check,
+    AgreementCheck,
     Experiment,
     ExperimentResult,
     figure_png,
@@ -209,6 +210,7 @@ def train_toy(c: AmplificationConfig, M, optimizer: str, head: str, weighting: s
     return log
 
 
+@final
 class AmplificationExperiment(Experiment):
     name = "amplification"
     description = ("toy models (embedding table of chart coordinates + head) trained with SGD, "
@@ -245,7 +247,7 @@ class AmplificationExperiment(Experiment):
         noise = c.sigma * rng.standard_normal((c.n_types, c.ambient_dim))
         freqs = zipf_frequencies(c.n_types, c.zipf_s)
         rows: list[dict] = []
-        checks: list[Check] = []
+        checks: list[AgreementCheck] = []
         runs: dict[str, list] = {}
 
         kappa = max_normal_curvature(fr.ii[0], seed=c.seed)
@@ -269,7 +271,7 @@ class AmplificationExperiment(Experiment):
         err_share = float(np.max(np.abs(meas_share - pred_share)))
         err_iso = float(np.max(np.abs(meas_iso - pred_iso)))
         # Monte-Carlo scale: V tokens give relative variance errors ~ sqrt(2/V)
-        checks.append(Check(
+        checks.append(AgreementCheck(
             name="tangent share vs closed form (SGD, chart head)",
             description=("largest |measured - predicted| tangent share of variance over the "
                          "logged steps, gradient descent on the quadratic toy realised on the "
@@ -279,7 +281,7 @@ class AmplificationExperiment(Experiment):
             detail=f"final share measured {meas_share[-1]:.4f}, predicted {pred_share[-1]:.4f}; "
                    f"V={c.n_types} tokens",
         ))
-        checks.append(Check(
+        checks.append(AgreementCheck(
             name="isotropy score vs closed form (SGD, chart head)",
             description="largest |measured - predicted| normalised participation ratio over steps",
             measured=err_iso, predicted=0.0, tolerance=c.iso_tolerance,
@@ -296,7 +298,7 @@ class AmplificationExperiment(Experiment):
             rows.append(dict(metric="displacement_ratio_over_bound_max", value=over,
                              prediction=1.0, bound="upper", **b))
         worst = max(o for _, _, o in disp)
-        checks.append(Check(
+        checks.append(AgreementCheck(
             name="one-step displacement within the normal/tangent bound (SGD, chart head)",
             description=("largest over tokens and logged steps of the measured one-step "
                          "‖normal‖/‖tangent‖ displacement over normal_to_tangent_displacement"
@@ -321,7 +323,7 @@ class AmplificationExperiment(Experiment):
                                              seed=c.seed))
                 s0 = log[0]["all"]["tangent_share"]
                 s1 = log[-1]["all"]["tangent_share"]
-                checks.append(Check(
+                checks.append(AgreementCheck(
                     name=f"tangent share rises: {opt}, {head} head",
                     description=("tangent share of representation variance at the last logged "
                                  "step minus at step 0 (frequency-weighted loss); must exceed "

@@ -22,12 +22,13 @@ Intervals: mean ± 1.96 SE over ``n_batches`` batches of pairs.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import final
 
 import numpy as np
 
 from tangentlab.config import Config, option
 from tangentlab.synthetic.experiments._base import (
-    Check,
+    AgreementCheck,
     Experiment,
     ExperimentResult,
     figure_png,
@@ -69,6 +70,7 @@ class GradientRatioConfig(Config):
         ]
 
 
+@final
 class GradientRatioExperiment(Experiment):
     name = "gradient-ratio"
     description = ("‖normal‖/‖tangent‖ of gradients vs t and the alignment constant c against the "
@@ -113,7 +115,7 @@ class GradientRatioExperiment(Experiment):
         from tangentlab import theory
 
         rows: list[dict] = []
-        checks: list[Check] = []
+        checks: list[AgreementCheck] = []
         plot: dict[str, dict] = {}
         for mi, name in enumerate(c.manifolds):
             M = build_manifold(name, c.ambient_dim, c.seed + 17 * (mi + 1))
@@ -149,7 +151,7 @@ class GradientRatioExperiment(Experiment):
             meas_a = np.array(meas)
             held = bool(np.all(meas_a[:, 1] <= np.array(bounds)) and np.all(meas_a[:, 4] >= c.c_min))
             worst = float(np.max(meas_a[:, 1] / np.array(bounds)))
-            checks.append(Check(
+            checks.append(AgreementCheck(
                 name=f"ratio bound holds: {name}",
                 description=("aligned loss (c >= c_min): measured ‖normal‖/‖tangent‖ over the "
                              "corrected bound κ t d(m)/(2c), largest over the spreads; must be <= 1"),
@@ -159,7 +161,7 @@ class GradientRatioExperiment(Experiment):
             slope = float(np.polyfit(np.log(meas_a[:, 0]), np.log(meas_a[:, 1]), 1)[0])
             rows.append(dict(metric="ratio_loglog_slope", manifold=name, case="aligned",
                              value=slope, prediction=1.0, n=len(c.spreads), seed=c.seed))
-            checks.append(Check(
+            checks.append(AgreementCheck(
                 name=f"ratio grows like t: {name}",
                 description="log-log slope of the measured ratio against t (O(t) law: slope 1)",
                 measured=slope, predicted=1.0, tolerance=c.slope_tolerance,
@@ -196,7 +198,7 @@ class GradientRatioExperiment(Experiment):
             exceeded.append(r["ratio"] > naive)
             cs.append(r["c"])
             cex.append((t, r["ratio"], naive))
-        checks.append(Check(
+        checks.append(AgreementCheck(
             name="counterexample: ratio bound fails",
             description=("constant upstream gradient with symmetric u on a circle: the tangent "
                          "part vanishes (c = 0 < c_min) and the ratio exceeds κ t d(m)/(2 c_min) "

@@ -23,13 +23,14 @@ controls, exactly as the empirical harness runs it) on the PCA proxy at rank m:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import final
 
 import numpy as np
 
 from tangentlab.config import Config, option
 from tangentlab.errors import ConfigError, TangentlabError
 from tangentlab.synthetic.experiments._base import (
-    Check,
+    AgreementCheck,
     Experiment,
     ExperimentResult,
     figure_png,
@@ -74,6 +75,7 @@ class ProxyRecoveryConfig(Config):
         ]
 
 
+@final
 class ProxyRecoveryExperiment(Experiment):
     name = "proxy-recovery"
     description = ("every extractor (PCA, semi-NMF, ICA, TopK SAE) scored against true tangent "
@@ -106,7 +108,7 @@ class ProxyRecoveryExperiment(Experiment):
         from tangentlab.synthetic.tokens import TokenModel
 
         rows: list[dict] = []
-        checks: list[Check] = []
+        checks: list[AgreementCheck] = []
         angle_plot: dict[str, list] = {}
         energy_plot: dict[str, list] = {}
         null_p: list[float] = []
@@ -155,7 +157,7 @@ class ProxyRecoveryExperiment(Experiment):
                     ang_r = dict(angle_plot[f"{name}|{ext}"])[r_chk]
                     e_r = dict(energy_plot[f"{name}|{ext}"])[r_chk]
                     ok = bool(np.isfinite(ang_r) and ang_r <= c.angle_tolerance_deg)
-                    checks.append(Check(
+                    checks.append(AgreementCheck(
                         name=f"{ext} rank {r_chk} recovers the tangent space of {name}",
                         description=(f"mean principal angle (degrees) between the rank-{r_chk} "
                                      f"{ext} proxy fitted on token-model activations and the true "
@@ -179,7 +181,7 @@ class ProxyRecoveryExperiment(Experiment):
                              ci_low=res.energy_ci_low, ci_high=res.energy_ci_high,
                              prediction=1.0, **base))
             rows.append(dict(metric="planted_oracle", value=res.oracle, **base))
-            checks.append(Check(
+            checks.append(AgreementCheck(
                 name=f"planted case at the p floor: {name}",
                 description=("control_test of the rank-m PCA proxy on truly tangent gradients: "
                              "p-value at its floor 1/(1+n_controls), enrichment > 1"),
@@ -209,7 +211,7 @@ class ProxyRecoveryExperiment(Experiment):
             rows.append(dict(metric="null_fraction_at_floor", value=float(np.mean(np.isclose(pv, floor))),
                              prediction=floor, n=c.n_null, manifold=name, extractor="pca",
                              rank=M.dim, seed=c.seed))
-            checks.append(Check(
+            checks.append(AgreementCheck(
                 name=f"null enrichment about 1: {name}",
                 description="mean enrichment of the rank-m PCA proxy on isotropic gradients "
                             f"over {c.n_null} draws",
@@ -217,7 +219,7 @@ class ProxyRecoveryExperiment(Experiment):
                 passed=bool(abs(mu - 1.0) <= c.null_enrichment_tolerance),
                 detail=f"95% CI [{lo:.3f}, {hi:.3f}]",
             ))
-            checks.append(Check(
+            checks.append(AgreementCheck(
                 name=f"null p-values spread out: {name}",
                 description="mean p-value on isotropic gradients vs the mean of the uniform law "
                             "on {1, ..., n+1}/(n+1)",

@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import final
 
 import numpy as np
 
 from tangentlab.config import Config, option
 from tangentlab.synthetic.experiments._base import (
-    Check,
+    AgreementCheck,
     Experiment,
     ExperimentResult,
     figure_png,
@@ -146,6 +147,7 @@ def _hit(xs: np.ndarray, eps: float) -> float:
     return float(idx[0]) if idx.size else math.inf
 
 
+@final
 class RiverValleyExperiment(Experiment):
     name = "river-valley"
     description = ("GD, Muon (with/without momentum), Adam and a two-stage schedule on the "
@@ -159,7 +161,7 @@ class RiverValleyExperiment(Experiment):
         from tangentlab import theory
 
         rows: list[dict] = []
-        checks: list[Check] = []
+        checks: list[AgreementCheck] = []
         kw = dict(x0=c.x0, lam=c.lam_river, eta=c.eta, eps=c.eps)
         K = int(theory.predict("river-valley", "switch_point", eta_sign=c.eta_sign, **kw))
         preds = {
@@ -196,7 +198,7 @@ class RiverValleyExperiment(Experiment):
                 else:
                     err = abs(hit - p) / p if math.isfinite(hit) else math.inf
                     ok = err <= tol
-                checks.append(Check(
+                checks.append(AgreementCheck(
                     name=f"valley hitting time: {method}",
                     description=(f"first step with |x| <= eps={c.eps} on the river (λ_r="
                                  f"{c.lam_river}, λ_h={c.lam_hill}) vs the exact prediction "
@@ -208,7 +210,7 @@ class RiverValleyExperiment(Experiment):
                 ))
             if method in ("sign-exact", "muon-plain"):
                 err = abs(band - band_pred) / band_pred
-                checks.append(Check(
+                checks.append(AgreementCheck(
                     name=f"oscillation band: {method}",
                     description=(f"largest |x| over the last {c.band_window} steps vs the "
                                  f"predicted band amplitude max(r, η_s - r) (η_s={c.eta_sign})"),
@@ -222,7 +224,7 @@ class RiverValleyExperiment(Experiment):
             t_gd, t_s = _hit(traj["gd"], c.eps), _hit(traj[single], c.eps)
             best = min(t_gd, t_s)
             pbest = min(preds["gd"], preds["sign-exact"])
-            checks.append(Check(
+            checks.append(AgreementCheck(
                 name=f"two-stage schedule is fastest: {two}",
                 description=(f"hitting time of {single}-then-GD (switch at the predicted switch "
                              f"point) over the best of GD and {single} alone; must be <= 1"),
@@ -278,7 +280,7 @@ class RiverValleyExperiment(Experiment):
                 if ci <= 2:  # signal, spike, first bulk component
                     err = abs(hit - pred) / pred if math.isfinite(hit) and math.isfinite(pred) \
                         else (0.0 if hit == pred else math.inf)
-                    checks.append(Check(
+                    checks.append(AgreementCheck(
                         name=f"matrix sensing hitting time: {method}, {name}",
                         description=(f"steps until the {name} component's error is <= "
                                      f"{c.sensing_eps} (s={s[ci]:g}) vs "

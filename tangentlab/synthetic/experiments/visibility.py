@@ -20,12 +20,13 @@ Intervals: mean ± 1.96 SE over ``n_reps`` independent corpora.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import final
 
 import numpy as np
 
 from tangentlab.config import Config, option
 from tangentlab.synthetic.experiments._base import (
-    Check,
+    AgreementCheck,
     Experiment,
     ExperimentResult,
     figure_png,
@@ -95,6 +96,7 @@ def pooled_visibility(points: np.ndarray, ids: np.ndarray, tangent: np.ndarray,
     return float(np.sum(w * nor_r[ok]) / np.sum(w * tan_r[ok]))
 
 
+@final
 class VisibilityExperiment(Experiment):
     name = "visibility"
     description = ("curvature visibility from samples (exact frame and local PCA) against "
@@ -120,7 +122,7 @@ class VisibilityExperiment(Experiment):
         from tangentlab.measure import empirical_visibility, visibility_in_frame
 
         rows: list[dict] = []
-        checks: list[Check] = []
+        checks: list[AgreementCheck] = []
         plot_pts: dict[str, list] = {}
         for mi, name in enumerate(c.manifolds):
             M = build_manifold(name, c.ambient_dim, c.seed + 101 * (mi + 1))
@@ -160,7 +162,7 @@ class VisibilityExperiment(Experiment):
             for label, w, how in (("exact frame", worst, "visibility_in_frame with the true "
                                    "tangent basis"),
                                   ("local PCA", worst_emp, "empirical_visibility (local PCA frame)")):
-                checks.append(Check(
+                checks.append(AgreementCheck(
                     name=f"visibility {label}: {name}",
                     description=(f"{how} on Gaussian chart samples of {name} vs "
                                  "t²‖II‖²/(2m); largest relative error over the spreads "
@@ -217,7 +219,7 @@ class VisibilityExperiment(Experiment):
                     if metric == "attenuation":
                         plot.append((s, alpha, mu, lo, hi))
                     err = rel_err(mu, preds[metric])
-                    checks.append(Check(
+                    checks.append(AgreementCheck(
                         name=f"{metric} s={s} alpha={alpha}",
                         description=(f"measured {metric.replace('_', ' ')} of the token model "
                                      f"on {c.attenuation_manifold} (V={c.n_types}, t0={c.t0}) "
