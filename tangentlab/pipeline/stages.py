@@ -216,6 +216,7 @@ def _execute(func: Callable[[StageContext], None], ctx: StageContext,
     if log_path is not None:
         import sys
 
+        _die_with_parent()
         log_path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         sys.stdout.flush()
@@ -235,18 +236,29 @@ def _execute(func: Callable[[StageContext], None], ctx: StageContext,
     return _Outcome(True, time.perf_counter() - start, time.process_time() - cpu_start)
 
 
-def _executor():
-    """A one-process pool for one stage: a fresh interpreter state per stage.
+def _die_with_parent() -> None:
+    """Linux: this worker gets SIGKILL when its parent, the reproduce process, dies, so killing
+    ``tangentlab reproduce`` never leaves a stage running on behind it. Elsewhere a no-op."""
+    import ctypes
+    import signal
+    import sys
 
-    Workers come from a fork server that imported numpy and torch once, so a stage does not pay
-    those imports again.
-    """
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # pragma: no cover - no prctl
+        pass
+
+
+def _executor():
+    """A one-process pool for one stage: a fresh interpreter per stage (``spawn``), whose parent
+    is this process (so it can be made to die with it; a fork server would outlive it)."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["tangentlab.pipeline._preload"])
-    return ProcessPoolExecutor(max_workers=1, mp_context=ctx)
+    return ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
 
 
 def usable_cores() -> int:

@@ -7,12 +7,10 @@ import base64
 import io
 import json
 import re
-import time
 
 import numpy as np
 import pytest
 
-from tangentlab.cli import main
 from tangentlab.report.render import SECTIONS
 from tangentlab.report.verdicts import row_keys
 
@@ -35,12 +33,8 @@ def _section(html: str, sid: str) -> str:
 
 
 @pytest.mark.slow
-def test_quick_reproduce_end_to_end(tmp_path, capsys):
-    out = tmp_path / "run"
-    t0 = time.perf_counter()
-    rc = main(["reproduce", "--quick", "--out", str(out), "--device", "cpu"])
-    first = time.perf_counter() - t0
-    err = capsys.readouterr().err
+def test_quick_reproduce_end_to_end(quick_reproduce):
+    out, rc, err, first = quick_reproduce(2)
     manifest = json.loads((out / "manifest.json").read_text())
     stages = manifest["stages"]
     seconds = {k: v["seconds"] for k, v in stages.items()}
