@@ -101,6 +101,7 @@ def render_reference(parser: argparse.ArgumentParser | None = None) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Write the CLI reference to the path in ``argv`` (``python -m tangentlab.cli_reference PATH``)."""
     ap = argparse.ArgumentParser(prog="python -m tangentlab.cli_reference", description=__doc__.splitlines()[0])
     ap.add_argument("path", nargs="?", default="docs/cli.md", help="output Markdown file (default docs/cli.md)")
     ap.add_argument("--check", action="store_true", help="exit 1 if PATH differs from the generated text")

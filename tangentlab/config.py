@@ -263,6 +263,7 @@ def load_config(
         overrides: mapping of (possibly dotted) keys to values or strings, e.g. from
             :func:`parse_overrides`.
         base: a starting instance (for example the ``--quick`` variant) instead of the defaults.
+        section: the TOML table to read when the file has one (e.g. ``"reproduce"``).
     """
     values: dict[str, Any] = config_to_dict(base) if base is not None else {}
     values = _flatten(values)
@@ -300,8 +301,11 @@ def config_hash(cfg: Any) -> str:
 
 
 def config_diff(base: Any, other: Any) -> dict[str, Any]:
-    """The fields of ``other`` whose values differ from ``base`` (same dataclass type), in field
-    order: how a preset instance is written as ``key=value`` overrides of the defaults."""
+    """The fields of ``other`` whose values differ from ``base``, in field order.
+
+    Both must be instances of one dataclass. This is how a preset instance is written as
+    ``key=value`` overrides of the defaults.
+    """
     if type(base) is not type(other) or not dataclasses.is_dataclass(base):
         raise TypeError(f"config_diff needs two instances of one dataclass; got {type(base)!r} and {type(other)!r}")
     return {f.name: getattr(other, f.name) for f in dataclasses.fields(base)
@@ -415,8 +419,10 @@ def option(default: Any, **bound: Any) -> Any:
 
 
 def check_config(cfg: Any) -> None:
-    """Check every declared field bound and every relation of ``cfg``; one ConfigError naming all
-    problems (key, bound, value received) if any fails."""
+    """Check every declared field bound and every relation of ``cfg``.
+
+    One ConfigError naming all problems (key, bound, value received) if any fails.
+    """
     problems = []
     for f in dataclasses.fields(cfg):
         bound = f.metadata.get("bound")

@@ -12,6 +12,7 @@ EXPERIMENTS = ("visibility", "gradient-ratio", "amplification", "proxy-recovery"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``synthetic`` area (list, run) to the CLI's subparsers."""
     p = sub.add_parser("synthetic", help="manifolds with known geometry: run the five experiments",
                        description="Synthetic experiments checked against the theory.")
     p.set_defaults(func=require_subcommand(p))

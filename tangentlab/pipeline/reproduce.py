@@ -143,8 +143,11 @@ DEFAULT = ReproduceConfig()
 
 
 def _quick_measure_overrides() -> tuple[str, ...]:
-    """The empirical pillar's quick measure preset as ``key=value`` overrides (one list, kept
-    there), so that ``--print-config`` shows them and the stage's config hash covers them."""
+    """The empirical pillar's quick measure preset as ``key=value`` overrides.
+
+    The list lives once, in the empirical pillar; spelled out here so that ``--print-config``
+    shows it and the stage's config hash covers it.
+    """
     from tangentlab.config import config_diff
     from tangentlab.empirical.protocol import QUICK_MEASURE, MeasureConfig
 

@@ -123,6 +123,7 @@ class Stage:
 
     @property
     def output_path(self) -> str:
+        """The output path relative to the run directory (``output``, else the stage's name)."""
         return self.output if self.output is not None else self.name
 
 
@@ -139,9 +140,11 @@ class RunSummary:
         return all(r.status == "done" for r in self.records)
 
     def by_name(self) -> dict[str, StageRecord]:
+        """The records keyed by stage name."""
         return {r.name: r for r in self.records}
 
     def problems(self) -> list[StageRecord]:
+        """The records of the stages that did not finish (failed, skipped or left running)."""
         return [r for r in self.records if r.status != "done"]
 
 
@@ -237,8 +240,11 @@ def _execute(func: Callable[[StageContext], None], ctx: StageContext,
 
 
 def _die_with_parent() -> None:
-    """Linux: this worker gets SIGKILL when its parent, the reproduce process, dies, so killing
-    ``tangentlab reproduce`` never leaves a stage running on behind it. Elsewhere a no-op."""
+    """Linux: this worker gets SIGKILL when its parent, the reproduce process, dies.
+
+    So killing ``tangentlab reproduce`` never leaves a stage running on behind it. Elsewhere
+    this does nothing.
+    """
     import ctypes
     import signal
     import sys
@@ -253,8 +259,11 @@ def _die_with_parent() -> None:
 
 
 def _executor():
-    """A one-process pool for one stage: a fresh interpreter per stage (``spawn``), whose parent
-    is this process (so it can be made to die with it; a fork server would outlive it)."""
+    """A one-process pool for one stage.
+
+    A fresh interpreter per stage (``spawn``), whose parent is this process (so it can be made to
+    die with it; a fork server would outlive it).
+    """
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
@@ -288,8 +297,10 @@ def run_stages(
         jobs: ``None`` runs the stages in this process in list order; ``N >= 1`` runs them in up to
             N worker processes at once (stage functions must then be picklable, e.g.
             ``functools.partial`` of a module-level function).
-        config, seeds, device, extra: recorded in the manifest (see
-            :func:`tangentlab.runs.build_manifest`).
+        config: the resolved config, recorded in the manifest.
+        seeds: the seeds, recorded in the manifest.
+        device: the device, recorded in the manifest.
+        extra: further manifest entries (see :func:`tangentlab.runs.build_manifest`).
 
     Returns:
         A :class:`RunSummary`, records in list order. Nothing is raised for a failing stage: it
@@ -446,8 +457,10 @@ def run_stages(
 
 
 def _previous_records(run_dir: Path) -> dict[str, StageRecord]:
-    """The records of an earlier invocation in ``run_dir`` (created if missing); refuses a
-    directory that holds something other than a reproduce run."""
+    """The records of an earlier invocation in ``run_dir`` (created if missing).
+
+    Refuses a directory that holds something other than a reproduce run.
+    """
     run_dir.mkdir(parents=True, exist_ok=True)
     if (run_dir / MANIFEST_NAME).is_file():
         old = read_manifest(run_dir)
