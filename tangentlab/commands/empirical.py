@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import argparse
 
-from tangentlab.commands import add_common_run_args, require_subcommand
+from tangentlab.commands import add_common_run_args, require_subcommand, writing_run
 
 __all__ = ["register"]
 
 
 def _train(args: argparse.Namespace) -> int:
+    # train_model checks --out and holds the run lock itself (so API callers get both too)
     from tangentlab.config import parse_overrides
     from tangentlab.empirical import train_model
 
@@ -39,8 +40,9 @@ def _measure(args: argparse.Namespace) -> int:
         value = getattr(args, flag)
         if value is not None:
             ov[key] = value
-    run = measure_trajectory(args.trajectory, args.out, device=args.device, seed=args.seed,
-                             overrides=ov, config_path=args.config, gguf=args.gguf)
+    with writing_run(args.out, kind="empirical/measure", command="empirical measure"):
+        run = measure_trajectory(args.trajectory, args.out, device=args.device, seed=args.seed,
+                                 overrides=ov, config_path=args.config, gguf=args.gguf)
     print(run)
     return 0
 
@@ -66,7 +68,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--resume", action="store_true",
-                   help="continue from the last complete checkpoint in --out")
+                   help="continue from the last complete checkpoint in --out (from step 0 if the "
+                        "run stopped before its first checkpoint)")
     add_common_run_args(t)
     t.set_defaults(func=_train)
 
