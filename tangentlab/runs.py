@@ -312,12 +312,12 @@ def atomic_directory(final: str | Path) -> Iterator[Path]:
     os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp gives 0700; the run directory is ordinary output
     try:
         yield tmp
+        from tangentlab._faults import pause_point
+
+        pause_point("atomic_directory")  # test-only: a kill here leaves the run half-built
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    from tangentlab._faults import pause_point
-
-    pause_point("atomic_directory")
     old = None
     if final.exists():
         old = final.with_name(f".{final.name}.old-{os.getpid()}-{time.monotonic_ns()}")
@@ -327,10 +327,15 @@ def atomic_directory(final: str | Path) -> Iterator[Path]:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def remove_partials(folder: str | Path) -> list[Path]:
-    """Remove what interrupted atomic writes left in ``folder``: ``.NAME.partial-*`` folders and
-    ``.NAME.*.tmp`` files (only directly inside it). Call it while holding :func:`run_lock`, so
-    that no live writer's temporary files are taken. Returns what was removed."""
+def remove_partials(folder: str | Path, *, name: str | None = None) -> list[Path]:
+    """Remove what interrupted atomic writes left in ``folder``: ``.NAME.partial-*`` and
+    ``.NAME.old-*`` folders and ``.NAME.*.tmp`` files (only directly inside it).
+
+    With ``name``, only the leftovers of the run directory ``folder/name`` built by
+    :func:`atomic_directory` are removed (its ``.NAME.partial-*`` and ``.NAME.old-*``
+    siblings). Call it while holding the lock of what is cleaned (:func:`run_lock`), so that no
+    live writer's temporary files are taken. Returns what was removed.
+    """
     folder = Path(folder)
     removed: list[Path] = []
     if not folder.is_dir():
@@ -338,7 +343,11 @@ def remove_partials(folder: str | Path) -> list[Path]:
     for p in folder.iterdir():
         if not p.name.startswith("."):
             continue
-        if p.is_dir() and ".partial-" in p.name:
+        if name is not None:
+            if not p.name.startswith((f".{name}.partial-", f".{name}.old-")) or not p.is_dir():
+                continue
+            shutil.rmtree(p, ignore_errors=True)
+        elif p.is_dir() and (".partial-" in p.name or ".old-" in p.name):
             shutil.rmtree(p, ignore_errors=True)
         elif p.is_file() and p.name.endswith(".tmp"):
             p.unlink(missing_ok=True)

@@ -34,11 +34,16 @@ def writing_run(out, *, kind: str, command: str, existing: str = "replace") -> I
     """Check ``out`` as an output directory of ``kind`` and hold its run lock meanwhile.
 
     The output-path check (:func:`tangentlab.runs.check_output_dir`) runs before anything is
-    written, then again under the lock (:func:`tangentlab.runs.run_lock`).
+    written, then again under the lock (:func:`tangentlab.runs.run_lock`), which also clears
+    what a killed earlier attempt left half-built beside ``out``.
     """
-    from tangentlab.runs import check_output_dir, run_lock
+    from pathlib import Path
+
+    from tangentlab.runs import check_output_dir, remove_partials, run_lock
 
     check_output_dir(out, kind=kind, existing=existing)
     with run_lock(out, command=command):
         check_output_dir(out, kind=kind, existing=existing)
+        out = Path(out)
+        remove_partials(out.parent, name=out.name)
         yield
