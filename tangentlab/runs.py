@@ -488,7 +488,7 @@ def run_lock(run_dir: str | Path, *, command: str = "") -> Iterator[LockHolder]:
     # a short wait covers a peer that is just releasing (it unlinks the lock file first)
     lock = filelock.FileLock(str(lock_file), timeout=0.5)
     try:
-        lock.acquire()
+        _acquire_current(lock, lock_file)
     except filelock.Timeout:
         holder = None
         for _ in range(20):  # the holder writes its record just after locking
@@ -527,6 +527,29 @@ def run_lock(run_dir: str | Path, *, command: str = "") -> Iterator[LockHolder]:
             _HELD.pop(lock_file, None)
         _release(lock, lock_file, info)
         _remove_empty(created)
+
+
+def _acquire_current(lock: Any, lock_file: Path, attempts: int = 20) -> None:
+    """Acquire ``lock``, and make sure the locked file is still the one at ``lock_file``.
+
+    A releasing holder unlinks the lock file before unlocking it (:func:`_release`); a process
+    that had opened the old file just before could otherwise lock an unlinked file while a third
+    locks a new one. Recent ``filelock`` versions check this themselves; older ones do not.
+    """
+    for _ in range(attempts):
+        lock.acquire()
+        fd = getattr(getattr(lock, "_context", None), "lock_file_fd", None)
+        if fd is None:
+            return
+        try:
+            locked = os.fstat(fd)
+            current = os.stat(lock_file)
+        except OSError:
+            current = None
+        if current is not None and locked.st_nlink > 0 and os.path.samestat(locked, current):
+            return
+        lock.release()
+    lock.acquire()
 
 
 def _release(lock: Any, lock_file: Path, info: Path) -> None:
@@ -645,7 +668,8 @@ def build_manifest(
         kind: what wrote the run, e.g. ``"synthetic/visibility"`` or ``"empirical/measure"``.
         config: the resolved config (a dataclass or a plain dict).
         seeds: every seed used, by name.
-        device, dtype: where and in which precision the numbers were computed.
+        device: where the numbers were computed (``"cpu"``, ``"cuda"``, ...).
+        dtype: in which precision they were computed.
         timings: wall seconds by stage.
         extra: anything else worth recording (e.g. ``tie_embeddings``, site semantics).
     """

@@ -1,9 +1,11 @@
 """CLI area ``tangentlab empirical``: train small Transformers, measure trajectories, fetch models.
 
-    tangentlab empirical train --arch encoder|decoder [--preset P] [--corpus C] --out DIR [--resume]
-    tangentlab empirical measure TRAJECTORY --out DIR [--sites S,...] [--rank r] [--proxy NAME]
-                                 [--fit-fraction F] [--controls N] [--gguf]
-    tangentlab empirical fetch smollm2 --out DIR
+```text
+tangentlab empirical train --arch encoder|decoder [--preset P] [--corpus C] --out DIR [--resume]
+tangentlab empirical measure TRAJECTORY --out DIR [--sites S,...] [--rank r] [--proxy NAME]
+                             [--fit-fraction F] [--controls N] [--gguf]
+tangentlab empirical fetch smollm2 --out DIR
+```
 """
 
 from __future__ import annotations
