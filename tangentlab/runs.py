@@ -238,7 +238,9 @@ def check_output_dir(
     - a folder whose nearest existing ancestor is not writable;
     - a run of another kind (when ``kind`` is given; ``None`` accepts any run);
     - a run of the same kind when ``existing="refuse"``;
-    - a folder that is not empty and holds no tangentlab run.
+    - a folder that is not empty and holds no tangentlab run (tangentlab's own temporary
+      ``.NAME.partial-*`` / ``.NAME.old-*`` / ``.*.tmp`` leftovers do not count: a folder holding
+      only those is empty).
 
     Args:
         path: the output directory.
@@ -276,7 +278,7 @@ def check_output_dir(
         return "new"
     found = run_kind(path)
     if found is None:
-        if any(path.iterdir()):
+        if any(not _is_leftover(p.name) for p in path.iterdir()):
             raise OutputPathError(
                 f"{flag} {shown!r} is not empty and is not a tangentlab run directory; choose a "
                 f"new or empty {flag}"
@@ -327,6 +329,12 @@ def atomic_directory(final: str | Path) -> Iterator[Path]:
         shutil.rmtree(old, ignore_errors=True)
 
 
+def _is_leftover(name: str) -> bool:
+    """Whether a file name is one of tangentlab's temporary names (an interrupted atomic write)."""
+    return name.startswith(".") and (".partial-" in name or ".old-" in name
+                                     or name.endswith(".tmp"))
+
+
 def remove_partials(folder: str | Path, *, name: str | None = None) -> list[Path]:
     """Remove what interrupted atomic writes left in ``folder``: ``.NAME.partial-*`` and
     ``.NAME.old-*`` folders and ``.NAME.*.tmp`` files (only directly inside it).
@@ -347,9 +355,9 @@ def remove_partials(folder: str | Path, *, name: str | None = None) -> list[Path
             if not p.name.startswith((f".{name}.partial-", f".{name}.old-")) or not p.is_dir():
                 continue
             shutil.rmtree(p, ignore_errors=True)
-        elif p.is_dir() and (".partial-" in p.name or ".old-" in p.name):
+        elif p.is_dir() and _is_leftover(p.name):
             shutil.rmtree(p, ignore_errors=True)
-        elif p.is_file() and p.name.endswith(".tmp"):
+        elif p.is_file() and _is_leftover(p.name):
             p.unlink(missing_ok=True)
         else:
             continue

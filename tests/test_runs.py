@@ -125,6 +125,14 @@ def test_check_output_dir_accepts_new_empty_and_same_kind(tmp_path):
     assert check_output_dir(tmp_path / "run", kind="synthetic/visibility") == "run"
     assert check_output_dir(tmp_path / "run", kind=None) == "run"
     assert not (tmp_path / "a").exists()  # a check writes nothing
+    # what a killed attempt left (its own temporary names) does not make a folder non-empty
+    (tmp_path / "killed").mkdir()
+    (tmp_path / "killed" / ".tokenizer.partial-x1").mkdir()
+    (tmp_path / "killed" / ".train_config.json.x2.tmp").write_text("{")
+    assert check_output_dir(tmp_path / "killed", kind="empirical/train") == "empty"
+    (tmp_path / "killed" / ".git").mkdir()  # a user's hidden folder does
+    with pytest.raises(OutputPathError, match="is not empty"):
+        check_output_dir(tmp_path / "killed", kind="empirical/train")
 
 
 @pytest.mark.parametrize("case,match", [
