@@ -45,6 +45,7 @@ EXIT_CODES: tuple[tuple[int, str], ...] = (
     (4, "the run directory is in use by another live process (named on stderr); wait for it "
         "or choose another --out"),
     (130, "interrupted (Ctrl-C); temporary files removed, the run can be resumed"),
+    (141, "the output pipe was closed early (e.g. `tangentlab theory list | head -1`)"),
     (143, "terminated (SIGTERM); temporary files removed, the run can be resumed"),
 )
 
@@ -180,6 +181,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except _Terminated:
         sys.stderr.write("tangentlab: terminated\n")
         return 143
+    except BrokenPipeError:
+        import os
+
+        # the reader went away: stop quietly, and keep Python from complaining at exit
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError, AttributeError):  # stdout is not a real file (tests)
+            pass
+        return 141
     except Exception as exc:
         return _internal_error(exc, args, argv, debug)
 

@@ -9,7 +9,9 @@ recorded one (:func:`note`), and the package versions.
 Where the log goes (:func:`crash_dirs`):
 
 1. ``RUN/logs/`` of the run directory the command was writing (:func:`remember_run_dir`, called
-   by :func:`tangentlab.runs.run_lock`), when that directory exists;
+   by :func:`tangentlab.runs.run_lock`), when that directory exists and already is a run (a
+   training run has ``train_config.json``, others ``manifest.json``), so that a crash never
+   turns an empty ``--out`` into a folder the next attempt would refuse;
 2. otherwise ``$TANGENTLAB_CRASH_DIR`` if set, else ``$XDG_CACHE_HOME/tangentlab/crashes/``
    (``~/.cache/tangentlab/crashes/`` without ``XDG_CACHE_HOME``);
 3. if none of these is writable, the system's temporary folder. Never the current folder.
@@ -88,9 +90,10 @@ def crash_dirs() -> list[Path]:
     out: list[Path] = []
     run_dir = _state["run_dir"]
     if run_dir is not None and Path(run_dir).is_dir():
-        from tangentlab.runs import LOGS_DIR
+        from tangentlab.runs import LOGS_DIR, run_kind
 
-        out.append(Path(run_dir) / LOGS_DIR)
+        if run_kind(run_dir) is not None:  # a folder that is not a run yet stays untouched
+            out.append(Path(run_dir) / LOGS_DIR)
     out.append(_cache_dir())
     out.append(Path(tempfile.gettempdir()) / "tangentlab-crashes")
     return out

@@ -110,7 +110,7 @@ def test_crash_log_goes_to_the_run_directory_being_written(crash_env, monkeypatc
     def command(args):
         with run_lock(run, command="test"):
             run.mkdir()
-            (run / "partial.txt").write_text("x")
+            (run / "train_config.json").write_text("{}")  # a run already (in place)
             raise KeyError("missing internal key")
 
     monkeypatch.setattr(theory, "_list", command)
@@ -146,7 +146,7 @@ def test_exit_codes_are_documented_in_help(capsys):
     out = capsys.readouterr().out
     for code, _ in EXIT_CODES:
         assert re.search(rf"^  {code}\s", out, re.M), f"exit code {code} missing from --help"
-    assert [c for c, _ in EXIT_CODES] == [0, 1, 2, 3, 4, 130, 143]
+    assert [c for c, _ in EXIT_CODES] == [0, 1, 2, 3, 4, 130, 141, 143]
 
 
 # ----------------------------------------------------------------------- output paths and locks
@@ -199,6 +199,7 @@ def test_sigterm_exits_143_and_leaves_no_partial_run(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == []  # no run, no .partial, no lock
 
 
+@pytest.mark.slow
 def test_a_killed_attempts_half_built_run_is_cleared_by_the_next(tmp_path, capsys):
     from tangentlab.runs import lock_paths, write_manifest
 
@@ -210,3 +211,33 @@ def test_a_killed_attempts_half_built_run_is_cleared_by_the_next(tmp_path, capsy
     lock_paths(out)[1].write_text('{"pid": 999999999, "host": "h", "started": "s"}')
     assert main(["synthetic", "run", "river-valley", "--quick", "--out", str(out)]) == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == [".other.partial-x2", "out"]
+
+
+def test_a_crash_never_writes_into_an_out_folder_that_is_not_a_run_yet(
+        crash_env, monkeypatch, capsys):
+    import tangentlab.commands.theory as theory
+    from tangentlab.runs import run_lock
+
+    out = crash_env / "out"
+    out.mkdir()  # the user made it, empty
+
+    def command(args):
+        with run_lock(out, command="test"):
+            raise RuntimeError("failed before writing anything")
+
+    monkeypatch.setattr(theory, "_list", command)
+    assert main(["theory", "list"]) == 3
+    assert list(out.iterdir()) == []  # so a rerun into it is still accepted
+    assert len(list((crash_env / "cache" / "tangentlab" / "crashes").iterdir())) == 1
+
+
+def test_a_closed_output_pipe_is_not_an_internal_error(crash_env, monkeypatch, capsys):
+    import tangentlab.commands.theory as theory
+
+    def reader_went_away(args):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(theory, "_list", reader_went_away)
+    assert main(["theory", "list"]) == 141
+    assert "internal error" not in capsys.readouterr().err
+    assert not (crash_env / "cache").exists()  # no crash log
