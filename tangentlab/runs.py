@@ -407,6 +407,8 @@ class LockHolder:
 def _pid_alive(pid: int) -> bool:
     if pid <= 0:
         return False
+    if os.name == "nt":  # os.kill would terminate it there; assume it runs
+        return True
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
