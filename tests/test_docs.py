@@ -32,3 +32,17 @@ def test_mkdocs_builds_strictly_offline_with_the_api_reference(tmp_path):
     assert "train_model" in (api / "empirical.html").read_text()
     assert "RunLockedError" in (api / "errors.html").read_text()
     assert (site / "cli.html").is_file() and (site / "theory" / "index.html").is_file()
+
+
+def test_make_docs_regenerates_the_pages_then_builds_the_site_strictly():
+    makefile = (ROOT / "Makefile").read_text()
+    recipe = makefile.split("\ndocs:", 1)[1].split("\n\n", 1)[0]
+    steps = [line.strip() for line in recipe.splitlines()[1:]]
+    assert steps == [
+        "$(BIN)/python -m tangentlab.theory.render docs/theory",
+        "$(BIN)/python -m tangentlab.cli_reference docs/cli.md",
+        "$(BIN)/python -m mkdocs build --strict --site-dir site",
+    ]
+    # make setup installs what the build needs (make test runs this file, and installs nothing else)
+    extras = next(line for line in makefile.splitlines() if line.startswith("EXTRAS ?="))
+    assert "docs" in extras.split("=", 1)[1].split(",")

@@ -42,6 +42,9 @@ def _measure(args: argparse.Namespace) -> int:
         value = getattr(args, flag)
         if value is not None:
             ov[key] = value
+    from tangentlab import crash
+
+    crash.note(measure_overrides=ov, trajectory=args.trajectory)
     with writing_run(args.out, kind="empirical/measure", command="empirical measure"):
         run = measure_trajectory(args.trajectory, args.out, device=args.device, seed=args.seed,
                                  overrides=ov, config_path=args.config, gguf=args.gguf)
