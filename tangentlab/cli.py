@@ -14,7 +14,7 @@ Errors and exit codes (all listed in :data:`EXIT_CODES`, shown by ``tangentlab -
   log (:mod:`tangentlab.crash`), exit 3; ``--debug`` or ``TANGENTLAB_DEBUG=1`` prints the
   traceback instead;
 - Ctrl-C exits 130 and SIGTERM 143, after the command's clean-up (temporary files removed, run
-  lock released);
+  lock released); a closed output pipe exits 141;
 - commands return their own exit code otherwise (for example ``theory verify`` returns 1 when a
   check fails).
 """
