@@ -77,6 +77,8 @@ def command_options(parser: argparse.ArgumentParser) -> list[str]:
 
 def render_reference(parser: argparse.ArgumentParser | None = None) -> str:
     """The Markdown CLI reference: one section per command, holding its ``--help`` verbatim."""
+    from tangentlab.cli import EXIT_CODES
+
     with _fixed_width():
         pairs = [(prog, p.format_help()) for prog, p in iter_parsers(parser)]
     lines = [
@@ -86,9 +88,19 @@ def render_reference(parser: argparse.ArgumentParser | None = None) -> str:
         "(also `make docs`); do not edit by hand. A test checks that this file is complete and up to",
         "date.",
         "",
-        "Exit codes: 0 success, 1 a check or stage failed, 2 bad input (one line on stderr).",
+        "## Exit codes",
         "",
-        "Commands:",
+        "Every command returns one of these (`tangentlab.cli.EXIT_CODES`):",
+        "",
+        "| code | meaning |",
+        "|---:|---|",
+        *[f"| {code} | {meaning} |" for code, meaning in EXIT_CODES],
+        "",
+        "An internal error's crash log goes to `RUN/logs/` of the run directory being written, else",
+        "to `$TANGENTLAB_CRASH_DIR`, else `$XDG_CACHE_HOME/tangentlab/crashes/` (by default",
+        "`~/.cache/tangentlab/crashes/`); never to the current folder.",
+        "",
+        "## Commands",
         "",
     ]
     for prog, _ in pairs:

