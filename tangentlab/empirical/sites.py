@@ -22,10 +22,12 @@ TransformerLens it is the token embedding alone, without positions).
 Every site records where it sits relative to the norms (:class:`SiteInfo`): ``after_norm`` (the
 site is the output of a LayerNorm/RMSNorm), ``before_norm`` (the next layer that reads the site,
 directly or after the residual add it goes into, is a norm of that type, before any linear map)
-and ``norm_only`` (every path from the site to the loss passes through that norm, so the norm's
-Jacobian constrains the gradient exactly: for LayerNorm the gradient rows sum to zero; for
-RMSNorm the gradient is orthogonal to the norm's input). The table is per family; the per-layer
-facts (block 0, the last block feeding only the final norm) are resolved by :func:`site_info`.
+and ``norm_only`` (every path from the site to the loss enters such a norm before any other
+layer, so the norms' Jacobians constrain the gradient exactly: with LayerNorm the gradient rows
+sum to zero; with RMSNorm, at a site that is itself a norm's whole input (``norm_input``), the
+gradient is orthogonal to the activation up to the norm's epsilon). The table is per family; the
+per-layer facts (block 0, the last block feeding only the final norm) are resolved by
+:func:`site_info`.
 
 How a site is hooked (:func:`site_module` returns an object with ``register_forward_hook``, so
 :mod:`~tangentlab.empirical.capture` needs no family knowledge):
@@ -84,8 +86,9 @@ class SiteSpec:
         after_norm: ``"LayerNorm"``/``"RMSNorm"`` when the site is a norm's output, else None.
         before_norm: the norm type that next reads the site (directly, or after the residual
             add it goes into) before any linear map does, else None.
-        norm_only: every path from the site to the loss passes through ``before_norm`` (the
-            gradient at the site is the gradient at that norm's input).
+        norm_only: every path from the site to the loss enters a norm of type ``before_norm``
+            before any other layer (in a pre-LN stream every reader is a norm). With LayerNorm
+            the gradient at the site is then exactly orthogonal to the all-ones vector.
         text: what the vector is, in one line.
     """
 
@@ -123,7 +126,12 @@ class FamilyTable:
 
 @dataclass(frozen=True)
 class SiteInfo:
-    """A resolved site of one loaded model: the table entry with layer-specific facts filled in."""
+    """A resolved site of one loaded model: the table entry with layer-specific facts filled in.
+
+    ``norm_input``: the site is itself the whole input of the only norm that reads it (the last
+    block's output before the final norm), so for RMSNorm the gradient is orthogonal to the site's
+    own activation (up to the norm's epsilon).
+    """
 
     site: str
     kind: str
@@ -136,6 +144,7 @@ class SiteInfo:
     after_norm: str | None
     before_norm: str | None
     norm_only: bool
+    norm_input: bool
     text: str
 
     def to_dict(self) -> dict:
@@ -147,18 +156,18 @@ def _pre_ln(*, norm: str, layers: str, embed: str, ln_final: str, attn: str, mlp
     """The sites of a sequential pre-norm block ``x + attn(n1(x))``, then ``+ mlp(n2(.))``."""
     L = layers + ".{l}"
     return {
-        "embed": SiteSpec(embed, "output", None, norm, False, embed_text),
-        "resid_pre": SiteSpec(L, "input", None, norm, False,
+        "embed": SiteSpec(embed, "output", None, norm, True, embed_text),
+        "resid_pre": SiteSpec(L, "input", None, norm, True,
                               f"raw residual stream entering the block (pre-LN: feeds the block's "
                               f"input {norm} and the skip)"),
-        "resid_mid": SiteSpec(f"{L}.{mid_tap}", "tap", None, norm, False,
+        "resid_mid": SiteSpec(f"{L}.{mid_tap}", "tap", None, norm, True,
                               f"raw residual stream after the attention add (feeds the MLP's {norm} "
                               "and the skip)"),
-        "resid_post": SiteSpec(L, "output", None, norm, False,
+        "resid_post": SiteSpec(L, "output", None, norm, True,
                                "raw residual stream after the block (pre-LN, unnormalised)"),
-        "attn_out": SiteSpec(f"{L}.{attn}", "output", None, norm, False,
+        "attn_out": SiteSpec(f"{L}.{attn}", "output", None, norm, True,
                              "attention output projection before the residual add"),
-        "mlp_out": SiteSpec(f"{L}.{mlp}", "output", None, norm, False,
+        "mlp_out": SiteSpec(f"{L}.{mlp}", "output", None, norm, True,
                             "MLP output before the residual add"),
         "ln_final": SiteSpec(ln_final, "output", norm, None, False,
                              f"final {norm} output (input to the LM head)"),
@@ -214,10 +223,10 @@ def _build_tables() -> dict[str, FamilyTable]:
         mlp="mlp", mid_tap="pre_feedforward_layernorm",
         embed_text="token embeddings scaled by sqrt(d) (input to block 0)"))
     gemma2_sites["attn_out"] = SiteSpec(
-        f"{gemma2_L}.post_attention_layernorm", "output", RMS, RMS, False,
+        f"{gemma2_L}.post_attention_layernorm", "output", RMS, RMS, True,
         "attention output after its post-attention RMSNorm, before the residual add")
     gemma2_sites["mlp_out"] = SiteSpec(
-        f"{gemma2_L}.post_feedforward_layernorm", "output", RMS, RMS, False,
+        f"{gemma2_L}.post_feedforward_layernorm", "output", RMS, RMS, True,
         "MLP output after its post-feedforward RMSNorm, before the residual add")
 
     olmo2_L = "layers.{l}"
@@ -245,17 +254,17 @@ def _build_tables() -> dict[str, FamilyTable]:
         "embed": SiteSpec("embeddings", "output", LN, None, False,
                           "token embeddings after the embedding LayerNorm (input to block 0, "
                           "whose attention reads it without a further norm)"),
-        "resid_pre": SiteSpec(mb_L, "input", None, LN, False,
+        "resid_pre": SiteSpec(mb_L, "input", None, LN, True,
                               "raw residual stream entering the block (pre-LN; block 0 has no "
                               "attention norm: its input is the normed embedding)"),
-        "resid_mid": SiteSpec(f"{mb_L}.mlp_norm", "tap", None, LN, False,
+        "resid_mid": SiteSpec(f"{mb_L}.mlp_norm", "tap", None, LN, True,
                               "raw residual stream after the attention add (feeds mlp_norm and "
                               "the skip)"),
-        "resid_post": SiteSpec(mb_L, "output", None, LN, False,
+        "resid_post": SiteSpec(mb_L, "output", None, LN, True,
                                "raw residual stream after the block (pre-LN, unnormalised)"),
-        "attn_out": SiteSpec(f"{mb_L}.attn", "output", None, LN, False,
+        "attn_out": SiteSpec(f"{mb_L}.attn", "output", None, LN, True,
                              "attention output projection before the residual add"),
-        "mlp_out": SiteSpec(f"{mb_L}.mlp", "output", None, LN, False,
+        "mlp_out": SiteSpec(f"{mb_L}.mlp", "output", None, LN, True,
                             "MLP output before the residual add"),
         "ln_final": SiteSpec("final_norm", "output", LN, None, False,
                              "final LayerNorm output (input to the MLM head)"),
@@ -424,19 +433,21 @@ def site_info(model, site: str) -> SiteInfo:
         prev = table.sites["embed"] if layer == 0 else table.sites["resid_post"]
         after = prev.after_norm
         if table.family == "modernbert" and layer == 0:
-            before = None  # block 0's attention norm is an Identity
+            before, only = None, False  # block 0's attention norm is an Identity
     last = layer is not None and layer == n - 1
     feeds_final = ("mlp_out", "attn_out") if table.layout == "parallel" else ("mlp_out",)
+    norm_input = False
     if last and "ln_final" in table.sites and (kind == "resid_post" or kind in feeds_final):
         # the last block's output (and what is added straight into it) reaches only the final norm
         before, only = table.norm, True
-        text += f"; reaches only the final {table.norm}"
+        norm_input = kind == "resid_post"
+        text += f"; read only by the final {table.norm}"
     module = spec.module.replace("{l}", str(layer)) if layer is not None else spec.module
     note = f" [{table.note}]" if table.note else ""
     return SiteInfo(site=name, kind=kind, layer=layer, family=table.family,
                     model_type=_model_type(model), layout=table.layout, module=module,
                     hook=spec.hook, after_norm=after, before_norm=before, norm_only=only,
-                    text=text + note)
+                    norm_input=norm_input, text=text + note)
 
 
 def site_semantics(model, site: str) -> str:

@@ -8,7 +8,8 @@ D = 32
 
 _COMMON_DEC = dict(hidden_size=D, num_hidden_layers=2, num_attention_heads=2,
                    intermediate_size=64, vocab_size=VOCAB, max_position_embeddings=64,
-                   bos_token_id=1, eos_token_id=2, pad_token_id=0)
+                   bos_token_id=1, eos_token_id=2, pad_token_id=0,
+                   rms_norm_eps=1e-12)  # RMSNorm: gradient ⟂ input up to eps (tested)
 _GQA = dict(num_key_value_heads=1)
 
 #: model_type -> (config class name, kwargs, arch)
