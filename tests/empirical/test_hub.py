@@ -157,7 +157,7 @@ def test_local_folders_keep_working(hub, tmp_path):
     assert traj.checkpoints[0].repo_id is None and "commit" not in traj.checkpoints[0].to_dict()
 
 
-def test_cli_measure_on_a_hub_model_id(tmp_path, monkeypatch):
+def test_cli_measure_on_a_hub_model_id(tmp_path, monkeypatch, capsys):
     """`tangentlab empirical measure --model ID --revisions all` end to end, offline."""
     from tangentlab.cli import main
     from tangentlab.empirical.tokenizer import train_tokenizer
@@ -168,8 +168,10 @@ def test_cli_measure_on_a_hub_model_id(tmp_path, monkeypatch):
     words = ("the river runs to the sea and the valley holds the light of morning while "
              "birds sing over fields of grain").split()
     docs = [" ".join(words[(i * 7 + j) % len(words)] for j in range(60)) for i in range(80)]
-    corpus = tmp_path / "corpus.txt"
-    corpus.write_text("\n\n".join(docs))
+    import pandas as pd
+
+    corpus = tmp_path / "eval.parquet"  # eval text through the datasets parquet loader
+    pd.DataFrame({"text": docs}).to_parquet(corpus)
     tok = train_tokenizer(docs, vocab_size=320)
     cache = tmp_path / "home" / "hub"
     for i, rev in enumerate(["step0", "step10", "step100"]):
@@ -182,14 +184,27 @@ def test_cli_measure_on_a_hub_model_id(tmp_path, monkeypatch):
         write_hub_revision(cache, "tiny/gpt2", rev, save)
     out = tmp_path / "measured"
     sets = ["n_batches=2", "batch_size=4", "seq_len=16", "sample_rows=64", "n_boot=10",
-            "n_controls=5", "causal=false", f"corpus={corpus}", "rank=2"]
+            "n_controls=5", "causal=false", "rank=2"]
     argv = ["empirical", "measure", "--model", "tiny/gpt2", "--revisions", "all", "--out",
-            str(out), "--device", "cpu"] + [x for s in sets for x in ("--set", s)]
+            str(out), "--device", "cpu", "--eval-text", f"parquet:{corpus}"]
+    argv += [x for s in sets for x in ("--set", s)]
     assert main(argv) == 0
-    import pandas as pd
 
     res = pd.read_csv(out / "results.csv")
     assert set(res["model"]) == {"tiny/gpt2"}
     assert sorted(set(res["step"].dropna().astype(int))) == [0, 10, 100]
-    man = json.loads((out / "manifest.json").read_text())
-    assert "tiny/gpt2" in json.dumps(man)
+    man = json.dumps(json.loads((out / "manifest.json").read_text()))
+    assert "tiny/gpt2" in man and "models--tiny--gpt2" in man
+
+    # bad input: one line on stderr, exit 2, nothing written
+    capsys.readouterr()
+    for extra, text in ((["--model", "tiny/none"], "tiny/none"),
+                        (["--model", "tiny/gpt2", "--revisions", "step5"], "step5"),
+                        (["--model", "tiny/gpt2@all", "--revisions", "all"], "already selects"),
+                        (["--revisions", "all", str(tmp_path)], "--model")):
+        bad_out = tmp_path / "bad"
+        argv = ["empirical", "measure", "--out", str(bad_out), "--device", "cpu"] + extra
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert text in err and len(err.splitlines()) == 1
+        assert not bad_out.exists()
