@@ -3,7 +3,8 @@
 A model id ``ORG/NAME`` and a revision selection resolve to local snapshot directories with
 ``huggingface_hub.snapshot_download(repo_id, revision=..., cache_dir=..., local_files_only=...)``:
 its cache (``$HF_HUB_CACHE``, default ``$HF_HOME/hub``), its offline mode (``HF_HUB_OFFLINE=1``:
-only what the cache holds), its ``revision=``. Nothing is mocked and nothing bypasses it: a user
+only what the cache holds), its ``revision=``, its endpoint (``$HF_ENDPOINT``). These variables
+are read when a function is called, not when ``huggingface_hub`` was imported. Nothing is mocked and nothing bypasses it: a user
 online downloads exactly what a user offline reads back from the cache.
 
 Revision selections (:func:`parse_revision_spec`):
@@ -43,6 +44,7 @@ __all__ = [
     "parse_revision_spec",
     "hub_cache_dir",
     "hub_offline",
+    "hub_endpoint",
     "list_revisions",
     "select_revisions",
     "log_spaced_indices",
@@ -147,11 +149,22 @@ def hub_cache_dir(cache_dir: str | Path | None = None) -> Path:
 
 
 def hub_offline(offline: bool | None = None) -> bool:
-    """``offline`` if given, else ``HF_HUB_OFFLINE`` (or ``TRANSFORMERS_OFFLINE``) at call time."""
+    """``offline`` if given, else whether ``HF_HUB_OFFLINE`` (or ``TRANSFORMERS_OFFLINE``) is set
+    now, or was set when ``huggingface_hub`` was imported (it then refuses every request)."""
     if offline is not None:
         return bool(offline)
     v = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE") or ""
-    return v.strip().upper() in {"1", "ON", "YES", "TRUE"}
+    if v.strip().upper() in {"1", "ON", "YES", "TRUE"}:
+        return True
+    from huggingface_hub import constants
+
+    return bool(constants.HF_HUB_OFFLINE)
+
+
+def hub_endpoint() -> str | None:
+    """``$HF_ENDPOINT`` at call time (a mirror, or a local server), else None (the library's)."""
+    v = os.environ.get("HF_ENDPOINT", "").strip()
+    return v.rstrip("/") or None
 
 
 def _repo_folder(repo_id: str, cache: Path) -> Path:
@@ -188,10 +201,16 @@ def list_revisions(repo_id: str, *, cache_dir: str | Path | None = None,
     if hub_offline(offline):
         return _cached_refs(repo_id, cache)
     from huggingface_hub import HfApi
-    from huggingface_hub.errors import HFValidationError, RepositoryNotFoundError
+    from huggingface_hub.errors import (
+        HFValidationError,
+        OfflineModeIsEnabled,
+        RepositoryNotFoundError,
+    )
 
     try:
-        refs = HfApi(token=token).list_repo_refs(repo_id)
+        refs = HfApi(token=token, endpoint=hub_endpoint()).list_repo_refs(repo_id)
+    except OfflineModeIsEnabled:
+        return _cached_refs(repo_id, cache)
     except RepositoryNotFoundError:
         raise UnknownNameError(
             f"model id {repo_id!r} is not a local path and was not found on the Hub (or it is "
@@ -345,7 +364,7 @@ def download_revision(repo_id: str, revision: str, *, cache_dir: str | Path | No
         try:
             return Path(snapshot_download(repo_id, revision=revision, cache_dir=str(cache),
                                           local_files_only=off, allow_patterns=list(patterns),
-                                          token=token))
+                                          token=token, endpoint=hub_endpoint()))
         except RevisionNotFoundError:
             known = available if available is not None else _safe_list(repo_id, cache, off, token)
             raise UnknownNameError(

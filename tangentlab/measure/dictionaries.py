@@ -150,9 +150,10 @@ def _hub_folder(spec: str, *, cache_dir=None, offline: bool | None = None) -> Pa
         elif os.environ.get("HF_HOME"):
             cache_dir = str(Path(os.environ["HF_HOME"]) / "hub")
     patterns = [sub, f"{sub}/*"] if sub else ["*.json", "*.safetensors", "*.npy"]
+    endpoint = os.environ.get("HF_ENDPOINT", "").strip().rstrip("/") or None
     try:
         folder = Path(snapshot_download(repo, cache_dir=cache_dir, local_files_only=offline,
-                                        allow_patterns=patterns))
+                                        allow_patterns=patterns, endpoint=endpoint))
     except (RepositoryNotFoundError, RevisionNotFoundError, LocalEntryNotFoundError,
             HFValidationError) as exc:
         where = "in the Hub cache (offline)" if offline else "on the Hub"

@@ -208,3 +208,57 @@ def test_cli_measure_on_a_hub_model_id(tmp_path, monkeypatch, capsys):
         err = capsys.readouterr().err.strip()
         assert text in err and len(err.splitlines()) == 1
         assert not bad_out.exists()
+
+
+def test_online_resolution_against_a_loopback_hub(tmp_path, monkeypatch):
+    """The online code path (list_repo_refs, repo_info, tree, file downloads) against a Hub API
+    served on 127.0.0.1 from a locally built repository; the client cache starts empty."""
+    from tests.empirical.hubserver import HubServer
+
+    served = tmp_path / "served"
+    commits = {rev: write_hub_revision(served, "tiny/pythia", rev,
+                                       tiny_model("gpt_neox", seed=i).save_pretrained)
+               for i, rev in enumerate(["step0", "step4", "step64"])}
+    # a revision holding only .bin weights: fetched by the fallback
+    def save_bin(d):
+        import torch
+
+        m = tiny_model("gpt_neox", seed=9)
+        m.config.architectures = [type(m).__name__]
+        m.config.save_pretrained(d)
+        torch.save(m.state_dict(), f"{d}/pytorch_model.bin")
+
+    commits["step99"] = write_hub_revision(served, "tiny/pythia", "step99", save_bin)
+    client = tmp_path / "client"
+    monkeypatch.setenv("HF_HUB_CACHE", str(client))
+    import huggingface_hub.constants
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    # as in a process started online (this suite may run with HF_HUB_OFFLINE=1 at import time)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
+    server = HubServer(served)
+    with server as url:
+        monkeypatch.setenv("HF_ENDPOINT", url)
+        assert list_revisions("tiny/pythia") == ["step0", "step4", "step64", "step99"]
+        traj = resolve_trajectory("tiny/pythia", revisions="log:3")
+        assert [c.step for c in traj.checkpoints] == [0, 4, 99]
+        for ck in traj.checkpoints:
+            assert ck.commit == commits[ck.revision]
+            assert ck.path.is_relative_to(client)
+        assert list((traj.checkpoints[0].path).glob("*.safetensors"))
+        assert list((traj.checkpoints[-1].path).glob("*.bin"))  # the .bin fallback
+        got = [p for method, p in server.requests if method == "GET" and "/resolve/" in p]
+        assert got and all(commits["step99"] in p for p in got if p.endswith(".bin"))
+        lm = load_model(traj.checkpoints[-1].path)
+        assert lm.family == "gpt_neox"
+        with pytest.raises(UnknownNameError, match="not found on the Hub"):
+            resolve_trajectory("tiny/none", revisions="all")
+        with pytest.raises(UnknownNameError, match="does not exist on the Hub.*step0, step4"):
+            resolve_trajectory("tiny/pythia", revisions="step5")
+    # then offline, from what was downloaded
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    again = resolve_trajectory("tiny/pythia", revisions="step0,step4")
+    assert [c.commit for c in again.checkpoints] == [commits["step0"], commits["step4"]]
