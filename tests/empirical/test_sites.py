@@ -130,6 +130,20 @@ def test_every_site_fires_once_and_gradients_equal_autograd(hub, case):
         assert torch.allclose(cap.grads[s], ref, atol=1e-5 * scale, rtol=1e-4), s
         assert torch.allclose(cap.acts[s], kept[s].detach()), s
 
+    # Independently of the hook points: the stream tensors the model itself returns as
+    # hidden_states[l] (the input of block l) carry the gradients captured at resid_pre.l.
+    lm.model.zero_grad()
+    out = lm.model(input_ids=inp, labels=labels, output_hidden_states=True)
+    for h in out.hidden_states[:2]:
+        h.retain_grad()
+    (out.loss * cap.n_targets).backward()
+    for i in range(2):
+        ref = out.hidden_states[i].grad
+        assert ref is not None
+        scale = ref.abs().max().item()
+        assert torch.allclose(cap.grads[f"blocks.{i}.resid_pre"], ref, atol=1e-5 * scale,
+                              rtol=1e-4), i
+
     # A site captured alone (it then becomes the first, leaf-made site) keeps its full gradient,
     # including the skip path around a resid_mid tap.
     for s in [x for x in sites if x.endswith(("resid_mid", "resid_pre", "attn_out"))]:
