@@ -47,6 +47,7 @@ __all__ = [
     "DATASET_FORMATS",
     "load_dataset_texts",
     "load_token_counts",
+    "load_external_counts",
 ]
 
 BUILTIN_CORPORA = ("wikipedia", "bible", "shakespeare")
@@ -420,3 +421,18 @@ def load_token_counts(path: str | Path, vocab_size: int):
     if not counts.any():
         raise DataError(f"frequency table {str(p)!r} has no positive count")
     return counts
+
+
+def load_external_counts(path: str | Path, tokenizer, config):
+    """An external frequency table for the model of ``config`` and its ``tokenizer``: checks that
+    the tokenizer fits the model, reads the table over ``max(len(tokenizer), vocab_size)`` ids
+    (:func:`load_token_counts`), and returns ``(counts, source)`` where ``source`` is the line the
+    manifest and report show (``external table NAME (N tokens over K ids)``).
+    """
+    from tangentlab.empirical.tokenizer import check_tokenizer_fits
+
+    n = check_tokenizer_fits(tokenizer, config)
+    counts = load_token_counts(path, n)
+    source = (f"external table {Path(path).name} ({int(counts.sum())} tokens over "
+              f"{int((counts > 0).sum())} ids)")
+    return counts, source

@@ -140,3 +140,22 @@ def test_external_frequency_table(tmp_path):
         assert "\n" not in str(err.value)
     with pytest.raises(DataError, match="does not exist"):
         load_token_counts(tmp_path / "none.csv", vocab_size=8)
+
+
+def test_external_counts_for_a_model_and_its_tokenizer(tmp_path):
+    from types import SimpleNamespace
+
+    from tangentlab.empirical.corpus import load_external_counts
+    from tangentlab.empirical.tokenizer import train_tokenizer
+
+    tok = train_tokenizer(["alpha beta gamma delta " * 20, "beta gamma alpha " * 20], vocab_size=300)
+    n = len(tok)
+    f = tmp_path / "pile_counts.csv"
+    f.write_text(f"token_id,count\n5,7\n{n + 2},3\n")  # an id in the padded embedding range
+    counts, source = load_external_counts(f, tok, SimpleNamespace(vocab_size=n + 8))
+    assert len(counts) == n + 8 and counts[5] == 7 and counts[n + 2] == 3
+    assert source == "external table pile_counts.csv (10 tokens over 2 ids)"
+    with pytest.raises(DataError, match="outside the tokenizer's range"):
+        load_external_counts(f, tok, SimpleNamespace(vocab_size=n))
+    with pytest.raises(DataError, match="not this model's tokenizer"):
+        load_external_counts(f, tok, SimpleNamespace(vocab_size=n - 1))
