@@ -32,6 +32,8 @@ from tangentlab.errors import CheckpointError, ConfigError
 __all__ = ["Checkpoint", "Trajectory", "resolve_trajectory", "check_same_architecture"]
 
 _TRAILING_INT = re.compile(r"(\d+)$")
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model",
+                    "vocab.txt")
 
 
 @dataclass(frozen=True)
@@ -73,8 +75,13 @@ class Trajectory:
 
     @property
     def tokenizer_dir(self) -> Path:
+        """The run's ``tokenizer/``, else the first checkpoint holding tokenizer files, else the
+        first checkpoint (a Hub revision may lack tokenizer files that later ones have)."""
         if self.run_dir is not None and (self.run_dir / "tokenizer").is_dir():
             return self.run_dir / "tokenizer"
+        for ck in self.checkpoints:
+            if ck.gguf_file is None and any((ck.path / f).is_file() for f in _TOKENIZER_FILES):
+                return ck.path
         return self.checkpoints[0].path
 
     @property

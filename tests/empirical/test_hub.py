@@ -124,6 +124,23 @@ def test_offline_revisions_resolve_through_the_cache(hub):
         == commits["step0"]
 
 
+def test_tokenizer_comes_from_a_revision_that_has_one(hub):
+    from tangentlab.empirical.tokenizer import load_tokenizer, train_tokenizer
+
+    cache, _ = hub
+    tok = train_tokenizer(["alpha beta gamma " * 30, "gamma beta delta " * 30], vocab_size=300)
+
+    def save(d):
+        tiny_model("gpt_neox", seed=5).save_pretrained(d)
+        tok.save_pretrained(d)
+
+    commit = write_hub_revision(cache, "tiny/pythia", "step128", save)
+    traj = resolve_trajectory("tiny/pythia", revisions="all")
+    assert traj.checkpoints[0].revision == "step0"  # holds no tokenizer files
+    assert traj.tokenizer_dir.name == commit
+    assert len(load_tokenizer(traj.tokenizer_dir)) == len(tok)
+
+
 def test_hub_cache_env_is_read_at_call_time(hub, tmp_path, monkeypatch):
     cache, _ = hub
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "elsewhere"))
