@@ -174,9 +174,16 @@ def test_local_folders_keep_working(hub, tmp_path):
     assert traj.checkpoints[0].repo_id is None and "commit" not in traj.checkpoints[0].to_dict()
 
 
-def test_cli_measure_on_a_hub_model_id(tmp_path, monkeypatch, capsys):
-    """`tangentlab empirical measure --model ID --revisions all` end to end, offline."""
-    from tangentlab.cli import main
+SETS = ["n_batches=2", "batch_size=4", "seq_len=16", "sample_rows=64", "n_boot=10",
+        "n_controls=5", "causal=false", "rank=2"]
+
+
+@pytest.fixture()
+def gpt2_suite(tmp_path, monkeypatch):
+    """HF_HOME holding ``tiny/gpt2`` (step0, step10, step100, each with its tokenizer) and a
+    parquet eval text; offline. Returns the parquet path."""
+    import pandas as pd
+
     from tangentlab.empirical.tokenizer import train_tokenizer
 
     monkeypatch.setenv("HF_HOME", str(tmp_path / "home"))
@@ -185,12 +192,9 @@ def test_cli_measure_on_a_hub_model_id(tmp_path, monkeypatch, capsys):
     words = ("the river runs to the sea and the valley holds the light of morning while "
              "birds sing over fields of grain").split()
     docs = [" ".join(words[(i * 7 + j) % len(words)] for j in range(60)) for i in range(80)]
-    import pandas as pd
-
     corpus = tmp_path / "eval.parquet"  # eval text through the datasets parquet loader
     pd.DataFrame({"text": docs}).to_parquet(corpus)
     tok = train_tokenizer(docs, vocab_size=320)
-    cache = tmp_path / "home" / "hub"
     for i, rev in enumerate(["step0", "step10", "step100"]):
         m = tiny_model("gpt2", seed=i)
 
@@ -198,15 +202,35 @@ def test_cli_measure_on_a_hub_model_id(tmp_path, monkeypatch, capsys):
             m.save_pretrained(d)
             tok.save_pretrained(d)
 
-        write_hub_revision(cache, "tiny/gpt2", rev, save)
-    out = tmp_path / "measured"
-    sets = ["n_batches=2", "batch_size=4", "seq_len=16", "sample_rows=64", "n_boot=10",
-            "n_controls=5", "causal=false", "rank=2"]
-    argv = ["empirical", "measure", "--model", "tiny/gpt2", "--revisions", "all", "--out",
-            str(out), "--device", "cpu", "--eval-text", f"parquet:{corpus}"]
-    argv += [x for s in sets for x in ("--set", s)]
-    assert main(argv) == 0
+        write_hub_revision(tmp_path / "home" / "hub", "tiny/gpt2", rev, save)
+    return corpus
 
+
+def _measure_argv(model, out, corpus, *extra):
+    argv = ["empirical", "measure", "--model", model, "--out", str(out), "--device", "cpu",
+            "--eval-text", f"parquet:{corpus}", *extra]
+    return argv + [x for s in SETS for x in ("--set", s)]
+
+
+def _fails_one_line(capsys, argv, out, text):
+    from tangentlab.cli import main
+
+    capsys.readouterr()
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert text in err and len(err.splitlines()) == 1, err
+    assert not out.exists()
+
+
+@pytest.mark.slow
+def test_cli_measure_on_a_hub_model_id(gpt2_suite, tmp_path, capsys):
+    """`tangentlab empirical measure --model ID --revisions all` end to end, offline."""
+    import pandas as pd
+
+    from tangentlab.cli import main
+
+    out = tmp_path / "measured"
+    assert main(_measure_argv("tiny/gpt2", out, gpt2_suite, "--revisions", "all")) == 0
     res = pd.read_csv(out / "results.csv")
     assert set(res["model"]) == {"tiny/gpt2"}
     assert sorted(set(res["step"].dropna().astype(int))) == [0, 10, 100]
@@ -214,17 +238,35 @@ def test_cli_measure_on_a_hub_model_id(tmp_path, monkeypatch, capsys):
     assert "tiny/gpt2" in man and "models--tiny--gpt2" in man
 
     # bad input: one line on stderr, exit 2, nothing written
-    capsys.readouterr()
+    bad = tmp_path / "bad"
+    base = ["empirical", "measure", "--out", str(bad), "--device", "cpu"]
     for extra, text in ((["--model", "tiny/none"], "tiny/none"),
                         (["--model", "tiny/gpt2", "--revisions", "step5"], "step5"),
                         (["--model", "tiny/gpt2@all", "--revisions", "all"], "already selects"),
                         (["--revisions", "all", str(tmp_path)], "--model")):
-        bad_out = tmp_path / "bad"
-        argv = ["empirical", "measure", "--out", str(bad_out), "--device", "cpu"] + extra
-        assert main(argv) == 2
-        err = capsys.readouterr().err.strip()
-        assert text in err and len(err.splitlines()) == 1
-        assert not bad_out.exists()
+        _fails_one_line(capsys, base + extra, bad, text)
+
+
+def test_cli_measure_with_a_given_basis_as_proxy(gpt2_suite, tmp_path, capsys):
+    import numpy as np
+    import pandas as pd
+
+    from tangentlab.cli import main
+
+    np.save(tmp_path / "basis.npy", np.random.default_rng(0).standard_normal((2, 32)))  # (r, d)
+    out = tmp_path / "measured-basis"
+    argv = _measure_argv("tiny/gpt2@step0,step100", out, gpt2_suite,
+                         "--proxy", f"basis:{tmp_path / 'basis.npy'}")
+    assert main(argv) == 0
+    res = pd.read_csv(out / "results.csv")
+    assert sorted(set(res["step"].dropna().astype(int))) == [0, 100]
+    assert "enrichment" in set(res["metric"])
+    # a dictionary for another width: one line naming both dimensions, nothing written
+    np.save(tmp_path / "basis16.npy", np.ones((16, 2)))
+    bad = tmp_path / "bad"
+    argv = _measure_argv("tiny/gpt2@step0", bad, gpt2_suite,
+                         "--proxy", f"basis:{tmp_path / 'basis16.npy'}")
+    _fails_one_line(capsys, argv, bad, "d=32")
 
 
 def test_online_resolution_against_a_loopback_hub(tmp_path, monkeypatch):
