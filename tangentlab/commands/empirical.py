@@ -7,6 +7,7 @@
                                  [--dtype float32|bfloat16|float16] [--eval-text FILE]
                                  [--frequency-table FILE] [--proxy basis:PATH]
     tangentlab empirical fetch smollm2 --out DIR
+    tangentlab empirical revisions ORG/NAME [--revisions log:12]   (list what would be measured)
 """
 
 from __future__ import annotations
@@ -62,6 +63,21 @@ def _measure(args: argparse.Namespace) -> int:
     run = measure_trajectory(trajectory, args.out, device=args.device, seed=args.seed,
                              overrides=ov, config_path=args.config, gguf=args.gguf)
     print(run)
+    return 0
+
+
+def _revisions(args: argparse.Namespace) -> int:
+    """Print the refs a selection picks (revision, step), without downloading weights."""
+    from tangentlab.empirical.hub import list_revisions, select_revisions, split_model_spec
+    from tangentlab.errors import ConfigError
+
+    repo, inline = split_model_spec(args.model)
+    if inline is not None and args.revisions is not None:
+        raise ConfigError(f"{args.model!r} already selects revisions after '@'; drop one")
+    spec = inline if inline is not None else (args.revisions or "all")
+    refs = list_revisions(repo)
+    for rev, step in select_revisions(refs, spec, repo_id=repo):
+        print(f"{rev}\t{step}")
     return 0
 
 
@@ -121,6 +137,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     m.add_argument("--seed", type=int, default=0)
     add_common_run_args(m)
     m.set_defaults(func=_measure)
+
+    r = verbs.add_parser("revisions", help="list the revisions (and steps) of a Hub model that a "
+                                           "selection picks, without downloading weights")
+    r.add_argument("model", help="a Hub model id ORG/NAME (ORG/NAME@SPEC also works)")
+    r.add_argument("--revisions", help="step0,step1000 | log:K | all (default: all)")
+    r.set_defaults(func=_revisions)
 
     f = verbs.add_parser("fetch", help="fetch an offline pretrained model (smollm2)")
     f.add_argument("model", choices=["smollm2"])

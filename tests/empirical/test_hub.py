@@ -150,6 +150,18 @@ def test_hub_cache_env_is_read_at_call_time(hub, tmp_path, monkeypatch):
     assert resolve_trajectory("tiny/pythia", revisions="step0").checkpoints[0].step == 0
 
 
+def test_cli_lists_revisions_a_selection_picks(hub, capsys):
+    from tangentlab.cli import main
+
+    assert main(["empirical", "revisions", "tiny/pythia", "--revisions", "log:2"]) == 0
+    assert capsys.readouterr().out.split() == ["step0", "0", "step64", "64"]
+    assert main(["empirical", "revisions", "tiny/pythia"]) == 0  # all refs with a step
+    assert capsys.readouterr().out.split()[::2] == ["step0", "step4", "step64"]
+    assert main(["empirical", "revisions", "tiny/nope"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "tiny/nope" in err and len(err.splitlines()) == 1
+
+
 def test_bad_ids_and_revisions_are_typed_one_line_errors(hub, tmp_path):
     cases = [
         (("tiny/nope",), {}, UnknownNameError, "tiny/nope"),
