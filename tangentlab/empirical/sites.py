@@ -49,6 +49,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from types import MappingProxyType
 
 from tangentlab.errors import UnknownNameError
 
@@ -298,8 +299,8 @@ def _build_tables() -> dict[str, FamilyTable]:
     return out
 
 
-#: HF ``model_type`` → :class:`FamilyTable`.
-FAMILIES: Mapping[str, FamilyTable] = _build_tables()
+#: HF ``model_type`` → :class:`FamilyTable` (read-only).
+FAMILIES: Mapping[str, FamilyTable] = MappingProxyType(_build_tables())
 
 
 def supported_families() -> tuple[str, ...]:
