@@ -4,7 +4,11 @@
 tangentlab empirical train --arch encoder|decoder [--preset P] [--corpus C] --out DIR [--resume]
 tangentlab empirical measure TRAJECTORY --out DIR [--sites S,...] [--rank r] [--proxy NAME]
                              [--fit-fraction F] [--controls N] [--gguf]
+tangentlab empirical measure --model ORG/NAME [--revisions step0,step1000|log:12|all] ...
+                             [--dtype float32|bfloat16|float16] [--eval-text FILE]
+                             [--frequency-table FILE] [--proxy basis:PATH]
 tangentlab empirical fetch smollm2 --out DIR
+tangentlab empirical revisions ORG/NAME [--revisions log:12]   (list what would be measured)
 ```
 """
 
@@ -31,24 +35,56 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _trajectory_arg(args: argparse.Namespace) -> str:
+    """TRAJECTORY, or ``--model ID`` with ``--revisions SPEC`` folded in as ``ID@SPEC``."""
+    from tangentlab.errors import ConfigError
+
+    if (args.trajectory is None) == (args.model is None):
+        raise ConfigError("give either a TRAJECTORY path or --model ORG/NAME (exactly one)")
+    if args.model is None:
+        if args.revisions is not None:
+            raise ConfigError("--revisions selects revisions of a Hub model: use it with --model")
+        return args.trajectory
+    if "@" in args.model and args.revisions is not None:
+        raise ConfigError(f"--model {args.model!r} already selects revisions after '@'; drop one")
+    return args.model if args.revisions is None else f"{args.model}@{args.revisions}"
+
+
 def _measure(args: argparse.Namespace) -> int:
     from tangentlab.config import parse_overrides
     from tangentlab.empirical import measure_trajectory
 
+    trajectory = _trajectory_arg(args)
     ov = parse_overrides(args.overrides)
     for flag, key in (("sites", "sites"), ("rank", "rank"), ("proxy", "proxy"),
                       ("fit_fraction", "fit_fraction"), ("controls", "n_controls"),
-                      ("exclude_positions", "exclude_positions")):
+                      ("exclude_positions", "exclude_positions"), ("dtype", "dtype"),
+                      ("eval_text", "corpus"), ("frequency_table", "frequency_file")):
         value = getattr(args, flag)
         if value is not None:
             ov[key] = value
     from tangentlab import crash
 
-    crash.note(measure_overrides=ov, trajectory=args.trajectory)
+    crash.note(measure_overrides=ov, trajectory=trajectory)
     with writing_run(args.out, kind="empirical/measure", command="empirical measure"):
-        run = measure_trajectory(args.trajectory, args.out, device=args.device, seed=args.seed,
+        run = measure_trajectory(trajectory, args.out, device=args.device, seed=args.seed,
                                  overrides=ov, config_path=args.config, gguf=args.gguf)
     print(run)
+    return 0
+
+
+def _revisions(args: argparse.Namespace) -> int:
+    """Print the refs a selection picks (revision, step), without downloading weights."""
+    from tangentlab.empirical.hub import list_revisions, select_revisions, split_model_spec
+    from tangentlab.errors import ConfigError
+
+    repo, inline = split_model_spec(args.model)
+    if inline is not None and args.revisions is not None:
+        raise ConfigError(f"{args.model!r} already selects revisions after '@'; drop one")
+    spec = inline if inline is not None else (args.revisions or "all")
+    refs = list_revisions(repo)
+    for rev, step in select_revisions(refs, spec, repo_id=repo):
+        print(f"{rev}\t{step}")
     return 0
 
 
@@ -87,11 +123,26 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.set_defaults(func=_train)
 
     m = verbs.add_parser("measure", help="run the tangent-proxy protocol over a trajectory")
-    m.add_argument("trajectory", help="training run dir, dir of checkpoint dirs, model dir, or .gguf")
+    m.add_argument("trajectory", nargs="?",
+                   help="training run dir, dir of checkpoint dirs, model dir, or .gguf")
+    m.add_argument("--model", help="a Hugging Face Hub model id ORG/NAME (instead of TRAJECTORY), "
+                                   "resolved through the Hub cache (HF_HUB_OFFLINE=1: cache only)")
+    m.add_argument("--revisions",
+                   help="with --model: step0,step1000 | log:K (K log-spaced refs) | all; "
+                        "REV=STEP gives a step by hand (default: main)")
+    m.add_argument("--dtype", choices=["float32", "bfloat16", "float16"],
+                   help="forward-pass dtype (default float32; statistics always >= float32)")
+    m.add_argument("--eval-text", dest="eval_text",
+                   help="eval text: a corpus name, a .txt/.jsonl/.json/.parquet file or folder, or "
+                        "text:|json:|parquet:PATH (datasets loaders), tokenized with the model's "
+                        "own tokenizer")
+    m.add_argument("--frequency-table", dest="frequency_table",
+                   help="CSV token_id,count (e.g. pre-training counts) replacing the eval-text count")
     m.add_argument("--out", required=True, help="run directory to create")
     m.add_argument("--sites", help="comma-separated sites, e.g. blocks.0.resid_post,blocks.-1.resid_post")
     m.add_argument("--rank", help="proxy rank r (2r <= d)")
-    m.add_argument("--proxy", help="pca | seminmf | ica | sae")
+    m.add_argument("--proxy", help="pca | seminmf | ica | sae | basis:PATH (a (d, r) basis or "
+                                   "decoder matrix, .npy/.safetensors, or an SAE folder)")
     m.add_argument("--fit-fraction", dest="fit_fraction",
                    help="fixed-proxy window: checkpoints with step <= F x last step")
     m.add_argument("--controls", help="number of matched-rank normal controls (default 20)")
@@ -102,6 +153,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     m.add_argument("--seed", type=int, default=0)
     add_common_run_args(m)
     m.set_defaults(func=_measure)
+
+    r = verbs.add_parser("revisions", help="list the revisions (and steps) of a Hub model that a "
+                                           "selection picks, without downloading weights")
+    r.add_argument("model", help="a Hub model id ORG/NAME (ORG/NAME@SPEC also works)")
+    r.add_argument("--revisions", help="step0,step1000 | log:K | all (default: all)")
+    r.set_defaults(func=_revisions)
 
     f = verbs.add_parser("fetch", help="fetch an offline pretrained model (smollm2)")
     f.add_argument("model", choices=["smollm2"])

@@ -10,7 +10,11 @@ A trajectory is one of:
   comes from its ``train_state.json`` or from the trailing integer of its name (``step1000``,
   ``step_000100``, ``checkpoint-500``, Pythia's ``step143000`` revisions, ...);
 - a single model directory (one checkpoint; its step as above, else 0);
-- a GGUF file (one checkpoint, loaded and dequantised by transformers; needs gguf + accelerate).
+- a GGUF file (one checkpoint, loaded and dequantised by transformers; needs gguf + accelerate);
+- a Hugging Face Hub model id ``ORG/NAME`` with a revision selection (``revisions=`` or
+  ``ORG/NAME@SPEC``: ``step0,step1000``, ``log:12``, ``all``; default ``main``), resolved through
+  ``huggingface_hub`` and its cache by :mod:`tangentlab.empirical.hub`. An existing local path
+  always wins over an id of the same spelling.
 
 All checkpoints must share one architecture (model_type, hidden size, encoder/decoder);
 anything else is a CheckpointError before any work starts.
@@ -23,21 +27,36 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tangentlab.errors import CheckpointError
+from tangentlab.errors import CheckpointError, ConfigError
 
-__all__ = ["Checkpoint", "Trajectory", "resolve_trajectory"]
+__all__ = ["Checkpoint", "Trajectory", "resolve_trajectory", "check_same_architecture"]
 
 _TRAILING_INT = re.compile(r"(\d+)$")
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model",
+                    "vocab.txt")
 
 
 @dataclass(frozen=True)
 class Checkpoint:
-    """One checkpoint: its directory, its name, its training step, an optional GGUF file name."""
+    """One checkpoint: its directory, its name, its training step, an optional GGUF file name,
+    and for a Hub checkpoint its model id, revision and commit hash (None for local ones)."""
 
     path: Path
     name: str
     step: int
     gguf_file: str | None = None
+    repo_id: str | None = None
+    revision: str | None = None
+    commit: str | None = None
+
+    def to_dict(self) -> dict:
+        """The manifest record: name, step, path, and the Hub id/revision/commit when known."""
+        out = {"checkpoint": self.name, "step": self.step, "path": str(self.path)}
+        if self.gguf_file:
+            out["gguf_file"] = self.gguf_file
+        if self.repo_id is not None:
+            out.update(repo_id=self.repo_id, revision=self.revision, commit=self.commit)
+        return out
 
 
 @dataclass
@@ -48,6 +67,7 @@ class Trajectory:
     model_name: str
     run_dir: Path | None = None
     train_config: dict = field(default_factory=dict)
+    source: str = "local"  #: ``local`` (directories, GGUF) or ``hub`` (a model id)
 
     @property
     def max_step(self) -> int:
@@ -55,8 +75,13 @@ class Trajectory:
 
     @property
     def tokenizer_dir(self) -> Path:
+        """The run's ``tokenizer/``, else the first checkpoint holding tokenizer files, else the
+        first checkpoint (a Hub revision may lack tokenizer files that later ones have)."""
         if self.run_dir is not None and (self.run_dir / "tokenizer").is_dir():
             return self.run_dir / "tokenizer"
+        for ck in self.checkpoints:
+            if ck.gguf_file is None and any((ck.path / f).is_file() for f in _TOKENIZER_FILES):
+                return ck.path
         return self.checkpoints[0].path
 
     @property
@@ -107,16 +132,45 @@ def _signature(d: Path, gguf_file: str | None) -> tuple:
     return (cfg.get("model_type"), hidden, tuple(cfg.get("architectures") or ()))
 
 
-def resolve_trajectory(path: str | Path, *, gguf: bool = False) -> Trajectory:
+def check_same_architecture(cks: list[Checkpoint], label: str) -> None:
+    """CheckpointError unless every checkpoint has one architecture (model_type, d, classes)."""
+    sigs = {c.name: _signature(c.path, c.gguf_file) for c in cks}
+    if len(set(sigs.values())) > 1:
+        desc = ", ".join(f"{n}={s[0]}/d={s[1]}" for n, s in sigs.items())
+        raise CheckpointError(
+            f"trajectory {label!r} mixes architectures ({desc}); measure one model's checkpoints "
+            "at a time"
+        )
+
+
+def resolve_trajectory(path: str | Path, *, gguf: bool = False,
+                       revisions: str | list[str] | None = None, steps: list[int] | None = None,
+                       cache_dir: str | Path | None = None,
+                       offline: bool | None = None) -> Trajectory:
     """Resolve ``path`` into a :class:`Trajectory` (see the module docstring).
+
+    ``revisions``, ``steps``, ``cache_dir`` and ``offline`` apply to a Hub model id (see
+    :func:`tangentlab.empirical.hub.resolve_hub_trajectory`).
 
     Raises:
         CheckpointError: missing path, no checkpoints, unreadable configs, missing weights,
             uninferable steps, duplicate steps, or checkpoints of different architectures.
+        UnknownNameError: a model id (or one of its revisions) that is neither a local path nor
+            on the Hub / in its cache.
+        ConfigError: ``revisions`` given with a local path.
     """
+    from tangentlab.empirical.hub import looks_like_repo_id, resolve_hub_trajectory
     from tangentlab.empirical.train import list_checkpoints
 
     p = Path(path)
+    if not gguf and not p.exists() and looks_like_repo_id(str(path)):
+        return resolve_hub_trajectory(str(path), revisions, steps=steps, cache_dir=cache_dir,
+                                      offline=offline)
+    if revisions is not None or steps is not None:
+        raise ConfigError(
+            f"revisions/steps select revisions of a Hub model id, but {str(path)!r} is a local "
+            "path; pass an id such as EleutherAI/pythia-70m, or drop --revisions"
+        )
     if gguf or (p.is_file() and p.suffix == ".gguf"):
         if not p.is_file():
             raise CheckpointError(f"GGUF file {str(p)!r} does not exist")
@@ -151,13 +205,7 @@ def resolve_trajectory(path: str | Path, *, gguf: bool = False) -> Trajectory:
     steps = [c.step for c in cks]
     if len(set(steps)) != len(steps):
         raise CheckpointError(f"trajectory {str(p)!r} has duplicate steps {steps}")
-    sigs = {c.name: _signature(c.path, c.gguf_file) for c in cks}
-    if len(set(sigs.values())) > 1:
-        desc = ", ".join(f"{n}={s[0]}/d={s[1]}" for n, s in sigs.items())
-        raise CheckpointError(
-            f"trajectory {str(p)!r} mixes architectures ({desc}); measure one model's checkpoints "
-            "at a time"
-        )
+    check_same_architecture(cks, str(p))
     if run_dir is None:
         # a run's checkpoints/ folder, or one checkpoint inside it: use the run's held-out
         # documents, frequency table and training config too
