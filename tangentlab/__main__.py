@@ -1,16 +1,12 @@
-<<<<<<< HEAD
-"""``python -m tangentlab`` is the ``tangentlab`` command (also what ``torchrun -m`` launches)."""
-=======
-"""``python -m tangentlab ...``: the same as the ``tangentlab`` command."""
->>>>>>> wt-reliability
+"""``python -m tangentlab ...``: the ``tangentlab`` command (also what ``torchrun -m`` launches).
+
+The guard matters: worker processes started with ``spawn`` import this module again as
+``__mp_main__`` and must not run the command a second time.
+"""
 
 import sys
 
 from tangentlab.cli import main
 
-<<<<<<< HEAD
 if __name__ == "__main__":
     sys.exit(main())
-=======
-sys.exit(main())
->>>>>>> wt-reliability
