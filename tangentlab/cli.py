@@ -113,8 +113,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 class _Terminated(BaseException):
-    """Raised by the SIGTERM handler so that clean-up code runs (``finally``, ``except
-    BaseException``) before the CLI exits 143."""
+    """Raised by the SIGTERM handler so that clean-up code runs before exit.
+
+    ``finally`` blocks and ``except BaseException`` handlers run, then the CLI exits 143.
+    """
 
 
 @contextlib.contextmanager

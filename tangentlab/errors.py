@@ -99,12 +99,18 @@ class StageError(TangentlabError, RuntimeError):
 
 
 class OutputPathError(ConfigError):
-    """An output path cannot be used: it is a file, a run of another kind, or a folder that is not
-    empty (see :func:`tangentlab.runs.check_output_dir`). Nothing was written."""
+    """An output path cannot be used.
+
+    It is a file, a run of another kind, or a folder that is not empty (see
+    :func:`tangentlab.runs.check_output_dir`). Nothing was written.
+    """
 
 
 class RunLockedError(TangentlabError, RuntimeError):
-    """Another live process holds the run directory's lock; the message names it (pid, host,
-    start time, command). The CLI exits 4: wait for that process, or choose another ``--out``."""
+    """Another live process holds the run directory's lock.
+
+    The message names it (pid, host, start time, command). The CLI exits 4: wait for that process,
+    or choose another ``--out``.
+    """
 
     exit_code = 4

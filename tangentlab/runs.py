@@ -336,8 +336,10 @@ def _is_leftover(name: str) -> bool:
 
 
 def remove_partials(folder: str | Path, *, name: str | None = None) -> list[Path]:
-    """Remove what interrupted atomic writes left in ``folder``: ``.NAME.partial-*`` and
-    ``.NAME.old-*`` folders and ``.NAME.*.tmp`` files (only directly inside it).
+    """Remove what interrupted atomic writes left in ``folder``.
+
+    ``.NAME.partial-*`` and ``.NAME.old-*`` folders and ``.NAME.*.tmp`` files (only directly inside
+    it).
 
     With ``name``, only the leftovers of the run directory ``folder/name`` built by
     :func:`atomic_directory` are removed (its ``.NAME.partial-*`` and ``.NAME.old-*``
@@ -380,20 +382,24 @@ class LockHolder:
     command: str = ""
 
     def to_dict(self) -> dict[str, Any]:
+        """The holder record as a JSON-able dict."""
         return {"pid": self.pid, "host": self.host, "started": self.started,
                 "command": self.command}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> LockHolder:
+        """A holder record read back from its JSON dict."""
         return cls(pid=int(d["pid"]), host=str(d["host"]), started=str(d["started"]),
                    command=str(d.get("command", "")))
 
     @classmethod
     def me(cls, command: str) -> LockHolder:
+        """This process's holder record (pid, host, start time, ``command``)."""
         return cls(pid=os.getpid(), host=socket.gethostname(),
                    started=time.strftime("%Y-%m-%dT%H:%M:%S%z"), command=command)
 
     def describe(self) -> str:
+        """One line naming the holder, for error messages."""
         what = f" ({self.command})" if self.command else ""
         return f"pid {self.pid} on {self.host}, started {self.started}{what}"
 
@@ -563,8 +569,10 @@ def _acquire_current(lock: Any, lock_file: Path, attempts: int = 20) -> None:
 
 
 def _release(lock: Any, lock_file: Path, info: Path) -> None:
-    """Remove the record and the lock file while still holding the lock, then unlock (a peer
-    that opened the old file finds it unlinked and retries on a fresh one)."""
+    """Remove the record and the lock file while still holding the lock, then unlock.
+
+    A peer that opened the old file finds it unlinked and retries on a fresh one.
+    """
     try:
         info.unlink(missing_ok=True)
         lock_file.unlink(missing_ok=True)
@@ -734,6 +742,7 @@ class Timer:
 
     @contextlib.contextmanager
     def __call__(self, name: str) -> Iterator[None]:
+        """Time the block as the component ``name`` (seconds add up over repeated blocks)."""
         start = time.perf_counter()
         try:
             yield
@@ -741,6 +750,7 @@ class Timer:
             self._times[name] = self._times.get(name, 0.0) + time.perf_counter() - start
 
     def as_dict(self) -> dict[str, float]:
+        """The components' seconds, rounded to milliseconds."""
         return dict(self._times)
 
 
@@ -763,6 +773,7 @@ class StageRecord:
     depends: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
+        """The record as the manifest stores it."""
         return {
             "status": self.status,
             "config_hash": self.config_hash,
@@ -778,6 +789,7 @@ class StageRecord:
 
     @classmethod
     def from_dict(cls, name: str, d: Mapping[str, Any]) -> StageRecord:
+        """The record of stage ``name`` read back from the manifest (DataError on an unknown status)."""
         status = str(d.get("status", ""))
         if status not in STAGE_STATUSES:
             raise DataError(f"stage {name!r} has unknown status {status!r} in the manifest")

@@ -104,6 +104,7 @@ def _fetch(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``empirical`` area (train, measure, fetch, revisions) to the CLI's subparsers."""
     p = sub.add_parser("empirical", help="train small Transformers and measure real gradients")
     p.set_defaults(func=require_subcommand(p))
     verbs = p.add_subparsers(dest="verb", metavar="<verb>", parser_class=type(p))

@@ -182,8 +182,10 @@ def _dataset_files(path: Path, fmt: str) -> list[str]:
 
 def load_dataset_texts(path: str | Path, *, fmt: str | None = None, text_field: str = "text",
                        max_docs: int | None = None) -> list[str]:
-    """Documents read by a ``datasets`` packaged loader (``text``, ``json`` for JSON lines or
-    JSON, ``parquet``) from a file or a folder of files, in file order.
+    """Documents read by a ``datasets`` packaged loader, in file order.
+
+    The loaders are ``text``, ``json`` (JSON lines or JSON) and ``parquet``; ``path`` is a file or a
+    folder of files.
 
     ``fmt`` defaults from the suffix. The loader's Arrow cache goes to a temporary folder that is
     removed afterwards (nothing is written to the user's datasets cache, nothing is downloaded).
@@ -247,8 +249,9 @@ def load_dataset_texts(path: str | Path, *, fmt: str | None = None, text_field: 
 
 
 def load_texts(source: str | Path, *, max_docs: int | None = None) -> list[str]:
-    """The documents of ``source`` (a built-in corpus name, a path, or ``FORMAT:PATH`` for the
-    ``datasets`` loaders), in a fixed order.
+    """The documents of ``source``, in a fixed order.
+
+    ``source`` is a built-in corpus name, a path, or ``FORMAT:PATH`` for the ``datasets`` loaders.
 
     Raises:
         UnknownNameError: ``source`` is neither a built-in name nor an existing path.
@@ -356,8 +359,10 @@ def load_frequency_table(path: str | Path):
 
 
 def load_token_counts(path: str | Path, vocab_size: int):
-    """An external frequency table: CSV (or tab-separated) lines ``token_id,count``, an optional
-    ``token_id,count`` header, ``#`` comments (our own ``# vocab_size=N`` footer is checked).
+    """An external frequency table.
+
+    CSV (or tab-separated) lines ``token_id,count``, an optional ``token_id,count`` header, ``#``
+    comments (our own ``# vocab_size=N`` footer is checked).
 
     Returns counts, shape (vocab_size,), int64 (ids absent from the file count 0). It replaces the
     count over the eval text, so it must be the table of the measured model's tokenizer.
@@ -424,10 +429,11 @@ def load_token_counts(path: str | Path, vocab_size: int):
 
 
 def load_external_counts(path: str | Path, tokenizer, config):
-    """An external frequency table for the model of ``config`` and its ``tokenizer``: checks that
-    the tokenizer fits the model, reads the table over ``max(len(tokenizer), vocab_size)`` ids
-    (:func:`load_token_counts`), and returns ``(counts, source)`` where ``source`` is the line the
-    manifest and report show (``external table NAME (N tokens over K ids)``).
+    """An external frequency table for the model of ``config`` and its ``tokenizer``.
+
+    Checks that the tokenizer fits the model, reads the table over ``max(len(tokenizer),
+    vocab_size)`` ids (:func:`load_token_counts`), and returns ``(counts, source)`` where ``source``
+    is the line the manifest and report show (``external table NAME (N tokens over K ids)``).
     """
     from tangentlab.empirical.tokenizer import check_tokenizer_fits
 

@@ -66,8 +66,11 @@ _LOG = re.compile(r"^log:(\d+)$")
 
 
 def looks_like_repo_id(text: str) -> bool:
-    """Whether ``text`` has the shape of a Hub model id ``ORG/NAME`` (optionally ``hf:``-prefixed
-    or with ``@REVISIONS``); says nothing about whether it exists."""
+    """Whether ``text`` has the shape of a Hub model id ``ORG/NAME``.
+
+    An ``hf:`` prefix and an ``@REVISIONS`` suffix are allowed. This says nothing about whether the
+    model exists.
+    """
     t = str(text)
     if t.startswith("hf:"):
         return True
@@ -135,8 +138,11 @@ def parse_revision_spec(spec: str | Sequence[str] | None) -> tuple[str, object]:
 
 
 def hub_cache_dir(cache_dir: str | Path | None = None) -> Path:
-    """The Hub cache in use: ``cache_dir``, else ``$HF_HUB_CACHE``, else ``$HF_HOME/hub``, else
-    ``huggingface_hub``'s default (read at call time, so a changed environment is honoured)."""
+    """The Hub cache folder in use.
+
+    ``cache_dir`` if given, else ``$HF_HUB_CACHE``, else ``$HF_HOME/hub``, else
+    ``huggingface_hub``'s default (read at call time, so a changed environment is honoured).
+    """
     if cache_dir is not None:
         return Path(cache_dir).expanduser()
     if os.environ.get("HF_HUB_CACHE"):
@@ -149,8 +155,11 @@ def hub_cache_dir(cache_dir: str | Path | None = None) -> Path:
 
 
 def hub_offline(offline: bool | None = None) -> bool:
-    """``offline`` if given, else whether ``HF_HUB_OFFLINE`` (or ``TRANSFORMERS_OFFLINE``) is set
-    now, or was set when ``huggingface_hub`` was imported (it then refuses every request)."""
+    """Whether to read only the Hub cache.
+
+    ``offline`` if given; else whether ``HF_HUB_OFFLINE`` (or ``TRANSFORMERS_OFFLINE``) is set now,
+    or was set when ``huggingface_hub`` was imported (it then refuses every request).
+    """
     if offline is not None:
         return bool(offline)
     v = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE") or ""
@@ -191,8 +200,9 @@ def _cached_refs(repo_id: str, cache: Path) -> list[str]:
 
 def list_revisions(repo_id: str, *, cache_dir: str | Path | None = None,
                    offline: bool | None = None, token: str | bool | None = None) -> list[str]:
-    """Every ref (branch and tag) of ``repo_id``: online through ``HfApi.list_repo_refs``, offline
-    from the cache's ``refs/`` folder.
+    """Every ref (branch and tag) of ``repo_id``.
+
+    Online through ``HfApi.list_repo_refs``, offline from the cache's ``refs/`` folder.
 
     Raises:
         UnknownNameError: the id is not on the Hub (online) or not in the cache (offline).
@@ -337,8 +347,10 @@ def _has_weights(folder: Path) -> bool:
 def download_revision(repo_id: str, revision: str, *, cache_dir: str | Path | None = None,
                       offline: bool | None = None, token: str | bool | None = None,
                       available: Sequence[str] | None = None) -> tuple[Path, str]:
-    """``snapshot_download`` one revision (configs, tokenizer, safetensors weights; ``.bin``
-    weights only when the revision has no safetensors). Returns (snapshot dir, commit hash).
+    """Download one revision with ``snapshot_download``; returns (snapshot dir, commit hash).
+
+    It fetches configs, the tokenizer and safetensors weights (``.bin`` weights only when the
+    revision has no safetensors).
 
     Raises:
         UnknownNameError: unknown model id or revision (the message lists cached/known refs).
@@ -415,8 +427,9 @@ def resolve_hub_trajectory(repo_id: str, revisions: str | Sequence[str] | None =
                            steps: Sequence[int] | None = None,
                            cache_dir: str | Path | None = None, offline: bool | None = None,
                            token: str | bool | None = None):
-    """Resolve a Hub model id and a revision selection into a
-    :class:`~tangentlab.empirical.trajectory.Trajectory` of snapshot directories.
+    """Resolve a Hub model id and a revision selection into a trajectory.
+
+    The result is a :class:`~tangentlab.empirical.trajectory.Trajectory` of snapshot directories.
 
     Args:
         repo_id: ``ORG/NAME`` (``hf:`` prefix and ``@SPEC`` suffix accepted).
@@ -424,6 +437,7 @@ def resolve_hub_trajectory(repo_id: str, revisions: str | Sequence[str] | None =
         steps: optional explicit steps, one per listed revision.
         cache_dir: the Hub cache (default: :func:`hub_cache_dir`).
         offline: read only the cache (default: ``HF_HUB_OFFLINE``).
+        token: a Hub token for gated or private repositories (``huggingface_hub``'s convention).
 
     Raises:
         UnknownNameError: unknown id or revision; CheckpointError: unreadable steps, missing

@@ -133,8 +133,10 @@ def check_dtype_runs(device: str, dtype) -> None:
 
 
 def resolve_dtype(dtype=None, device: str = "cpu"):
-    """The ``torch.dtype`` for the forward pass: None → float32; a name from :data:`DTYPES` or a
-    torch dtype; checked on ``device`` with :func:`check_dtype_runs`.
+    """The ``torch.dtype`` for the forward pass.
+
+    None → float32; a name from :data:`DTYPES` or a torch dtype; checked on ``device`` with
+    :func:`check_dtype_runs`.
 
     Raises:
         ConfigError: a name that is not one of :data:`DTYPES`.
@@ -161,8 +163,10 @@ def resolve_dtype(dtype=None, device: str = "cpu"):
 
 
 def stat_dtype(dtype):
-    """The dtype statistics (gradients at sites, moments) must be computed in: float32 for
-    float16/bfloat16/float32 forward passes, the dtype itself when wider (float64)."""
+    """The dtype statistics (gradients at sites, moments) must be computed in.
+
+    Float32 for float16/bfloat16/float32 forward passes, the dtype itself when wider (float64).
+    """
     import torch
 
     return dtype if dtype == torch.float64 else torch.float32

@@ -149,6 +149,7 @@ class SiteInfo:
     text: str
 
     def to_dict(self) -> dict:
+        """The site's facts as a JSON-able dict (what the manifest records)."""
         return asdict(self)
 
 
@@ -564,8 +565,11 @@ class _TapHook:
 
 
 def site_module(model, site: str):
-    """The hook point of ``site``: an object with ``register_forward_hook(hook)`` whose hook sees
-    the site's tensor as ``output`` (a ``torch.nn.Module`` for ``output`` sites)."""
+    """The hook point of ``site``.
+
+    An object with ``register_forward_hook(hook)`` whose hook sees the site's tensor as ``output``
+    (a ``torch.nn.Module`` for ``output`` sites).
+    """
     table = family_table(model)
     info = site_info(model, site)
     try:

@@ -66,9 +66,11 @@ def load_tokenizer(path: str | Path):
 
 
 def check_tokenizer_fits(tokenizer, config) -> int:
-    """Check that ``tokenizer`` can feed the model of ``config`` (its ids stay below the model's
-    ``vocab_size``); returns the id range frequency tables must cover,
-    ``max(len(tokenizer), vocab_size)`` (Pythia pads its embedding to 50304 > 50277 tokens).
+    """Check that ``tokenizer`` can feed the model of ``config``; return the id range.
+
+    Its ids must stay below the model's ``vocab_size``. The returned range, ``max(len(tokenizer),
+    vocab_size)``, is what frequency tables must cover (Pythia pads its embedding to 50304 > 50277
+    tokens).
 
     Raises:
         DataError: the tokenizer has more ids than the model's embedding (a tokenizer of another

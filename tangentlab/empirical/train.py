@@ -161,8 +161,11 @@ class TrainState:
 
 
 def checkpoint_schedule(steps: int, n: int, late: int = 0) -> list[int]:
-    """``n`` (or fewer, when steps are few) log-spaced steps in [0, steps], always with 0 and
-    steps, plus ``late`` evenly spaced steps in (steps/2, steps] (duplicates merged)."""
+    """``n`` (or fewer, when steps are few) log-spaced steps in [0, steps].
+
+    Always with 0 and steps, plus ``late`` evenly spaced steps in (steps/2, steps] (duplicates
+    merged).
+    """
     import numpy as np
 
     pts = {0, int(steps)}

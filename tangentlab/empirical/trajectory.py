@@ -38,8 +38,10 @@ _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "to
 
 @dataclass(frozen=True)
 class Checkpoint:
-    """One checkpoint: its directory, its name, its training step, an optional GGUF file name,
-    and for a Hub checkpoint its model id, revision and commit hash (None for local ones)."""
+    """One checkpoint: its directory, its name, its training step, an optional GGUF file name.
+
+    And for a Hub checkpoint its model id, revision and commit hash (None for local ones).
+    """
 
     path: Path
     name: str
@@ -71,12 +73,15 @@ class Trajectory:
 
     @property
     def max_step(self) -> int:
+        """The largest step of the trajectory."""
         return max(c.step for c in self.checkpoints)
 
     @property
     def tokenizer_dir(self) -> Path:
-        """The run's ``tokenizer/``, else the first checkpoint holding tokenizer files, else the
-        first checkpoint (a Hub revision may lack tokenizer files that later ones have)."""
+        """The run's ``tokenizer/``, else the first checkpoint holding tokenizer files.
+
+        Else the first checkpoint (a Hub revision may lack tokenizer files that later ones have).
+        """
         if self.run_dir is not None and (self.run_dir / "tokenizer").is_dir():
             return self.run_dir / "tokenizer"
         for ck in self.checkpoints:
@@ -86,12 +91,14 @@ class Trajectory:
 
     @property
     def eval_file(self) -> Path | None:
+        """The training run's held-out documents (``eval.jsonl``), when the trajectory is one of ours."""
         if self.run_dir is not None and (self.run_dir / "eval.jsonl").is_file():
             return self.run_dir / "eval.jsonl"
         return None
 
     @property
     def frequency_file(self) -> Path | None:
+        """The training run's token-frequency table (``frequency.csv``), when the trajectory is one of ours."""
         if self.run_dir is not None and (self.run_dir / "frequency.csv").is_file():
             return self.run_dir / "frequency.csv"
         return None

@@ -146,6 +146,7 @@ class PCAProxy(_Proxy):
                     unknown)
 
     def fit(self, X: Any, y: Any = None) -> PCAProxy:
+        """Fit on activations ``X``, shape (n, d); returns ``self``."""
         X, r = self._validate_fit(X)
         self.mean_ = X.mean(axis=0) if self.center else np.zeros(X.shape[1])
         Xc = X - self.mean_
@@ -158,10 +159,12 @@ class PCAProxy(_Proxy):
         return self
 
     def transform(self, X: Any) -> np.ndarray:
+        """Codes of ``X``, shape (n, d) → (n, r)."""
         X = self._validate_X(X)
         return (X - self.mean_) @ self.components_.T
 
     def inverse_transform(self, Z: Any) -> np.ndarray:
+        """Reconstruction of codes ``Z``, shape (n, r) → (n, d)."""
         Z = self._validate_Z(Z)
         return Z @ self.components_ + self.mean_
 
@@ -229,6 +232,7 @@ class SemiNMFProxy(_Proxy):
         raise ConfigError(f"init must be 'kmeans' or 'random', got {self.init!r}")
 
     def fit(self, X: Any, y: Any = None) -> SemiNMFProxy:
+        """Fit on activations ``X``, shape (n, d); returns ``self``."""
         X, r = self._validate_fit(X)
         max_iter = check_positive_int(self.max_iter, "max_iter")
         self.mean_ = X.mean(axis=0) if self.center else np.zeros(X.shape[1])
@@ -262,6 +266,7 @@ class SemiNMFProxy(_Proxy):
         return Z
 
     def inverse_transform(self, Z: Any) -> np.ndarray:
+        """Reconstruction of codes ``Z``, shape (n, r) → (n, d)."""
         Z = self._validate_Z(Z)
         return Z @ self.components_ + self.mean_
 
@@ -287,6 +292,7 @@ class ICAProxy(_Proxy):
                          tol=tol, random_state=random_state), unknown)
 
     def fit(self, X: Any, y: Any = None) -> ICAProxy:
+        """Fit on activations ``X``, shape (n, d); returns ``self``."""
         X, r = self._validate_fit(X, extra_rows=2)
         from sklearn.decomposition import FastICA
 
@@ -302,10 +308,12 @@ class ICAProxy(_Proxy):
         return self
 
     def transform(self, X: Any) -> np.ndarray:
+        """Codes of ``X``, shape (n, d) → (n, r)."""
         X = self._validate_X(X)
         return (X - self.mean_) @ self.components_.T
 
     def inverse_transform(self, Z: Any) -> np.ndarray:
+        """Reconstruction of codes ``Z``, shape (n, r) → (n, d)."""
         Z = self._validate_Z(Z)
         return Z @ self.mixing_.T + self.mean_
 
@@ -410,6 +418,7 @@ class TopKSAEProxy(_Proxy):
         return self
 
     def transform(self, X: Any) -> np.ndarray:
+        """Codes of ``X``, shape (n, d) → (n, r) (top-k sparse)."""
         import torch
 
         X = self._validate_X(X)
@@ -419,6 +428,7 @@ class TopKSAEProxy(_Proxy):
         return z.numpy()
 
     def inverse_transform(self, Z: Any) -> np.ndarray:
+        """Reconstruction of codes ``Z``, shape (n, r) → (n, d)."""
         Z = self._validate_Z(Z)
         return Z @ self.components_ + self.decoder_bias_
 
@@ -485,6 +495,7 @@ class BasisProxy(_Proxy):
         return D, o
 
     def fit(self, X: Any, y: Any = None) -> BasisProxy:
+        """Fit on activations ``X``, shape (n, d) (used only to select atoms); returns ``self``."""
         from tangentlab.errors import RankError
         from tangentlab.measure.dictionaries import load_dictionary
 
@@ -537,10 +548,12 @@ class BasisProxy(_Proxy):
         return self
 
     def transform(self, X: Any) -> np.ndarray:
+        """Codes of ``X``, shape (n, d) → (n, r)."""
         X = self._validate_X(X)
         return X @ self.components_.T
 
     def inverse_transform(self, Z: Any) -> np.ndarray:
+        """Reconstruction of codes ``Z``, shape (n, r) → (n, d)."""
         Z = self._validate_Z(Z)
         return Z @ self.components_
 
@@ -572,8 +585,10 @@ def _basis_spec(spec: str) -> dict[str, Any]:
 
 
 def make_proxy(name: str, **params: Any) -> _Proxy:
-    """Build a proxy extractor by name (one of ``PROXY_NAMES``: pca, seminmf, ica, sae), or a
-    :class:`BasisProxy` from ``basis:PATH[?key=K&select=S&orientation=O]``.
+    """Build a proxy extractor by name (one of ``PROXY_NAMES``.
+
+    Pca, seminmf, ica, sae), or a :class:`BasisProxy` from
+    ``basis:PATH[?key=K&select=S&orientation=O]``.
 
     Unknown names raise UnknownNameError; unknown parameters raise ConfigError.
     """
