@@ -43,7 +43,8 @@ def make_synthetic(name: str, *, checks_pass: bool = True) -> Callable[[StageCon
         write_results(rows, ctx.output / "results.csv")
         checks = [
             {"name": "visibility sphere", "description": "V(t) vs theory", "measured": 0.0412,
-             "predicted": 0.04, "tolerance": 0.1, "passed": True, "detail": ""},
+             "predicted": 0.04, "tolerance": 0.1, "passed": True, "detail": "",
+             "error_kind": "relative"},
             {"name": "attenuation s=1.1", "description": "frequency attenuation factor",
              "measured": 0.64, "predicted": 0.66, "tolerance": 0.05, "passed": checks_pass, "detail": ""},
         ]
