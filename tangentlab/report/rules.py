@@ -291,11 +291,11 @@ def weakens_late_rule(peak: Interval | None, late: Sequence[Interval], *,
     if peak is None or not _ok(peak.value):
         return Outcome(INCONCLUSIVE, "no trained checkpoint has an enrichment value")
     late = [x for x in late if _ok(x.value)]
-    if not late:
-        return Outcome(INCONCLUSIVE, f"peak {peak.text()}; no checkpoint after the early/late cut")
-    txt = f"peak {peak.text()}; late window " + "; ".join(x.text() for x in late)
+    txt = f"peak {peak.text()}; late window " + ("; ".join(x.text() for x in late) or "empty")
     if peak_is_last:
         return Outcome(NOT_SUPPORTED, txt + "; the trajectory peaks at its last checkpoint")
+    if not late:
+        return Outcome(INCONCLUSIVE, f"peak {peak.text()}; no checkpoint after the early/late cut")
     if not (peak.has_interval() and all(x.has_interval() for x in late)):
         return Outcome(INCONCLUSIVE, txt + "; an interval is missing")
     if not all(float(x.value) < float(peak.value) for x in late):

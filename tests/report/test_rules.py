@@ -163,6 +163,10 @@ class TestWeakensLate:
         assert out.status == R.INCONCLUSIVE and "no checkpoint after" in out.reason
         assert R.weakens_late_rule(None, [], peak_is_last=False).status == R.INCONCLUSIVE
 
+    def test_a_peak_at_the_end_is_not_supported_even_without_a_late_window(self):
+        out = R.weakens_late_rule(self.iv("step 800", 5.0, 4.6, 5.4), [], peak_is_last=True)
+        assert out.status == R.NOT_SUPPORTED
+
 
 class TestMatchedAblation:
     iv = R.Interval
