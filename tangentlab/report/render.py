@@ -394,11 +394,17 @@ def _compact(v: Verdict) -> str:
     """One scannable line per row for the two tables."""
     if v.units:
         return "; ".join(f"{u.label}: {u.status}" for u in v.units)
-    if v.checks:
+    if v.checks and v.key != "theory":
         failed = [c.name for c in v.checks if not c.passed]
         txt = f"{len(v.checks) - len(failed)} of {len(v.checks)} checks passed"
         return txt + (": failed " + ", ".join(failed) if failed else "")
     return v.reason
+
+
+def _compact_html(v: Verdict) -> str:
+    if v.units:
+        return "".join(f'<div class="unit">{_e(u.label)}: {_status_html(u.status)}</div>' for u in v.units)
+    return _e(_compact(v))
 
 
 def _unit_rows(v: Verdict) -> list[tuple[str, str, str, str, str, str]]:
@@ -406,11 +412,10 @@ def _unit_rows(v: Verdict) -> list[tuple[str, str, str, str, str, str]]:
             for u in v.units]
 
 
-def _check_rows(v: Verdict) -> list[tuple[str, str, str, str]]:
-    return [(c.name, "pass" if c.passed else "FAIL",
-             f"measured {c.measured} vs target {c.target}",
-             (f"tolerance {c.tolerance}; " if c.tolerance != "n/a" else "") + c.error_kind
-             + (f" [{c.what}]" if c.what else ""))
+def _check_rows(v: Verdict) -> list[tuple[str, str, str, str, str]]:
+    """(check, what it measures, pass/FAIL, measured vs target, tolerance: kind of error)."""
+    return [(c.name, c.what, "pass" if c.passed else "FAIL", f"measured {c.measured} vs target {c.target}",
+             (f"{c.tolerance}: " if c.tolerance != "n/a" else "") + c.error_kind)
             for c in v.checks]
 
 
@@ -420,6 +425,9 @@ _EXTRA_CSS = """
 .banner ul{margin:.2em 0;padding-left:1.2em}
 td.num{white-space:nowrap}
 .dep{font-size:.8em;color:#6b5200}
+td .status{font-size:.85em}
+div.unit{white-space:nowrap}
+table.facts th{white-space:nowrap;width:12em}
 """
 
 
@@ -441,7 +449,7 @@ def _render_html(data: RunData, verdicts: list[Verdict], pngs: dict[str, bytes],
                f"symbolically, on synthetic manifolds and on real Transformer gradients. Paper: "
                f"{_e(PAPER_CITATION)}.</p>")
     out.append(f'<h2 id="summary">{titles["summary"]}</h2>')
-    out.append("<table>" + "".join(
+    out.append('<table class="facts">' + "".join(
         f"<tr><th>{_e(k)}</th><td>{'<code>' + _e(v) + '</code>' if k == 'reproduce with' else _e(v)}</td></tr>"
         for k, v in summary_facts(data)) + "</table>")
     out.append("<p><b>Calibration of the method:</b> " + _e(_counts_text(verdicts, "calibration"))
@@ -461,7 +469,7 @@ def _render_html(data: RunData, verdicts: list[Verdict], pngs: dict[str, bytes],
                    if v.depends_on else "")
             out.append(
                 f'<tr><td>{i}</td><td><a href="#row-{_e(v.key)}"><b>{_e(v.title)}</b></a>{dep}</td>'
-                f"<td>{_status_html(v.status)}</td><td>{_e(_compact(v))}</td>"
+                f"<td>{_status_html(v.status)}</td><td>{_compact_html(v)}</td>"
                 f"<td>{_e(v.paper)}</td><td>{_source_html(v)}</td></tr>")
         out.append("</table>")
     # details: one sub-table per row
@@ -486,8 +494,9 @@ def _render_html(data: RunData, verdicts: list[Verdict], pngs: dict[str, bytes],
         if v.checks:
             out.append("<table><tr><th>check</th><th>result</th><th>measured vs target</th>"
                        "<th>tolerance and kind of error</th></tr>")
-            for name, res, mt, tol in _check_rows(v):
-                out.append(f"<tr><td>{_e(name)}</td><td><span class=\"status "
+            for name, what, res, mt, tol in _check_rows(v):
+                what_html = f'<br><span class="muted">{_e(what)}</span>' if what else ""
+                out.append(f"<tr><td>{_e(name)}{what_html}</td><td><span class=\"status "
                            f"{'ok' if res == 'pass' else 'bad'}\">{_e(res)}</span></td>"
                            f"<td>{_e(mt)}</td><td>{_e(tol)}</td></tr>")
             out.append("</table>")
@@ -585,7 +594,8 @@ def _render_md(data: RunData, verdicts: list[Verdict], figures: dict[str, Path],
             out.append("")
         if v.checks:
             out += ["| check | result | measured vs target | tolerance and kind of error |", "|---|---|---|---|"]
-            out += [f"| {_md(a)} | {b} | {_md(c)} | {_md(d)} |" for a, b, c, d in _check_rows(v)]
+            out += [f"| {_md(a)}{' (' + _md(w) + ')' if w else ''} | {b} | {_md(c)} | {_md(d)} |"
+                    for a, w, b, c, d in _check_rows(v)]
             out.append("")
         out += [f"- **Overall: {v.status}.** {v.reason}", f"- **Rule.** {v.rule}"]
         out += [f"- **{k}**: {val}" for k, val in v.numbers]

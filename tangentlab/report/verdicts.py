@@ -28,6 +28,7 @@ from tangentlab.report.figures import Panel, Series
 from tangentlab.report.load import VALIDATE_STAGE, RunData, Source
 from tangentlab.report.paper import PAPER
 from tangentlab.report.synthetic_panels import PanelSpec, prediction_panels
+from tangentlab.runs import RESULTS_NAME
 
 __all__ = [
     "Verdict",
@@ -159,7 +160,10 @@ class TheoryRow:
                        Series("checks", "points", tuple(xs), tuple(ys))),
                       yscale="log", categories=tuple(labels))
         outcome = R.checks_rule([{"name": c.name, "passed": c.passed} for c in lines])
-        return Built(outcome, tuple(numbers), (panel,), checks=lines)
+        failed = tuple(c for c in lines if not c.passed)
+        numbers.append(("every check", f"{len(lines)} checks, each with its kind of error, are listed in "
+                                       "the Theory checks section" + ("; failed ones below" if failed else "")))
+        return Built(outcome, tuple(numbers), (panel,), checks=failed)
 
 
 def _is_attenuation(c: Mapping[str, Any]) -> bool:
@@ -191,17 +195,22 @@ class ChecksRow:
     stored_figures: bool = False
 
     def stages(self, data: RunData) -> list[str]:
-        return [self.stage]
+        """The stage, or its sub-stages where the run split it (``validate/quick``, ...)."""
+        subs = [s for s in data.records if s.startswith(self.stage + "/")]
+        return subs or [self.stage]
 
     def __call__(self, data: RunData, stages: list[str]) -> Built:
-        checks = [c for c in data.checks(self.stage) if self.select is None or self.select(c)]
-        lines = check_lines(checks)
-        panels: tuple[Panel, ...] = ()
-        results = data.stage_dir(self.stage) / "results.csv"
-        if results.is_file():
-            panels = prediction_panels(data.results(self.stage), self.stage.split("/")[-1], self.panels)
-        figures = tuple(data.figures(self.stage)) if self.stored_figures else ()
-        return Built(R.checks_rule(checks), panels=panels, checks=lines, figures=figures)
+        checks: list[Mapping[str, Any]] = []
+        panels: list[Panel] = []
+        figures: list[Path] = []
+        for stage in stages:
+            checks += [c for c in data.checks(stage) if self.select is None or self.select(c)]
+            if (data.stage_dir(stage) / RESULTS_NAME).is_file():
+                panels += prediction_panels(data.results(stage), stage.split("/")[-1], self.panels)
+            if self.stored_figures:
+                figures += data.figures(stage)
+        return Built(R.checks_rule(checks), panels=tuple(panels), checks=check_lines(checks),
+                     figures=tuple(figures))
 
 
 # ------------------------------------------------------------------------------- predictions

@@ -63,9 +63,9 @@ def test_every_row_present_with_status_and_source(failed_run):
     row = html.split('id="row-visibility"')[1].split('class="row"')[0]
     assert ">supported<" in row and "measured 0.0412 vs target 0.04" in row
     # every check line says which kind of error its tolerance bounds, or that none was recorded
-    assert "tolerance 0.1, relative error" in html or "tolerance 0.1; relative error" in row
+    assert "<td>0.1: relative error</td>" in row
     row = html.split('id="row-attenuation"')[1].split('class="row"')[0]
-    assert "tolerance 0.05; tolerance (kind not recorded)" in row
+    assert "<td>0.05: tolerance (kind not recorded)</td>" in row
 
 
 def test_html_is_self_contained_and_figures_are_not_blank(failed_run):

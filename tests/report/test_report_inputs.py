@@ -114,7 +114,7 @@ def test_validation_battery_row_reads_validate_dir(tmp_path):
     res = render_report(run)
     html = res.html.read_text()
     row = html.split('id="row-validation"')[1].split('class="row"')[0]
-    assert "measured 0.9 vs target 0.95" in row and "tolerance 2; error in standard errors" in row
+    assert "measured 0.9 vs target 0.95" in row and "<td>2: error in standard errors</td>" in row
     assert row.count("data:image/png;base64,") == 1  # the stored figure, as it is
     assert (run / "figures" / "validation--coverage.png").is_file()
 
