@@ -37,7 +37,7 @@ reproduce: setup
 	$(BIN)/tangentlab reproduce $(ARGS)
 
 docs: setup
-	$(BIN)/python -m tangentlab.theory.render docs/theory
+	$(BIN)/python -m tangentlab.theory.pages docs/theory
 	$(BIN)/python -m tangentlab.cli_reference docs/cli.md
 
 clean:

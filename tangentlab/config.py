@@ -5,6 +5,11 @@ This module turns untrusted input (a TOML file, ``--set key=value`` flags) into 
 coercing each value to the field's annotated type and raising :class:`~tangentlab.errors.ConfigError`
 with the key, the bad value and the expected type when that is impossible.
 
+Constraints are declared on the fields, once (:func:`option`: bounds, choices, non-empty,
+unique), and checked in one place (:func:`check_config`, called by every :class:`Config`'s
+``__post_init__``), with messages that name the key, the bound and the value received. Relations
+between fields go in :meth:`Config.relations`, checked by the same function.
+
 Supported field types: ``int``, ``float``, ``bool``, ``str``, ``X | None``, ``Literal[...]``,
 ``tuple[X, ...]`` and nested frozen dataclasses (a TOML table, or dotted keys ``a.b=1``).
 
@@ -27,16 +32,22 @@ import json
 import types
 import typing
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 from tangentlab.errors import ConfigError
 
 __all__ = [
+    "Bound",
+    "option",
+    "Config",
+    "check_config",
     "load_config",
     "config_from_mapping",
     "config_to_dict",
     "config_hash",
+    "config_diff",
     "parse_overrides",
     "read_toml",
 ]
@@ -286,3 +297,149 @@ def config_hash(cfg: Any) -> str:
     data = config_to_dict(cfg) if dataclasses.is_dataclass(cfg) else cfg
     blob = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def config_diff(base: Any, other: Any) -> dict[str, Any]:
+    """The fields of ``other`` whose values differ from ``base`` (same dataclass type), in field
+    order: how a preset instance is written as ``key=value`` overrides of the defaults."""
+    if type(base) is not type(other) or not dataclasses.is_dataclass(base):
+        raise TypeError(f"config_diff needs two instances of one dataclass; got {type(base)!r} and {type(other)!r}")
+    return {f.name: getattr(other, f.name) for f in dataclasses.fields(base)
+            if getattr(base, f.name) != getattr(other, f.name)}
+
+
+# --------------------------------------------------------------------------------- constraints
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A declared constraint on one value (a config field or a prediction parameter).
+
+    Attributes:
+        ge, gt, le, lt: numeric bounds (each element of a tuple or array must satisfy them).
+        integer: values must be whole numbers.
+        choices: the allowed values (each element, for a tuple).
+        min_len: a tuple must hold at least this many items.
+        unique: a tuple must not list an item twice.
+        finite: numbers must be finite (``gt=0`` bounds still admit ``+inf`` when false).
+    """
+
+    ge: float | None = None
+    gt: float | None = None
+    le: float | None = None
+    lt: float | None = None
+    integer: bool = False
+    choices: tuple[Any, ...] = ()
+    min_len: int = 0
+    unique: bool = False
+    finite: bool = True
+
+    def describe(self) -> str:
+        """The constraint in words, e.g. ``"a whole number >= 1"``."""
+        text = self._describe_scalar()
+        if self.min_len:
+            text = (text + "; " if text != "any value" else "") + f"at least {self.min_len} item(s)"
+        if self.unique:
+            text = (text + "; " if text != "any value" else "") + "no item twice"
+        return text
+
+    def _describe_scalar(self) -> str:
+        parts = []
+        if self.choices:
+            parts.append("one of " + ", ".join(repr(c) for c in self.choices))
+        for op, v in ((">=", self.ge), (">", self.gt), ("<=", self.le), ("<", self.lt)):
+            if v is not None:
+                parts.append(f"{op} {v:g}")
+        text = " and ".join(parts)
+        if self.integer:
+            text = "a whole number" + (f" {text}" if text else "")
+        return text or "any value"
+
+    def problem(self, value: Any) -> str | None:
+        """None when ``value`` satisfies the bound, else what is wrong (without the key)."""
+        if isinstance(value, (tuple, list)):
+            if len(value) < self.min_len:
+                return f"needs at least {self.min_len} item(s)"
+            if self.unique and len(set(value)) != len(value):
+                return "must not list an item twice"
+            for item in value:
+                why = self._scalar_problem(item)
+                if why is not None:
+                    return f"has item {item!r}, which {why}"
+            return None
+        return self._scalar_problem(value)
+
+    def _scalar_problem(self, value: Any) -> str | None:
+        if self.choices:
+            return None if value in self.choices else f"must be {self._describe_scalar()}"
+        if value is None or isinstance(value, str):
+            return None
+        import numpy as np
+
+        try:
+            arr = np.asarray(value, dtype=np.float64)
+        except (TypeError, ValueError):
+            return f"must be a number ({self._describe_scalar()})"
+        finite = np.isfinite(arr) | (np.isposinf(arr) & (self.gt is not None or self.ge is not None)
+                                     & (not self.finite))
+        if not bool(np.all(finite)):
+            return f"must be finite ({self._describe_scalar()})"
+        ok = finite.copy()
+        if self.ge is not None:
+            ok &= arr >= self.ge
+        if self.gt is not None:
+            ok &= arr > self.gt
+        if self.le is not None:
+            ok &= arr <= self.le
+        if self.lt is not None:
+            ok &= arr < self.lt
+        if self.integer:
+            ok &= np.isfinite(arr) & (arr == np.round(arr))
+        return None if bool(np.all(ok)) else f"must be {self._describe_scalar()}"
+
+
+def option(default: Any, **bound: Any) -> Any:
+    """A dataclass field with a default and a declared :class:`Bound` (keyword arguments).
+
+    Example::
+
+        >>> @dataclass(frozen=True)
+        ... class Cfg(Config):
+        ...     rank: int = option(8, ge=1, integer=True)
+        >>> Cfg(rank=0)
+        Traceback (most recent call last):
+        ...
+        tangentlab.errors.ConfigError: invalid Cfg: config key 'rank' must be a whole number >= 1; got 0
+    """
+    return dataclasses.field(default=default, metadata={"bound": Bound(**bound)})
+
+
+def check_config(cfg: Any) -> None:
+    """Check every declared field bound and every relation of ``cfg``; one ConfigError naming all
+    problems (key, bound, value received) if any fails."""
+    problems = []
+    for f in dataclasses.fields(cfg):
+        bound = f.metadata.get("bound")
+        if bound is None:
+            continue
+        value = getattr(cfg, f.name)
+        why = bound.problem(value)
+        if why is not None:
+            problems.append(f"config key {f.name!r} {why}; got {value!r}")
+    relations = getattr(cfg, "relations", None)
+    if relations is not None and not problems:  # relations may assume the bounds hold
+        problems += [message for ok, message in relations() if not ok]
+    if problems:
+        raise ConfigError(f"invalid {type(cfg).__name__}: " + "; ".join(problems))
+
+
+@dataclass(frozen=True)
+class Config:
+    """Base of every frozen config dataclass: declared bounds and relations checked on creation."""
+
+    def __post_init__(self) -> None:
+        check_config(self)
+
+    def relations(self) -> list[tuple[bool, str]]:
+        """Constraints between fields, as ``(holds, message)`` pairs; none by default."""
+        return []

@@ -86,3 +86,54 @@ def test_roundtrip_and_hash_are_stable():
     assert again == cfg
     assert config_hash(cfg) == config_hash(again)
     assert config_hash(cfg) != config_hash(Outer(rank=4, spreads=(0.5,)))
+
+
+# ---------------------------------------------------------------- declared constraints
+
+
+def test_declared_bounds_are_checked_with_key_bound_and_value():
+    import dataclasses
+
+    from tangentlab.config import Config, option
+
+    @dataclasses.dataclass(frozen=True)
+    class Cfg(Config):
+        rank: int = option(8, ge=1, integer=True)
+        names: tuple[str, ...] = option(("a",), choices=("a", "b"), unique=True, min_len=1)
+        lr: float = option(0.1, gt=0, lt=1)
+
+        def relations(self):
+            return [(self.rank <= 10 or self.lr < 0.5, "rank > 10 needs lr < 0.5")]
+
+    assert Cfg().rank == 8
+    cases = [
+        ({"rank": 0}, "config key 'rank' must be a whole number >= 1; got 0"),
+        ({"rank": 2.5}, "'rank' must be a whole number >= 1; got 2.5"),
+        ({"names": ("a", "a")}, "'names' must not list an item twice"),
+        ({"names": ("c",)}, "'names' has item 'c', which must be one of 'a', 'b'"),
+        ({"names": ()}, "'names' needs at least 1 item"),
+        ({"lr": 1.0}, "'lr' must be > 0 and < 1; got 1.0"),
+        ({"rank": 11, "lr": 0.7}, "rank > 10 needs lr < 0.5"),
+    ]
+    for kwargs, message in cases:
+        with pytest.raises(ConfigError) as info:
+            Cfg(**kwargs)
+        assert message in str(info.value), (kwargs, str(info.value))
+    # loading from strings goes through the same check
+    with pytest.raises(ConfigError, match="'rank' must be a whole number >= 1; got -3"):
+        load_config(Cfg, overrides={"rank": "-3"})
+
+
+def test_every_config_class_declares_its_bounds():
+    """The configs of reproduce, training, measurement and every synthetic experiment all use the
+    one mechanism (Config + declared bounds), not ad-hoc checks."""
+    import dataclasses
+
+    from tangentlab.config import Config
+    from tangentlab.pipeline.reproduce import ReproduceConfig
+    from tangentlab.synthetic.experiments import get, names
+
+    classes = [ReproduceConfig] + [get(n).config_cls for n in names()]
+    for cls in classes:
+        assert issubclass(cls, Config), cls
+        assert any("bound" in f.metadata for f in dataclasses.fields(cls)), cls

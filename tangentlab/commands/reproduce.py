@@ -35,7 +35,7 @@ def _reproduce(args: argparse.Namespace) -> int:
 
             raise ConfigError(f"--resume found no {latest}; run `tangentlab reproduce` first")
         out = latest.resolve()
-    summary = reproduce(cfg, out, runs_root=args.runs_root)
+    summary = reproduce(cfg, out, runs_root=args.runs_root, jobs=args.jobs)
     rc = 0 if summary.ok else 1
     verify = summary.run_dir / "theory" / VERIFY_NAME
     if verify.is_file():
@@ -52,6 +52,16 @@ def _reproduce(args: argparse.Namespace) -> int:
     return rc
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value}")
+    return value
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     from tangentlab.commands import add_common_run_args
 
@@ -62,7 +72,8 @@ def register(sub: argparse._SubParsersAction) -> None:
             "Verify every derivation, run every synthetic experiment, train the encoder and the "
             "decoder, measure both trajectories, and render report.html/report.md, all into one run "
             "directory (default runs/<timestamp>, with runs/latest pointing at it). Rerunning on the "
-            "same directory reuses the stages that are done and still valid. Exit 0 when every stage "
+            "same directory reuses the stages that are done and still valid. Independent stages run at once "
+            "in separate processes (--jobs), each with its own log under logs/. Exit 0 when every stage "
             "finished and every theory check passed, 1 otherwise, 2 on bad input."
         ),
     )
@@ -76,6 +87,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default=None,
                    help="device for training and measurement (default: the config's, auto)")
     p.add_argument("--seed", type=int, default=None, help="the seed of every stage (default 0)")
+    p.add_argument("--jobs", type=_positive_int, default=None, metavar="N",
+                   help="stages run at once, each in its own process (default: the usable cores); "
+                        "the results do not depend on it")
     add_common_run_args(p)
     p.add_argument("--print-config", action="store_true",
                    help="print the resolved config as TOML and exit")

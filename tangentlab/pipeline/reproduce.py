@@ -1,16 +1,19 @@
 """``tangentlab reproduce``: theory, synthetic, empirical and the report, in one resumable job.
 
-Stages, in order (see :func:`build_stages`):
+The stage graph (see :func:`build_stages`), listed with the critical path first:
 
-1. ``theory``: ``verify(seed)`` of every derivation, saved as ``theory/verify.json``.
-2. ``synthetic/<name>``: every synthetic experiment, one run directory each.
-3. ``train/<arch>``: train the encoder and the decoder (preset ``small``; ``tiny`` with --quick).
-4. ``measure/<arch>``: the empirical protocol on each checkpoint trajectory (depends on 3).
+1. ``train/<arch>``: train the encoder and the decoder (preset ``small``; ``tiny`` with --quick).
+2. ``measure/<arch>``: the empirical protocol on each checkpoint trajectory (depends on 1).
+3. ``theory``: ``verify(seed)`` of every derivation, saved as ``theory/verify.json``.
+4. ``synthetic/<name>``: every registered synthetic experiment, one run directory each.
 5. ``report``: ``report.html``, ``report.md`` and ``figures/`` at the top of the run directory,
-   from the stored results (always rerun).
+   from the stored results (always rerun, after every other stage, whatever their status).
 
-The run directory's ``manifest.json`` records each stage (see :mod:`tangentlab.pipeline.stages`);
-rerunning on the same directory reuses what is done and still valid.
+Independent stages run at once in up to ``jobs`` worker processes (default: the usable cores);
+each writes ``logs/<stage>.log``. The run directory's ``manifest.json`` records each stage (see
+:mod:`tangentlab.pipeline.stages`); rerunning on the same directory reuses what is done and still
+valid. The results do not depend on ``jobs``: every stage runs in a fresh process with its own
+seed and thread settings.
 
 Config: :class:`ReproduceConfig` (embedded defaults), :data:`QUICK` (the ``--quick`` variant),
 either of them overridden by a TOML file and ``--set key=value``.
@@ -26,9 +29,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tangentlab.config import config_hash, config_to_dict, load_config, parse_overrides
+from tangentlab.config import (
+    Config,
+    config_hash,
+    config_to_dict,
+    load_config,
+    option,
+    parse_overrides,
+)
 from tangentlab.errors import ConfigError, DataError, StageError
-from tangentlab.pipeline.stages import RunSummary, Stage, StageContext, run_stages
+from tangentlab.pipeline.stages import RunSummary, Stage, StageContext, run_stages, usable_cores
 from tangentlab.progress import log
 from tangentlab.runs import VERIFY_NAME
 
@@ -37,7 +47,6 @@ __all__ = [
     "DEFAULT",
     "QUICK",
     "QUICK_MEASURE_OVERRIDES",
-    "SYNTHETIC_EXPERIMENTS",
     "ARCHS",
     "resolve_config",
     "config_toml",
@@ -46,14 +55,6 @@ __all__ = [
     "reproduce",
 ]
 
-#: The synthetic experiments the account's predictions need, in run order.
-SYNTHETIC_EXPERIMENTS: tuple[str, ...] = (
-    "visibility",
-    "gradient-ratio",
-    "amplification",
-    "proxy-recovery",
-    "river-valley",
-)
 #: The two architectures trained and measured.
 ARCHS: tuple[str, ...] = ("encoder", "decoder")
 
@@ -76,6 +77,15 @@ def _split_scoped(item: str, key: str, *, required_scope: bool = False) -> tuple
     return scope, k.strip(), v.strip()
 
 
+def _scoped_problem(item: str, key: str, required_scope: bool) -> str | None:
+    """None when ``item`` is a well-formed override, else the ConfigError message."""
+    try:
+        _split_scoped(item, key, required_scope=required_scope)
+    except ConfigError as exc:
+        return str(exc)
+    return None
+
+
 def _scoped(items: tuple[str, ...], scope: str, key: str) -> dict[str, str]:
     out: dict[str, str] = {}
     for item in items:
@@ -86,7 +96,7 @@ def _scoped(items: tuple[str, ...], scope: str, key: str) -> dict[str, str]:
 
 
 @dataclass(frozen=True)
-class ReproduceConfig:
+class ReproduceConfig(Config):
     """Everything ``tangentlab reproduce`` runs, with its defaults.
 
     Attributes:
@@ -94,7 +104,8 @@ class ReproduceConfig:
         quick: run each synthetic experiment at its ``--quick`` settings.
         device: ``auto``, ``cpu`` or ``cuda`` for training and measurement.
         derivations: theory derivations to verify; empty means all of ``theory.names()``.
-        synthetic: synthetic experiments to run (names from ``synthetic.names()``).
+        synthetic: synthetic experiments to run; empty means every registered experiment
+            (``tangentlab.synthetic.names()``), in registry order.
         synthetic_overrides: ``"experiment:key=value"`` overrides for single experiments.
         archs: architectures to train and measure (``encoder``, ``decoder``).
         preset: training preset (``tiny``, ``small``, ``base``).
@@ -107,39 +118,49 @@ class ReproduceConfig:
     quick: bool = False
     device: str = "auto"
     derivations: tuple[str, ...] = ()
-    synthetic: tuple[str, ...] = SYNTHETIC_EXPERIMENTS
+    synthetic: tuple[str, ...] = option((), unique=True)
     synthetic_overrides: tuple[str, ...] = ()
-    archs: tuple[str, ...] = ARCHS
-    preset: str = "small"
+    archs: tuple[str, ...] = option(ARCHS, choices=ARCHS, unique=True, min_len=1)
+    preset: str = option("small", choices=("tiny", "small", "base"))
     corpus: str = "wikipedia"
     train_overrides: tuple[str, ...] = ()
     measure_overrides: tuple[str, ...] = ()
 
-    def __post_init__(self) -> None:
-        if self.device not in ("auto", "cpu", "cuda") and not self.device.startswith("cuda:"):
-            raise ConfigError(f"device must be auto, cpu or cuda[:N]; got {self.device!r}")
-        for arch in self.archs:
-            if arch not in ARCHS:
-                raise ConfigError(f"archs may hold only {', '.join(ARCHS)}; got {arch!r}")
-        if len(set(self.archs)) != len(self.archs) or len(set(self.synthetic)) != len(self.synthetic):
-            raise ConfigError("archs and synthetic must not list a name twice")
-        for item in self.synthetic_overrides:
-            _split_scoped(item, "synthetic_overrides", required_scope=True)
-        for item in self.train_overrides:
-            _split_scoped(item, "train_overrides")
-        for item in self.measure_overrides:
-            _split_scoped(item, "measure_overrides")
+    def relations(self) -> list[tuple[bool, str]]:
+        """The device spelling and the ``[scope:]key=value`` form of every override."""
+        out = [(self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:"),
+                f"config key 'device' must be auto, cpu or cuda[:N]; got {self.device!r}")]
+        for key, required in (("synthetic_overrides", True), ("train_overrides", False),
+                              ("measure_overrides", False)):
+            for item in getattr(self, key):
+                out.append((_scoped_problem(item, key, required) is None,
+                            _scoped_problem(item, key, required) or ""))
+        return out
 
 
 #: The embedded default: the full reproduction (``small`` models, full synthetic settings).
 DEFAULT = ReproduceConfig()
-#: The measure overrides of the quick variant: the empirical pillar's
-#: ``tangentlab.empirical.QUICK_MEASURE`` (a test keeps the two equal), spelled out so that
-#: ``--print-config`` shows them and the stage's config hash covers them.
-QUICK_MEASURE_OVERRIDES: tuple[str, ...] = (
-    "n_batches=4", "batch_size=8", "sample_rows=1024", "n_boot=100", "causal_checkpoints=2",
-    "causal_batches=1",
-)
+
+
+def _quick_measure_overrides() -> tuple[str, ...]:
+    """The empirical pillar's quick measure preset as ``key=value`` overrides (one list, kept
+    there), so that ``--print-config`` shows them and the stage's config hash covers them."""
+    from tangentlab.config import config_diff
+    from tangentlab.empirical.protocol import QUICK_MEASURE, MeasureConfig
+
+    quick = QUICK_MEASURE if isinstance(QUICK_MEASURE, MeasureConfig) else \
+        dataclasses.replace(MeasureConfig(), **QUICK_MEASURE)
+    return tuple(f"{k}={_override_text(v)}" for k, v in config_diff(MeasureConfig(), quick).items())
+
+
+def _override_text(value: Any) -> str:
+    if isinstance(value, (tuple, list)):
+        return ",".join(str(v) for v in value)
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+#: The measure overrides of the quick variant (derived from ``empirical.protocol.QUICK_MEASURE``).
+QUICK_MEASURE_OVERRIDES: tuple[str, ...] = _quick_measure_overrides()
 #: The ``--quick`` variant: ``tiny`` models, quick synthetic settings, a lighter measurement
 #: (a smoke run of a few minutes).
 QUICK = dataclasses.replace(DEFAULT, quick=True, preset="tiny",
@@ -273,25 +294,21 @@ def _run_report(ctx: StageContext) -> None:
 
 
 def build_stages(cfg: ReproduceConfig) -> list[Stage]:
-    """The stage list ``tangentlab reproduce`` runs for ``cfg`` (theory → synthetic → train →
-    measure → report). Each stage's ``params`` are the parts of ``cfg`` that decide its result."""
+    """The stage graph ``tangentlab reproduce`` runs for ``cfg``.
+
+    Listed critical path first (the runner starts ready stages in list order): the trainings,
+    the measurements that depend on them, then theory, synthetic and the report. Each stage's
+    ``params`` are the parts of ``cfg`` that decide its result.
+    """
     from functools import partial
 
-    stages: list[Stage] = [
-        Stage(
-            name="theory", func=partial(_run_theory, cfg), check=_check_theory,
-            params={"seed": cfg.seed, "derivations": list(cfg.derivations)},
-            description="verify every derivation",
-        )
-    ]
-    for name in cfg.synthetic:
-        stages.append(Stage(
-            name=f"synthetic/{name}", func=partial(_run_synthetic, cfg, name),
-            check=_check_results_dir,
-            params={"seed": cfg.seed, "quick": cfg.quick,
-                    "overrides": _scoped(cfg.synthetic_overrides, name, "synthetic_overrides")},
-            description=f"synthetic experiment {name}" + (" (quick)" if cfg.quick else ""),
-        ))
+    from tangentlab.synthetic.experiments import get as get_experiment
+    from tangentlab.synthetic.experiments import names as experiment_names
+
+    synthetic = list(cfg.synthetic) or experiment_names()
+    for name in synthetic:
+        get_experiment(name)  # an unknown name is a typed error before anything runs
+    stages: list[Stage] = []
     for arch in cfg.archs:
         stages.append(Stage(
             name=f"train/{arch}", func=partial(_run_train, cfg, arch), check=_check_train,
@@ -308,8 +325,22 @@ def build_stages(cfg: ReproduceConfig) -> list[Stage]:
                     "overrides": _scoped(cfg.measure_overrides, arch, "measure_overrides")},
             description=f"measure the {arch} trajectory",
         ))
+    stages.append(Stage(
+        name="theory", func=partial(_run_theory, cfg), check=_check_theory,
+        params={"seed": cfg.seed, "derivations": list(cfg.derivations)},
+        description="verify every derivation",
+    ))
+    for name in synthetic:
+        stages.append(Stage(
+            name=f"synthetic/{name}", func=partial(_run_synthetic, cfg, name),
+            check=_check_results_dir,
+            params={"seed": cfg.seed, "quick": cfg.quick,
+                    "overrides": _scoped(cfg.synthetic_overrides, name, "synthetic_overrides")},
+            description=f"synthetic experiment {name}" + (" (quick)" if cfg.quick else ""),
+        ))
     stages.append(Stage(name="report", func=_run_report, output="report.html", check=_check_report,
-                        always=True, description="render report.html and report.md"))
+                        after=tuple(s.name for s in stages), always=True,
+                        description="render report.html and report.md"))
     return stages
 
 
@@ -343,13 +374,15 @@ def reproduce(
     out: str | Path | None = None,
     *,
     runs_root: str | Path = "runs",
+    jobs: int | None = None,
     stages: list[Stage] | None = None,
 ) -> RunSummary:
     """Run the whole reproduction into ``out`` (default: a new ``runs_root/<timestamp>``).
 
     When ``out`` is not given, ``runs_root/latest`` is pointed at the new run directory.
-    ``stages`` replaces the real stage list (for tests only); by default it is
-    :func:`build_stages` of ``cfg``.
+    ``jobs`` is the number of stages run at once in worker processes (default: the usable
+    cores; the results do not depend on it). ``stages`` replaces the real stage list (for tests
+    only; its functions must be picklable); by default it is :func:`build_stages` of ``cfg``.
 
     Returns the :class:`~tangentlab.pipeline.stages.RunSummary`; a failed stage does not raise.
     """
@@ -357,12 +390,13 @@ def reproduce(
     run_dir = Path(out) if out is not None else new_run_dir(runs_root)
     stage_list = stages if stages is not None else build_stages(cfg)
     log(f"tangentlab reproduce -> {run_dir} ({len(stage_list)} stages, config {config_hash(cfg)}"
-        + (", quick" if cfg.quick else "") + ")")
+        + (", quick" if cfg.quick else "") + f", {jobs or usable_cores()} jobs)")
     run_dir.mkdir(parents=True, exist_ok=True)
     if out is None:
         _link_latest(run_dir)
     start = time.perf_counter()
-    summary = run_stages(run_dir, stage_list, config=cfg, seeds={"seed": cfg.seed},
+    jobs = jobs if jobs is not None else usable_cores()
+    summary = run_stages(run_dir, stage_list, jobs=jobs, config=cfg, seeds={"seed": cfg.seed},
                          device=cfg.device, extra={"quick": cfg.quick})
     total = time.perf_counter() - start
     done = sum(r.status == "done" for r in summary.records)

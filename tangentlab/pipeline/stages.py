@@ -20,10 +20,21 @@ unchanged, and its outputs are present and readable (the stage's ``check`` passe
 else is redone from scratch: the stage's output path is removed first (it always lies inside the
 run directory). A failure is recorded with its error and a traceback under ``logs/``; stages
 that do not depend on it still run.
+
+Parallelism: with ``jobs=N`` the stages run in separate processes (standard
+:class:`concurrent.futures.ProcessPoolExecutor` s, one per stage, so a worker that dies fails only
+its own stage), walked in topological order of the stage graph by the standard library's
+:class:`graphlib.TopologicalSorter`: a stage is ready as soon as the stages it ``depends`` on
+(must be done) and the stages it comes ``after`` (ordering only, e.g. the report) have finished;
+at most N run at once, and among ready stages the one listed first starts first. Each stage runs in a fresh process (same result whatever ran before it in the same
+process, so ``jobs=1`` and ``jobs=2`` give byte-identical outputs) and writes its own log,
+``logs/<stage>.log``. The parent process alone writes the manifest. ``jobs=None`` runs every stage
+in this process, in list order (for stage functions that cannot be pickled, e.g. in tests).
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 import traceback
@@ -33,12 +44,11 @@ from pathlib import Path
 from typing import Any
 
 from tangentlab.config import config_hash
-from tangentlab.errors import ConfigError, StageError
+from tangentlab.errors import ConfigError
 from tangentlab.progress import log
 from tangentlab.runs import (
     LOGS_DIR,
     MANIFEST_NAME,
-    STAGE_STATUSES,
     StageRecord,
     atomic_write_text,
     build_manifest,
@@ -50,12 +60,11 @@ from tangentlab.runs import (
 __all__ = [
     "Stage",
     "StageContext",
-    "StageRecord",
     "RunSummary",
-    "STAGE_STATUSES",
     "run_stages",
     "stage_hash",
-    "read_stage_records",
+    "usable_cores",
+    "REPRODUCE_KIND",
 ]
 
 #: The manifest ``kind`` of a reproduce run directory.
@@ -92,6 +101,8 @@ class Stage:
         params: the configuration that determines the stage's result (hashed for resume).
         output: the output path relative to the run directory (default: ``name``).
         depends: names of stages that must be ``done`` before this one runs.
+        after: names of earlier stages that must have *finished* (in any status) before this one
+            starts: ordering without a data dependency (the report comes after everything).
         check: ``check(output_path)`` raises if the outputs are missing or unreadable.
         always: rerun on every invocation (the report: cheap, and reads the other stages).
         resumable: pass ``resume=True`` to an interrupted attempt with the same config hash
@@ -104,6 +115,7 @@ class Stage:
     params: Mapping[str, Any] = field(default_factory=dict)
     output: str | None = None
     depends: tuple[str, ...] = ()
+    after: tuple[str, ...] = ()
     check: Callable[[Path], None] | None = None
     always: bool = False
     resumable: bool = False
@@ -150,7 +162,7 @@ def _validate_stages(stages: Sequence[Stage]) -> None:
     for st in stages:
         if st.name in seen:
             raise ConfigError(f"stage {st.name!r} is listed twice")
-        for dep in st.depends:
+        for dep in (*st.depends, *st.after):
             if dep not in seen:
                 raise ConfigError(
                     f"stage {st.name!r} depends on {dep!r}, which is not an earlier stage"
@@ -183,31 +195,248 @@ def _outputs_valid(stage: Stage, out: Path) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class _Outcome:
+    """What one stage execution reports back to the parent (picklable)."""
+
+    ok: bool
+    seconds: float
+    cpu_seconds: float
+    message: str = ""
+    traceback: str = ""
+
+
+def _execute(func: Callable[[StageContext], None], ctx: StageContext,
+             log_path: Path | None) -> _Outcome:
+    """Run one stage function; never raises (except KeyboardInterrupt).
+
+    In a worker process (``log_path`` given) the process's stdout and stderr, file descriptors
+    included, go to the stage's own log first. Wall and CPU seconds are this process's own.
+    """
+    if log_path is not None:
+        import sys
+
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.close(fd)
+    start = time.perf_counter()
+    cpu_start = time.process_time()
+    try:
+        func(ctx)
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:
+        return _Outcome(False, time.perf_counter() - start, time.process_time() - cpu_start,
+                        " ".join(f"{type(exc).__name__}: {exc}".split()), traceback.format_exc())
+    return _Outcome(True, time.perf_counter() - start, time.process_time() - cpu_start)
+
+
+def _executor():
+    """A one-process pool for one stage: a fresh interpreter state per stage.
+
+    Workers come from a fork server that imported numpy and torch once, so a stage does not pay
+    those imports again.
+    """
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["tangentlab.pipeline._preload"])
+    return ProcessPoolExecutor(max_workers=1, mp_context=ctx)
+
+
+def usable_cores() -> int:
+    """The number of cores this process may run on (the default ``--jobs``)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
 def run_stages(
     run_dir: str | Path,
     stages: Sequence[Stage],
     *,
+    jobs: int | None = None,
     config: Any = None,
     seeds: Mapping[str, int] | None = None,
     device: str = "cpu",
     extra: Mapping[str, Any] | None = None,
 ) -> RunSummary:
-    """Run ``stages`` in order inside ``run_dir``, resuming from its manifest.
+    """Run ``stages`` inside ``run_dir``, resuming from its manifest.
 
     Args:
         run_dir: the run directory (created if missing). If it holds a ``manifest.json`` that is
             not a reproduce manifest, it is refused (so a synthetic run is never overwritten).
-        stages: the stage list; dependencies must name earlier stages.
+        stages: the stage list; ``depends`` and ``after`` must name earlier stages.
+        jobs: ``None`` runs the stages in this process in list order; ``N >= 1`` runs them in up to
+            N worker processes at once (stage functions must then be picklable, e.g.
+            ``functools.partial`` of a module-level function).
         config, seeds, device, extra: recorded in the manifest (see
             :func:`tangentlab.runs.build_manifest`).
 
     Returns:
-        A :class:`RunSummary`. Nothing is raised for a failing stage: it is recorded.
+        A :class:`RunSummary`, records in list order. Nothing is raised for a failing stage: it
+        is recorded, and the stages that depend on it are marked skipped.
     """
+    import graphlib
+    from concurrent.futures import FIRST_COMPLETED, wait
+
+    if jobs is not None and jobs < 1:
+        raise ConfigError(f"jobs must be >= 1 (or None for in-process); got {jobs}")
     _validate_stages(stages)
     run_dir = Path(run_dir).resolve()
+    previous = _previous_records(run_dir)
+    by_name = {st.name: st for st in stages}
+    index = {st.name: i for i, st in enumerate(stages, 1)}
+    hashes: dict[str, str] = {}
+    for st in stages:  # list order is a topological order (dependencies are earlier stages)
+        hashes[st.name] = stage_hash(st, hashes)
+    records: dict[str, StageRecord] = {}
+    timings: dict[str, float] = {}
+    manifest = build_manifest(  # built once (it asks git for the commit)
+        kind=REPRODUCE_KIND,
+        config=config if config is not None else {},
+        seeds=seeds,
+        device=device,
+        extra={**dict(extra or {}), "stage_order": [s.name for s in stages], "jobs": jobs or 1},
+    )
+
+    def save() -> None:
+        # only this invocation's stages: a stage dropped from the list (e.g. one architecture
+        # fewer) must not feed the report with results of another configuration
+        manifest["timings_s"] = {k: round(float(v), 3) for k, v in timings.items()}
+        manifest["stages"] = {s.name: records[s.name].to_dict() for s in stages if s.name in records}
+        write_manifest(run_dir, manifest)
+
+    def tag(name: str) -> str:
+        return f"[{index[name]}/{len(stages)}] {name}"
+
+    def base(st: Stage) -> dict[str, Any]:
+        return dict(name=st.name, config_hash=hashes[st.name], outputs=(st.output_path,),
+                    description=st.description, depends=st.depends)
+
+    def settle(st: Stage) -> bool:
+        """Skip or reuse the stage if it need not run (record it and return True)."""
+        blocked = [d for d in st.depends if records[d].status != "done"]
+        if blocked:
+            dep = blocked[0]
+            reason = f"depends on {dep}, which {'failed' if records[dep].status == 'failed' else 'did not run'}"
+            records[st.name] = StageRecord(status="skipped", reason=reason, **base(st))
+            log(f"{tag(st.name)}: skipped ({reason})")
+            return True
+        h = hashes[st.name]
+        prev = previous.get(st.name)
+        if not st.always and prev is not None and prev.status == "done" and prev.config_hash == h:
+            why_invalid = _outputs_valid(st, run_dir / st.output_path)
+            if why_invalid is None:
+                records[st.name] = StageRecord(status="done", seconds=prev.seconds,
+                                               cpu_seconds=prev.cpu_seconds, reused=True, **base(st))
+                log(f"{tag(st.name)}: already done with the same config ({h}); reusing it")
+                return True
+            log(f"{tag(st.name)}: redoing it, because {why_invalid}")
+        elif prev is not None and not st.always and prev.status == "done":
+            log(f"{tag(st.name)}: redoing it, because its config changed ({prev.config_hash} -> {h})")
+        return False
+
+    def launch(st: Stage) -> StageContext:
+        """Clear (or keep, to resume) the stage's output and mark it running."""
+        out = run_dir / st.output_path
+        prev = previous.get(st.name)
+        resume = bool(
+            st.resumable and prev is not None and prev.status in ("running", "failed")
+            and prev.config_hash == hashes[st.name] and out.exists()
+        )
+        if not resume:
+            _remove(out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        records[st.name] = StageRecord(status="running", **base(st))
+        save()
+        log(f"{tag(st.name)}: {'resuming' if resume else 'running'}"
+            + (f" ({st.description})" if st.description else ""))
+        return StageContext(run_dir=run_dir, output=out, resume=resume, records=dict(records))
+
+    def finish(st: Stage, outcome: _Outcome) -> None:
+        timings[st.name] = outcome.seconds
+        if outcome.ok:
+            problem = _outputs_valid(st, run_dir / st.output_path)
+            if problem is not None:
+                outcome = _Outcome(False, outcome.seconds, outcome.cpu_seconds,
+                                   f"StageError: stage {st.name} finished but {problem}")
+        if outcome.ok:
+            records[st.name] = StageRecord(status="done", seconds=outcome.seconds,
+                                           cpu_seconds=outcome.cpu_seconds, **base(st))
+            log(f"{tag(st.name)}: done in {outcome.seconds:.1f} s ({outcome.cpu_seconds:.1f} s CPU)")
+            return
+        log_path = run_dir / LOGS_DIR / (st.name.replace("/", "__") + ".txt")
+        atomic_write_text(log_path, outcome.traceback or outcome.message + "\n")
+        records[st.name] = StageRecord(
+            status="failed", seconds=outcome.seconds, cpu_seconds=outcome.cpu_seconds,
+            error=outcome.message, reason=f"traceback in {log_path.relative_to(run_dir)}",
+            **base(st))
+        log(f"{tag(st.name)}: FAILED after {outcome.seconds:.1f} s: {outcome.message}")
+
+    if jobs is None:
+        for st in stages:
+            if settle(st):
+                save()
+                continue
+            finish(st, _execute(st.func, launch(st), None))
+            save()
+        return RunSummary(run_dir=run_dir, records=tuple(records[s.name] for s in stages))
+
+    # Each stage gets its own one-process executor, so a worker that dies (killed, out of
+    # memory) fails its own stage only; at most `jobs` run at once, the lowest-listed first.
+    graph = graphlib.TopologicalSorter({st.name: (*st.depends, *st.after) for st in stages})
+    graph.prepare()
+    ready: list[str] = []
+    running: dict[Any, tuple[Stage, Any]] = {}
+    try:
+        while graph.is_active():
+            for name in graph.get_ready():
+                if settle(by_name[name]):
+                    save()
+                    graph.done(name)
+                else:
+                    ready.append(name)
+            ready.sort(key=index.__getitem__)
+            while ready and len(running) < jobs:
+                st = by_name[ready.pop(0)]
+                ctx = launch(st)
+                pool = _executor()
+                log_file = run_dir / LOGS_DIR / (st.name.replace("/", "__") + ".log")
+                running[pool.submit(_execute, st.func, ctx, log_file)] = (st, pool)
+            if not running:
+                continue
+            finished, _ = wait(list(running), return_when=FIRST_COMPLETED)
+            for fut in sorted(finished, key=lambda f: index[running[f][0].name]):
+                st, pool = running.pop(fut)
+                try:
+                    outcome = fut.result()
+                except Exception as exc:  # the worker died, or the stage could not be pickled
+                    outcome = _Outcome(False, 0.0, 0.0,
+                                       " ".join(f"{type(exc).__name__}: {exc}".split()),
+                                       "".join(traceback.format_exception(exc)))
+                pool.shutdown(wait=True)
+                finish(st, outcome)
+                save()
+                graph.done(st.name)
+    finally:
+        for _st, pool in running.values():  # interrupted: stop the workers still running
+            pool.shutdown(wait=False, cancel_futures=True)
+            for proc in list(getattr(pool, "_processes", {}).values()):
+                proc.terminate()
+    return RunSummary(run_dir=run_dir, records=tuple(records[s.name] for s in stages))
+
+
+def _previous_records(run_dir: Path) -> dict[str, StageRecord]:
+    """The records of an earlier invocation in ``run_dir`` (created if missing); refuses a
+    directory that holds something other than a reproduce run."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    previous: dict[str, StageRecord] = {}
     if (run_dir / MANIFEST_NAME).is_file():
         old = read_manifest(run_dir)
         if old.get("kind") != REPRODUCE_KIND:
@@ -215,100 +444,10 @@ def run_stages(
                 f"{str(run_dir)!r} holds a {old.get('kind')!r} run, not a reproduce run; "
                 "choose a new or empty --out"
             )
-        previous = read_stage_records(run_dir)
-    elif any(p for p in run_dir.iterdir() if not p.name.startswith(".")):
+        return read_stage_records(run_dir)
+    if any(p for p in run_dir.iterdir() if not p.name.startswith(".")):
         raise ConfigError(
             f"output directory {str(run_dir)!r} is not empty and is not a tangentlab reproduce run; "
             "choose a new or empty --out"
         )
-
-    records: dict[str, StageRecord] = {}
-    hashes: dict[str, str] = {}
-    timings: dict[str, float] = {}
-
-    # built once (it asks git for the commit); each save only refreshes timings and stages
-    manifest = build_manifest(
-        kind=REPRODUCE_KIND,
-        config=config if config is not None else {},
-        seeds=seeds,
-        device=device,
-        extra={**dict(extra or {}), "stage_order": [s.name for s in stages]},
-    )
-
-    def save() -> None:
-        # only this invocation's stages: a stage dropped from the list (e.g. one architecture
-        # fewer) must not feed the report with results of another configuration
-        manifest["timings_s"] = {k: round(float(v), 3) for k, v in timings.items()}
-        manifest["stages"] = {name: rec.to_dict() for name, rec in records.items()}
-        write_manifest(run_dir, manifest)
-
-    n = len(stages)
-    for i, st in enumerate(stages, 1):
-        h = stage_hash(st, hashes)
-        hashes[st.name] = h
-        out = run_dir / st.output_path
-        tag = f"[{i}/{n}] {st.name}"
-        base = dict(name=st.name, config_hash=h, outputs=(st.output_path,),
-                    description=st.description, depends=st.depends)
-
-        blocked = [d for d in st.depends if records[d].status != "done"]
-        if blocked:
-            dep = blocked[0]
-            reason = f"depends on {dep}, which {'failed' if records[dep].status == 'failed' else 'did not run'}"
-            records[st.name] = StageRecord(status="skipped", reason=reason, **base)
-            log(f"{tag}: skipped ({reason})")
-            save()
-            continue
-
-        prev = previous.get(st.name)
-        if not st.always and prev is not None and prev.status == "done" and prev.config_hash == h:
-            why_invalid = _outputs_valid(st, out)
-            if why_invalid is None:
-                records[st.name] = StageRecord(status="done", seconds=prev.seconds,
-                                               cpu_seconds=prev.cpu_seconds, reused=True, **base)
-                log(f"{tag}: already done with the same config ({h}); reusing it")
-                save()
-                continue
-            log(f"{tag}: redoing it, because {why_invalid}")
-        elif prev is not None and not st.always and prev.status == "done":
-            log(f"{tag}: redoing it, because its config changed ({prev.config_hash} -> {h})")
-
-        resume = bool(
-            st.resumable and prev is not None and prev.status in ("running", "failed")
-            and prev.config_hash == h and out.exists()
-        )
-        if not resume:
-            _remove(out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        records[st.name] = StageRecord(status="running", **base)
-        save()
-        log(f"{tag}: {'resuming' if resume else 'running'}" + (f" ({st.description})" if st.description else ""))
-        start = time.perf_counter()
-        cpu_start = time.process_time()
-        try:
-            st.func(StageContext(run_dir=run_dir, output=out, resume=resume, records=dict(records)))
-            problem = _outputs_valid(st, out)
-            if problem is not None:
-                raise StageError(f"stage {st.name} finished but {problem}")
-        except KeyboardInterrupt:
-            raise
-        except Exception as exc:
-            seconds = time.perf_counter() - start
-            cpu = time.process_time() - cpu_start
-            timings[st.name] = seconds
-            message = " ".join(f"{type(exc).__name__}: {exc}".split())
-            log_path = run_dir / LOGS_DIR / (st.name.replace("/", "__") + ".txt")
-            atomic_write_text(log_path, traceback.format_exc())
-            records[st.name] = StageRecord(status="failed", seconds=seconds, cpu_seconds=cpu, error=message,
-                                           reason=f"traceback in {log_path.relative_to(run_dir)}", **base)
-            log(f"{tag}: FAILED after {seconds:.1f} s: {message}")
-            save()
-            continue
-        seconds = time.perf_counter() - start
-        cpu = time.process_time() - cpu_start
-        timings[st.name] = seconds
-        records[st.name] = StageRecord(status="done", seconds=seconds, cpu_seconds=cpu, **base)
-        log(f"{tag}: done in {seconds:.1f} s ({cpu:.1f} s CPU)")
-        save()
-
-    return RunSummary(run_dir=run_dir, records=tuple(records[s.name] for s in stages))
+    return {}

@@ -9,7 +9,7 @@ Public API (loaded lazily, so ``import tangentlab.synthetic`` stays cheap):
   :func:`make_manifold`;
 - the token model (:mod:`tangentlab.synthetic.tokens`): :class:`TokenModel`;
 - experiments (:mod:`tangentlab.synthetic.experiments`): :func:`names`, :func:`get`,
-  :func:`run_experiment`, :class:`ExperimentResult`, :class:`Check`.
+  :func:`run_experiment`, :class:`ExperimentResult`, :class:`AgreementCheck`.
 
 Example::
 
@@ -26,5 +26,5 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "manifolds": ("Manifold", "Circle", "Helix", "Sphere", "FlatTorus", "TorusOfRevolution",
                   "HyperbolicPlane", "ProductManifold", "RandomImmersion", "make_manifold"),
     "tokens": ("TokenModel",),
-    "experiments": ("names", "get", "run_experiment", "ExperimentResult", "Check"),
+    "experiments": ("names", "get", "run_experiment", "ExperimentResult", "AgreementCheck"),
 })

@@ -11,8 +11,8 @@ Importing this package imports sympy and numpy (never torch).
 from __future__ import annotations
 
 from tangentlab.theory.derivation import (
-    Check,
     Derivation,
+    DerivationCheck,
     Step,
     VerifyReport,
     get,
@@ -20,4 +20,4 @@ from tangentlab.theory.derivation import (
     predict,
 )
 
-__all__ = ["Check", "Derivation", "Step", "VerifyReport", "get", "names", "predict"]
+__all__ = ["DerivationCheck", "Derivation", "Step", "VerifyReport", "get", "names", "predict"]

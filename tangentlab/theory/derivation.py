@@ -31,10 +31,11 @@ from typing import Any
 import numpy as np
 import sympy as sp
 
+from tangentlab.config import Bound
 from tangentlab.errors import UnknownNameError, ValidationError
 
 __all__ = [
-    "Check",
+    "DerivationCheck",
     "CheckSpec",
     "Derivation",
     "Param",
@@ -71,8 +72,9 @@ class Step:
 
 
 @dataclass(frozen=True)
-class Check:
-    """The outcome of one verification check.
+class DerivationCheck:
+    """The outcome of one check of a derivation (symbolic, numeric or Monte Carlo; compare
+    :class:`tangentlab.synthetic.AgreementCheck`, a theory-vs-measurement check).
 
     ``residual`` is the quantity that must be small (symbolic: a numeric measure of the simplified
     difference, 0 when it simplifies to exactly zero; numeric: the largest relative error;
@@ -119,7 +121,7 @@ class VerifyReport:
 
     derivation: str
     seed: int
-    checks: tuple[Check, ...]
+    checks: tuple[DerivationCheck, ...]
     seconds: float
     mutations: tuple[str, ...] = ()
 
@@ -128,7 +130,7 @@ class VerifyReport:
         return bool(self.checks) and all(c.passed for c in self.checks)
 
     @property
-    def failures(self) -> tuple[Check, ...]:
+    def failures(self) -> tuple[DerivationCheck, ...]:
         return tuple(c for c in self.checks if not c.passed)
 
     def to_dict(self) -> dict[str, Any]:
@@ -200,9 +202,11 @@ def relative_error(actual: Any, expected: Any, floor: float = 1e-300) -> float:
 class Param:
     """One parameter of a prediction.
 
-    ``kind``: ``"positive"`` (> 0), ``"nonneg"`` (>= 0), ``"real"``, ``"int>=1"`` (integer >= 1),
-    ``"int>=2"``, ``"prob"`` (in (0, 1)), ``"choice"`` (one of ``choices``), ``"array"`` (passed
-    through; the predictor validates). ``default`` of ``REQUIRED`` means it must be given.
+    ``kind`` names a :class:`tangentlab.config.Bound` in :data:`PARAM_KINDS` (the same constraint
+    type the configs declare, checked by the same code): ``"positive"`` (> 0), ``"nonneg"``
+    (>= 0), ``"real"``, ``"int>=1"``, ``"int>=2"``, ``"prob"`` (in (0, 1)); or ``"choice"`` (one
+    of ``choices``) or ``"array"`` (passed through; the predictor validates). ``default`` of
+    ``REQUIRED`` means it must be given.
     """
 
     name: str
@@ -233,41 +237,41 @@ class Prediction:
         return f"{self.quantity}({', '.join(parts)})"
 
 
+#: The parameter kinds and the bound each stands for (one table; checked by Bound.problem).
+PARAM_KINDS: dict[str, Bound] = {
+    "positive": Bound(gt=0, finite=False),
+    "nonneg": Bound(ge=0),
+    "real": Bound(),
+    "int>=0": Bound(ge=0, integer=True),
+    "int>=1": Bound(ge=1, integer=True),
+    "int>=2": Bound(ge=2, integer=True),
+    "prob": Bound(gt=0, lt=1),
+}
+
+
 def _validate_param(quantity: str, p: Param, value: Any) -> Any:
-    if p.kind == "choice":
-        if value not in p.choices:
-            raise ValidationError(
-                f"{quantity}: {p.name} must be one of {list(p.choices)}, got {value!r}"
-            )
-        return value
     if p.kind == "array":
         return value
+    if p.kind == "choice":
+        bound = Bound(choices=p.choices)
+    elif p.kind in PARAM_KINDS:
+        bound = PARAM_KINDS[p.kind]
+    else:
+        raise ValidationError(f"{quantity}: parameter {p.name} has unknown kind {p.kind!r}; "
+                              f"use one of {[*PARAM_KINDS, 'choice', 'array']}")
     if value is None:
         raise ValidationError(f"{quantity}: {p.name} is required ({p.description})")
-    try:
-        arr = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ValidationError(
-            f"{quantity}: {p.name} must be a number or numeric array, got {value!r}"
-        ) from exc
-    if arr.dtype.kind not in "fiu" or not np.all(np.isfinite(arr)):
-        if p.kind == "positive" and np.all(np.isposinf(arr) | (arr > 0)):
-            pass
-        else:
-            raise ValidationError(f"{quantity}: {p.name} must be finite, got {value!r}")
-    if p.kind == "positive" and not np.all(arr > 0):
-        raise ValidationError(f"{quantity}: {p.name} must be > 0 ({p.description}), got {value!r}")
-    if p.kind == "nonneg" and not np.all(arr >= 0):
-        raise ValidationError(f"{quantity}: {p.name} must be >= 0 ({p.description}), got {value!r}")
-    if p.kind == "prob" and not np.all((arr > 0) & (arr < 1)):
-        raise ValidationError(f"{quantity}: {p.name} must be in (0, 1), got {value!r}")
-    if p.kind.startswith("int>="):
-        lo = int(p.kind[5:])
-        if not np.all(arr == np.round(arr)) or not np.all(arr >= lo):
+    if p.kind != "choice":
+        try:
+            arr = np.asarray(value, dtype=np.float64)
+        except (TypeError, ValueError):
             raise ValidationError(
-                f"{quantity}: {p.name} must be an integer >= {lo} ({p.description}), got {value!r}"
-            )
-    return arr if arr.ndim else float(arr)
+                f"{quantity}: {p.name} must be a number or numeric array, got {value!r}"
+            ) from None
+    why = bound.problem(value if p.kind == "choice" else arr)
+    if why is not None:
+        raise ValidationError(f"{quantity}: {p.name} {why} ({p.description}), got {value!r}")
+    return value if p.kind == "choice" else (arr if arr.ndim else float(arr))
 
 
 # --------------------------------------------------------------------------------------------
@@ -476,7 +480,7 @@ class Derivation(abc.ABC):
             except Exception as exc:  # noqa: BLE001 - a crashing check is a failed check
                 residual, tol, passed = math.inf, 0.0, False
                 detail = f"raised {type(exc).__name__}: {exc}"
-            checks.append(Check(spec.name, spec.kind, passed, residual, float(tol), detail))
+            checks.append(DerivationCheck(spec.name, spec.kind, passed, residual, float(tol), detail))
         return VerifyReport(
             self.name, int(seed), tuple(checks), time.perf_counter() - t0, self.mutations
         )

@@ -92,3 +92,13 @@ def test_refuses_overwrite_and_bad_resume(tmp_path):
     with pytest.raises(ConfigError):
         train_model("decoder", tmp_path / "z", preset="tiny", overrides={"steps": "many"})
     assert not (tmp_path / "z").exists()
+
+
+def test_late_checkpoints_densify_the_second_half():
+    base = checkpoint_schedule(1000, 12)
+    dense = checkpoint_schedule(1000, 12, late=6)
+    assert set(base) <= set(dense) and dense[0] == 0 and dense[-1] == 1000
+    late_base = [s for s in base if s >= 500]
+    late_dense = [s for s in dense if s >= 500]
+    assert len(late_dense) >= len(late_base) + 4
+    assert PRESETS["small"].steps >= 800 and PRESETS["small"].late_checkpoints > 0

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from tangentlab.cli import main
-from tangentlab.errors import ConfigError
+from tangentlab.errors import ConfigError, TangentlabError
 from tangentlab.pipeline.reproduce import (
     DEFAULT,
     QUICK,
@@ -27,24 +27,30 @@ def test_quick_variant_differs_only_where_it_should():
     assert dataclasses.replace(QUICK, preset="small", quick=False, measure_overrides=()) == DEFAULT
 
 
-def test_quick_measure_overrides_are_the_empirical_quick_path():
-    from tangentlab.empirical.protocol import QUICK_MEASURE
+def test_quick_measure_overrides_come_from_the_empirical_quick_preset():
+    from tangentlab.config import load_config
+    from tangentlab.empirical.protocol import QUICK_MEASURE, MeasureConfig
 
     mine = dict(item.split("=", 1) for item in QUICK.measure_overrides)
-    assert mine == {k: str(v) for k, v in QUICK_MEASURE.items()}
+    assert mine, "the quick variant must lighten the measurement"
+    resolved = load_config(MeasureConfig, overrides=mine)
+    expected = QUICK_MEASURE if isinstance(QUICK_MEASURE, MeasureConfig) else \
+        dataclasses.replace(MeasureConfig(), **QUICK_MEASURE)
+    assert resolved == expected
 
 
-def test_real_stage_list_is_theory_synthetic_train_measure_report():
+def test_real_stage_graph_trains_first_and_reports_after_everything():
+    from tangentlab.synthetic import names as synthetic_names
+
     names = [s.name for s in build_stages(DEFAULT)]
     assert names == [
-        "theory",
-        "synthetic/visibility", "synthetic/gradient-ratio", "synthetic/amplification",
-        "synthetic/proxy-recovery", "synthetic/river-valley",
-        "train/encoder", "train/decoder", "measure/encoder", "measure/decoder", "report",
+        "train/encoder", "train/decoder", "measure/encoder", "measure/decoder", "theory",
+        *[f"synthetic/{n}" for n in synthetic_names()], "report",
     ]
     by = {s.name: s for s in build_stages(DEFAULT)}
     assert by["measure/decoder"].depends == ("train/decoder",)
     assert by["train/encoder"].resumable and by["report"].always
+    assert set(by["report"].after) == set(names[:-1]) and by["report"].depends == ()
     assert by["report"].output_path == "report.html"
     # the quick flag and the preset reach the stages' hashed params
     q = {s.name: s for s in build_stages(QUICK)}
@@ -57,8 +63,8 @@ def test_config_from_toml_and_overrides(tmp_path):
     cfg = resolve_config(quick=True, path=path, overrides=["corpus=bible", "synthetic=visibility"])
     assert (cfg.seed, cfg.archs, cfg.corpus, cfg.synthetic, cfg.preset) == (3, ("decoder",), "bible", ("visibility",), "tiny")
     names = [s.name for s in build_stages(cfg)]
-    assert names == ["theory", "synthetic/visibility", "train/decoder", "measure/decoder", "report"]
-    assert build_stages(cfg)[2].params["overrides"] == {"steps": "5"}
+    assert names == ["train/decoder", "measure/decoder", "theory", "synthetic/visibility", "report"]
+    assert build_stages(cfg)[0].params["overrides"] == {"steps": "5"}
     # the printed TOML loads back to the same config
     again = tmp_path / "again.toml"
     again.write_text(config_toml(cfg))
@@ -70,11 +76,12 @@ def test_config_from_toml_and_overrides(tmp_path):
     (["archs=encoder,mystery"], "archs"),
     (["device=tpu"], "device"),
     (["synthetic_overrides=visibility"], "experiment:key=value"),
+    (["synthetic=visibility,mystery"], "mystery"),
     (["nonsense=1"], "unknown"),
 ])
 def test_bad_config_is_a_config_error(override, match):
-    with pytest.raises(ConfigError, match=match):
-        resolve_config(overrides=override)
+    with pytest.raises(TangentlabError, match=match):
+        build_stages(resolve_config(overrides=override))
 
 
 def test_cli_bad_input_exits_2_and_writes_nothing(tmp_path, capsys):

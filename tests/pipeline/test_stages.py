@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from tangentlab.errors import ConfigError
-from tangentlab.pipeline.stages import Stage, StageContext, read_stage_records, run_stages
-from tangentlab.runs import atomic_write_json, read_manifest
+from tangentlab.pipeline.stages import Stage, StageContext, run_stages
+from tangentlab.runs import atomic_write_json, read_manifest, read_stage_records
 
 CALLS: Counter = Counter()
 

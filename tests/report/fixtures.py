@@ -28,30 +28,35 @@ def make_theory(ctx: StageContext, *, fail: bool = False) -> None:
 
 
 def make_synthetic(name: str, *, checks_pass: bool = True) -> Callable[[StageContext], None]:
-    def run(ctx: StageContext) -> None:
-        ctx.output.mkdir(parents=True, exist_ok=True)
-        rows = []
-        for t in (0.05, 0.1, 0.2, 0.4):
-            pred = t * t * 2.0 / 2.0
-            rows.append({"experiment": name, "metric": "visibility", "value": pred * 1.03,
-                         "ci_low": pred * 0.97, "ci_high": pred * 1.09, "prediction": pred,
-                         "t": t, "manifold": "sphere"})
-        for alpha in (0.0, 0.25, 0.5):
-            pred = 1.0 / (1.0 + alpha)
-            rows.append({"experiment": name, "metric": "attenuation", "value": pred + 0.01,
-                         "prediction": pred, "alpha": alpha})
-        write_results(rows, ctx.output / "results.csv")
-        checks = [
-            {"name": "visibility sphere", "description": "V(t) vs theory", "measured": 0.0412,
-             "predicted": 0.04, "tolerance": 0.1, "passed": True, "detail": "",
-             "error_kind": "relative"},
-            {"name": "attenuation s=1.1", "description": "frequency attenuation factor",
-             "measured": 0.64, "predicted": 0.66, "tolerance": 0.05, "passed": checks_pass, "detail": ""},
-        ]
-        atomic_write_json(ctx.output / "checks.json", checks)
-        write_manifest(ctx.output, build_manifest(kind=f"synthetic/{name}", config={"x": 1},
-                                                  seeds={"seed": 0}))
-    return run
+    """A picklable stage function (the pipeline may run it in a worker process)."""
+    from functools import partial
+
+    return partial(_write_synthetic, name, checks_pass)
+
+
+def _write_synthetic(name: str, checks_pass: bool, ctx: StageContext) -> None:
+    ctx.output.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for t in (0.05, 0.1, 0.2, 0.4):
+        pred = t * t * 2.0 / 2.0
+        rows.append({"experiment": name, "metric": "visibility", "value": pred * 1.03,
+                     "ci_low": pred * 0.97, "ci_high": pred * 1.09, "prediction": pred,
+                     "t": t, "manifold": "sphere"})
+    for alpha in (0.0, 0.25, 0.5):
+        pred = 1.0 / (1.0 + alpha)
+        rows.append({"experiment": name, "metric": "attenuation", "value": pred + 0.01,
+                     "prediction": pred, "alpha": alpha})
+    write_results(rows, ctx.output / "results.csv")
+    checks = [
+        {"name": "visibility sphere", "description": "V(t) vs theory", "measured": 0.0412,
+         "predicted": 0.04, "tolerance": 0.1, "passed": True, "detail": "",
+         "error_kind": "relative"},
+        {"name": "attenuation s=1.1", "description": "frequency attenuation factor",
+         "measured": 0.64, "predicted": 0.66, "tolerance": 0.05, "passed": checks_pass, "detail": ""},
+    ]
+    atomic_write_json(ctx.output / "checks.json", checks)
+    write_manifest(ctx.output, build_manifest(kind=f"synthetic/{name}", config={"x": 1},
+                                              seeds={"seed": 0}))
 
 
 def make_train(ctx: StageContext) -> None:
@@ -93,12 +98,17 @@ def measure_rows(arch: str, *, enrich_last: float = 3.0, enrich0: float = 1.0,
 
 
 def make_measure(arch: str, **kw) -> Callable[[StageContext], None]:
-    def run(ctx: StageContext) -> None:
-        ctx.output.mkdir(parents=True, exist_ok=True)
-        write_results(measure_rows(arch, **kw), ctx.output / "results.csv")
-        write_manifest(ctx.output, build_manifest(kind="empirical/measure", config={"n_controls": 20},
-                                                  seeds={"seed": 0}))
-    return run
+    """A picklable stage function writing :func:`measure_rows`."""
+    from functools import partial
+
+    return partial(_write_measure, arch, kw)
+
+
+def _write_measure(arch: str, kw: dict, ctx: StageContext) -> None:
+    ctx.output.mkdir(parents=True, exist_ok=True)
+    write_results(measure_rows(arch, **kw), ctx.output / "results.csv")
+    write_manifest(ctx.output, build_manifest(kind="empirical/measure", config={"n_controls": 20},
+                                              seeds={"seed": 0}))
 
 
 def failing(ctx: StageContext) -> None:

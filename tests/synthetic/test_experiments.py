@@ -102,7 +102,9 @@ def test_same_seed_gives_identical_results(tmp_path):
     ("visibility", {"spreads": "-0.1"}, "spread"),
     ("proxy-recovery", {"ranks": "1"}, "below the manifold dimension"),
     ("gradient-ratio", {"n_samples": "lots"}, "integer"),
-    ("amplification", {"optimizers": "lbfgs"}, "unknown optimizer"),
+    ("amplification", {"optimizers": "lbfgs"}, "'optimizers' has item 'lbfgs', which must be one of"),
+    ("amplification", {"log_every": "1000"}, "log_every must be <= steps"),
+    ("river-valley", {"methods": "gd,gd"}, "must not list an item twice"),
     ("river-valley", {"eta": "5.0"}, "diverges"),
 ])
 def test_bad_configs_are_config_errors(name, overrides, needle):
@@ -161,3 +163,13 @@ def test_package_level_api():
     assert syn.run_experiment is run_experiment
     with pytest.raises(AttributeError):
         syn.not_a_name  # noqa: B018
+
+
+def test_experiment_is_abstract_and_the_two_check_types_are_distinct():
+    from tangentlab.synthetic.experiments import AgreementCheck, Experiment
+    from tangentlab.theory import DerivationCheck
+
+    with pytest.raises(TypeError, match="abstract"):
+        Experiment()
+    assert AgreementCheck is not DerivationCheck
+    assert {f for f in AgreementCheck.__dataclass_fields__} >= {"measured", "predicted", "tolerance"}

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tangentlab.errors import UnknownNameError, ValidationError
-from tangentlab.theory import Check, Derivation, VerifyReport, get, names, predict
+from tangentlab.theory import Derivation, DerivationCheck, VerifyReport, get, names, predict
 
 EXPECTED = ("curvature-visibility", "frequency-attenuation", "gradient-components",
             "tangent-amplification", "river-valley")
@@ -44,7 +44,7 @@ def test_every_derivation_verifies(name):
     assert "symbolic" in kinds and ("monte-carlo" in kinds)
     d = rep.to_dict()
     assert json.loads(json.dumps(d)) == d
-    assert all(isinstance(c, Check) for c in rep.checks)
+    assert all(isinstance(c, DerivationCheck) for c in rep.checks)
 
 
 def test_verify_is_deterministic_per_seed():
@@ -60,11 +60,11 @@ def test_bad_parameters_raise_typed_errors():
         predict("curvature-visibility", "visibility", t=0.0, ii_norm_sq=1.0, m=2)
     with pytest.raises(ValidationError, match="t must be > 0"):
         predict("curvature-visibility", "visibility", t=np.array([0.1, -1.0]), ii_norm_sq=1.0, m=2)
-    with pytest.raises(ValidationError, match="integer >= 1"):
+    with pytest.raises(ValidationError, match="m must be a whole number >= 1"):
         predict("curvature-visibility", "visibility", t=0.1, ii_norm_sq=1.0, m=0)
-    with pytest.raises(ValidationError, match="integer >= 1"):
+    with pytest.raises(ValidationError, match="m must be a whole number >= 1"):
         predict("curvature-visibility", "visibility", t=0.1, ii_norm_sq=1.0, m=1.5)
-    with pytest.raises(ValidationError, match="integer >= 2"):
+    with pytest.raises(ValidationError, match="n_types must be a whole number >= 2"):
         predict("frequency-attenuation", "attenuation", s=1.0, alpha=0.5, n_types=1)
     with pytest.raises(ValidationError, match="unknown parameter"):
         predict("frequency-attenuation", "attenuation", s=1.0, alpha=0.5, n_types=5, bogus=1)

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from tangentlab.theory import get, names
-from tangentlab.theory.render import derivation_markdown, main, render_all
+from tangentlab.theory.pages import main, render_all
+from tangentlab.theory.render import derivation_markdown
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "theory"
 
@@ -15,9 +16,9 @@ DOCS = Path(__file__).resolve().parents[2] / "docs" / "theory"
 @pytest.mark.parametrize("name", names())
 def test_committed_page_is_up_to_date(name):
     page = DOCS / f"{name}.md"
-    assert page.exists(), f"missing {page}; run python -m tangentlab.theory.render docs/theory"
+    assert page.exists(), f"missing {page}; run python -m tangentlab.theory.pages docs/theory"
     assert page.read_text(encoding="utf-8") == derivation_markdown(get(name)), (
-        f"{page} is stale; run python -m tangentlab.theory.render docs/theory")
+        f"{page} is stale; run python -m tangentlab.theory.pages docs/theory")
 
 
 def test_index_links_every_page():

@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 from tangentlab.synthetic.experiments._base import (
-    Check,
+    AgreementCheck,
     Experiment,
     ExperimentResult,
     get,
@@ -17,5 +17,5 @@ from tangentlab.synthetic.experiments._base import (
     run_experiment,
 )
 
-__all__ = ["Check", "Experiment", "ExperimentResult", "get", "names",
+__all__ = ["AgreementCheck", "Experiment", "ExperimentResult", "get", "names",
            "resolve_config", "run_experiment"]

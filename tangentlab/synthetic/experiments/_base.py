@@ -3,12 +3,13 @@
 An experiment is an object with a frozen ``config_cls``, ``default_config()``,
 ``quick_config()``, ``validate(config)`` (raises :class:`~tangentlab.errors.ConfigError`) and
 ``run(config) -> ExperimentResult``. ``run`` returns tidy rows (one per measured number, with the
-theory's ``prediction`` where there is one), :class:`Check` objects (theory-vs-measurement
+theory's ``prediction`` where there is one), :class:`AgreementCheck` objects (theory-vs-measurement
 agreement, each with its tolerance from the config) and PNG figures (bytes by file name).
 """
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import io
 import math
@@ -17,10 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tangentlab.errors import ConfigError, UnknownNameError
+from tangentlab.errors import UnknownNameError
 
 __all__ = [
-    "Check",
+    "AgreementCheck",
     "ExperimentResult",
     "Experiment",
     "register",
@@ -46,8 +47,9 @@ def _clean(x: Any) -> Any:
 
 
 @dataclass(frozen=True)
-class Check:
-    """One theory-vs-measurement agreement check (a row of ``checks.json``)."""
+class AgreementCheck:
+    """One theory-vs-measurement agreement check (a row of ``checks.json``; compare
+    :class:`tangentlab.theory.DerivationCheck`, a check of a derivation itself)."""
 
     name: str
     description: str
@@ -66,28 +68,39 @@ class ExperimentResult:
     """What ``run`` returns: tidy rows, checks, and PNG figures by file name."""
 
     rows: list[dict[str, Any]] = field(default_factory=list)
-    checks: list[Check] = field(default_factory=list)
+    checks: list[AgreementCheck] = field(default_factory=list)
     figures: dict[str, bytes] = field(default_factory=dict)
 
 
-class Experiment:
-    """Base class of the synthetic experiments (subclasses set the class attributes)."""
+class Experiment(abc.ABC):
+    """Abstract base of the synthetic experiments.
+
+    A concrete experiment sets ``name``, ``description`` and ``config_cls`` (a frozen
+    :class:`tangentlab.config.Config`), and implements :meth:`quick_config` and :meth:`run`.
+    """
 
     name: str = ""
     description: str = ""
     config_cls: type = object
 
     def default_config(self):
+        """The full-setting config (the config class's defaults)."""
         return self.config_cls()
 
+    @abc.abstractmethod
     def quick_config(self):
-        raise NotImplementedError
+        """The ``--quick`` config: the same checks at settings that run in seconds."""
 
     def validate(self, config) -> None:
-        """Raise ConfigError for a config that cannot run (called before any output is made)."""
+        """Raise ConfigError for a config that cannot run because of what it would build (e.g. a
+        manifold of dimension >= D); called before any output is made. Field bounds and relations
+        between fields are declared on the config class and checked on creation
+        (:func:`tangentlab.config.check_config`). The default has nothing to build-check."""
+        return None
 
+    @abc.abstractmethod
     def run(self, config) -> ExperimentResult:
-        raise NotImplementedError
+        """Run the experiment: tidy rows, agreement checks and figures (no files written)."""
 
 
 _REGISTRY: dict[str, Experiment] = {}
@@ -191,8 +204,3 @@ def run_experiment(name: str, out_dir: str | Path, *, quick: bool = False,
         write_manifest(tmp, manifest)
     return out
 
-
-def require(cond: bool, message: str) -> None:
-    """Raise ConfigError(message) unless ``cond``."""
-    if not cond:
-        raise ConfigError(message)

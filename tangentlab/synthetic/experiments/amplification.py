@@ -27,16 +27,18 @@ the mean cosine of ``x - p``; all also per frequency bucket (thirds of the ranks
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import final
 
 import numpy as np
 
+from tangentlab.config import Config, option
+from tangentlab.errors import ConfigError
 from tangentlab.synthetic.experiments._base import (
-    Check,
+    AgreementCheck,
     Experiment,
     ExperimentResult,
     figure_png,
     register,
-    require,
 )
 from tangentlab.synthetic.experiments._common import (
     build_manifold,
@@ -52,24 +54,24 @@ BUCKETS = ("frequent", "middle", "rare")
 
 
 @dataclass(frozen=True)
-class AmplificationConfig:
+class AmplificationConfig(Config):
     """Config of ``amplification``."""
 
-    seed: int = 0
+    seed: int = option(0, ge=0, integer=True)
     manifold: str = "sphere"
     ambient_dim: int = 8
-    n_types: int = 256
+    n_types: int = option(256, ge=6, integer=True)
     zipf_s: float = 1.0
-    tau: float = 0.2
-    sigma: float = 0.05
-    lam: float = 1.0
-    steps: int = 300
-    log_every: int = 10
-    optimizers: tuple[str, ...] = OPTIMIZERS
-    heads: tuple[str, ...] = HEADS
-    lr_sgd: float = 0.05
-    lr_adam: float = 0.01
-    lr_muon: float = 0.01
+    tau: float = option(0.2, gt=0)
+    sigma: float = option(0.05, gt=0)
+    lam: float = option(1.0, gt=0)
+    steps: int = option(300, ge=1, integer=True)
+    log_every: int = option(10, ge=1, integer=True)
+    optimizers: tuple[str, ...] = option(OPTIMIZERS, choices=OPTIMIZERS, min_len=1, unique=True)
+    heads: tuple[str, ...] = option(HEADS, choices=HEADS, min_len=1, unique=True)
+    lr_sgd: float = option(0.05, gt=0)
+    lr_adam: float = option(0.01, gt=0)
+    lr_muon: float = option(0.01, gt=0)
     mlp_hidden: int = 32
     share_tolerance: float = 0.03
     iso_tolerance: float = 0.05
@@ -77,6 +79,14 @@ class AmplificationConfig:
     #: the displacement bound is derived on the quadratic chart; a real manifold adds relative
     #: O((κ η G)²) terms (tan(x/2) vs x/2 on a sphere), so ratio/bound may exceed 1 by that much
     displacement_tolerance: float = 0.01
+
+    def relations(self) -> list[tuple[bool, str]]:
+        """Constraints between fields (checked with the field bounds, see tangentlab.config)."""
+        c = self
+        return [
+            (c.log_every <= c.steps,
+             f'amplification: log_every must be <= steps; got log_every={c.log_every}, steps={c.steps}'),
+        ]
 
 
 def _bucket_of(n_types: int) -> np.ndarray:
@@ -200,6 +210,7 @@ def train_toy(c: AmplificationConfig, M, optimizer: str, head: str, weighting: s
     return log
 
 
+@final
 class AmplificationExperiment(Experiment):
     name = "amplification"
     description = ("toy models (embedding table of chart coordinates + head) trained with SGD, "
@@ -211,22 +222,15 @@ class AmplificationExperiment(Experiment):
                                    lr_sgd=0.05, lr_adam=0.01, lr_muon=0.01)
 
     def validate(self, c: AmplificationConfig) -> None:
-        require(c.n_types >= 6, "amplification: n_types must be >= 6 (three frequency buckets)")
-        require(c.tau > 0 and c.sigma > 0 and c.lam > 0,
-                "amplification: tau, sigma and lam must be > 0")
-        require(c.steps >= 1 and 1 <= c.log_every <= c.steps,
-                "amplification: need steps >= 1 and 1 <= log_every <= steps")
-        for o in c.optimizers:
-            require(o in OPTIMIZERS, f"amplification: unknown optimizer {o!r}; use {OPTIMIZERS}")
-        for h in c.heads:
-            require(h in HEADS, f"amplification: unknown head {h!r}; use {HEADS}")
-        require(min(c.lr_sgd, c.lr_adam, c.lr_muon) > 0, "amplification: learning rates must be > 0")
+        """The manifold can be built and has a torch chart (the toy trains through it)."""
+        import torch
+
         M = build_manifold(c.manifold, c.ambient_dim, 0)
         try:
-            M.chart_torch(M.sample(1, 0)[0], __import__("torch").zeros((1, M.dim),
-                                                                        dtype=__import__("torch").float64))
+            M.chart_torch(M.sample(1, 0)[0], torch.zeros((1, M.dim), dtype=torch.float64))
         except Exception as exc:
-            require(False, f"amplification: manifold {c.manifold!r} has no torch chart ({exc})")
+            raise ConfigError(f"amplification: manifold {c.manifold!r} has no torch chart ({exc})") from None
+
 
     def run(self, c: AmplificationConfig) -> ExperimentResult:
         from tangentlab import theory
@@ -243,7 +247,7 @@ class AmplificationExperiment(Experiment):
         noise = c.sigma * rng.standard_normal((c.n_types, c.ambient_dim))
         freqs = zipf_frequencies(c.n_types, c.zipf_s)
         rows: list[dict] = []
-        checks: list[Check] = []
+        checks: list[AgreementCheck] = []
         runs: dict[str, list] = {}
 
         kappa = max_normal_curvature(fr.ii[0], seed=c.seed)
@@ -267,7 +271,7 @@ class AmplificationExperiment(Experiment):
         err_share = float(np.max(np.abs(meas_share - pred_share)))
         err_iso = float(np.max(np.abs(meas_iso - pred_iso)))
         # Monte-Carlo scale: V tokens give relative variance errors ~ sqrt(2/V)
-        checks.append(Check(
+        checks.append(AgreementCheck(
             name="tangent share vs closed form (SGD, chart head)",
             description=("largest |measured - predicted| tangent share of variance over the "
                          "logged steps, gradient descent on the quadratic toy realised on the "
@@ -277,7 +281,7 @@ class AmplificationExperiment(Experiment):
             detail=f"final share measured {meas_share[-1]:.4f}, predicted {pred_share[-1]:.4f}; "
                    f"V={c.n_types} tokens",
         ))
-        checks.append(Check(
+        checks.append(AgreementCheck(
             name="isotropy score vs closed form (SGD, chart head)",
             description="largest |measured - predicted| normalised participation ratio over steps",
             measured=err_iso, predicted=0.0, tolerance=c.iso_tolerance,
@@ -294,7 +298,7 @@ class AmplificationExperiment(Experiment):
             rows.append(dict(metric="displacement_ratio_over_bound_max", value=over,
                              prediction=1.0, bound="upper", **b))
         worst = max(o for _, _, o in disp)
-        checks.append(Check(
+        checks.append(AgreementCheck(
             name="one-step displacement within the normal/tangent bound (SGD, chart head)",
             description=("largest over tokens and logged steps of the measured one-step "
                          "‖normal‖/‖tangent‖ displacement over normal_to_tangent_displacement"
@@ -319,7 +323,7 @@ class AmplificationExperiment(Experiment):
                                              seed=c.seed))
                 s0 = log[0]["all"]["tangent_share"]
                 s1 = log[-1]["all"]["tangent_share"]
-                checks.append(Check(
+                checks.append(AgreementCheck(
                     name=f"tangent share rises: {opt}, {head} head",
                     description=("tangent share of representation variance at the last logged "
                                  "step minus at step 0 (frequency-weighted loss); must exceed "

@@ -22,16 +22,17 @@ Intervals: mean ± 1.96 SE over ``n_batches`` batches of pairs.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import final
 
 import numpy as np
 
+from tangentlab.config import Config, option
 from tangentlab.synthetic.experiments._base import (
-    Check,
+    AgreementCheck,
     Experiment,
     ExperimentResult,
     figure_png,
     register,
-    require,
 )
 from tangentlab.synthetic.experiments._common import (
     build_manifold,
@@ -44,23 +45,32 @@ __all__ = ["GradientRatioConfig", "GradientRatioExperiment"]
 
 
 @dataclass(frozen=True)
-class GradientRatioConfig:
+class GradientRatioConfig(Config):
     """Config of ``gradient-ratio``."""
 
-    seed: int = 0
-    manifolds: tuple[str, ...] = ("circle", "sphere", "torus", "flat-torus", "immersion")
+    seed: int = option(0, ge=0, integer=True)
+    manifolds: tuple[str, ...] = option(("circle", "sphere", "torus", "flat-torus", "immersion"), min_len=1)
     ambient_dim: int = 6
-    spreads: tuple[float, ...] = (0.02, 0.05, 0.1, 0.2)
+    spreads: tuple[float, ...] = option((0.02, 0.05, 0.1, 0.2), gt=0, min_len=2)
     n_samples: int = 4000
-    n_batches: int = 8
-    out_dim: int = 4
-    offset_scale: float = 1.0
-    noise: float = 0.5
+    n_batches: int = option(8, ge=2, integer=True)
+    out_dim: int = option(4, ge=1, integer=True)
+    offset_scale: float = option(1.0, gt=0)
+    noise: float = option(0.5, ge=0)
     counterexample_manifold: str = "circle"
-    c_min: float = 0.1
+    c_min: float = option(0.1, gt=0)
     slope_tolerance: float = 0.15
 
+    def relations(self) -> list[tuple[bool, str]]:
+        """Constraints between fields (checked with the field bounds, see tangentlab.config)."""
+        c = self
+        return [
+            (c.n_samples >= 20 * c.n_batches,
+             f'gradient-ratio: n_samples must be >= 20 * n_batches; got n_samples={c.n_samples}, n_batches={c.n_batches}'),
+        ]
 
+
+@final
 class GradientRatioExperiment(Experiment):
     name = "gradient-ratio"
     description = ("‖normal‖/‖tangent‖ of gradients vs t and the alignment constant c against the "
@@ -72,15 +82,10 @@ class GradientRatioExperiment(Experiment):
                                    spreads=(0.03, 0.1, 0.3), n_samples=2000, n_batches=5)
 
     def validate(self, c: GradientRatioConfig) -> None:
-        require(len(c.manifolds) > 0, "gradient-ratio: manifolds must not be empty")
-        require(len(c.spreads) >= 2 and all(t > 0 for t in c.spreads),
-                f"gradient-ratio: need >= 2 spreads, all > 0; got {c.spreads}")
-        require(c.n_samples >= 20 * c.n_batches and c.n_batches >= 2,
-                "gradient-ratio: need n_batches >= 2 and n_samples >= 20 * n_batches")
-        require(c.out_dim >= 1 and c.noise >= 0 and c.offset_scale > 0 and c.c_min > 0,
-                "gradient-ratio: need out_dim >= 1, noise >= 0, offset_scale > 0, c_min > 0")
+        """Every manifold can be built in R^ambient_dim (raises ConfigError)."""
         for name in (*c.manifolds, c.counterexample_manifold):
             build_manifold(name, c.ambient_dim, 0)
+
 
     def _measure(self, M, p, frame_t, frame_n, t, g_fn, rng, n_samples, n_batches):
         from tangentlab import theory
@@ -110,7 +115,7 @@ class GradientRatioExperiment(Experiment):
         from tangentlab import theory
 
         rows: list[dict] = []
-        checks: list[Check] = []
+        checks: list[AgreementCheck] = []
         plot: dict[str, dict] = {}
         for mi, name in enumerate(c.manifolds):
             M = build_manifold(name, c.ambient_dim, c.seed + 17 * (mi + 1))
@@ -146,7 +151,7 @@ class GradientRatioExperiment(Experiment):
             meas_a = np.array(meas)
             held = bool(np.all(meas_a[:, 1] <= np.array(bounds)) and np.all(meas_a[:, 4] >= c.c_min))
             worst = float(np.max(meas_a[:, 1] / np.array(bounds)))
-            checks.append(Check(
+            checks.append(AgreementCheck(
                 name=f"ratio bound holds: {name}",
                 description=("aligned loss (c >= c_min): measured ‖normal‖/‖tangent‖ over the "
                              "corrected bound κ t d(m)/(2c), largest over the spreads; must be <= 1"),
@@ -156,7 +161,7 @@ class GradientRatioExperiment(Experiment):
             slope = float(np.polyfit(np.log(meas_a[:, 0]), np.log(meas_a[:, 1]), 1)[0])
             rows.append(dict(metric="ratio_loglog_slope", manifold=name, case="aligned",
                              value=slope, prediction=1.0, n=len(c.spreads), seed=c.seed))
-            checks.append(Check(
+            checks.append(AgreementCheck(
                 name=f"ratio grows like t: {name}",
                 description="log-log slope of the measured ratio against t (O(t) law: slope 1)",
                 measured=slope, predicted=1.0, tolerance=c.slope_tolerance,
@@ -193,7 +198,7 @@ class GradientRatioExperiment(Experiment):
             exceeded.append(r["ratio"] > naive)
             cs.append(r["c"])
             cex.append((t, r["ratio"], naive))
-        checks.append(Check(
+        checks.append(AgreementCheck(
             name="counterexample: ratio bound fails",
             description=("constant upstream gradient with symmetric u on a circle: the tangent "
                          "part vanishes (c = 0 < c_min) and the ratio exceeds κ t d(m)/(2 c_min) "

@@ -23,17 +23,18 @@ controls, exactly as the empirical harness runs it) on the PCA proxy at rank m:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import final
 
 import numpy as np
 
-from tangentlab.errors import TangentlabError
+from tangentlab.config import Config, option
+from tangentlab.errors import ConfigError, TangentlabError
 from tangentlab.synthetic.experiments._base import (
-    Check,
+    AgreementCheck,
     Experiment,
     ExperimentResult,
     figure_png,
     register,
-    require,
 )
 from tangentlab.synthetic.experiments._common import build_manifold, mean_ci, new_figure
 
@@ -41,29 +42,40 @@ __all__ = ["ProxyRecoveryConfig", "ProxyRecoveryExperiment"]
 
 
 @dataclass(frozen=True)
-class ProxyRecoveryConfig:
+class ProxyRecoveryConfig(Config):
     """Config of ``proxy-recovery``."""
 
-    seed: int = 0
-    manifolds: tuple[str, ...] = ("sphere", "immersion")
+    seed: int = option(0, ge=0, integer=True)
+    manifolds: tuple[str, ...] = option(("sphere", "immersion"), min_len=1)
     ambient_dim: int = 16
-    extractors: tuple[str, ...] = ("pca", "seminmf", "ica", "sae")
-    ranks: tuple[int, ...] = (2, 4, 8)
-    n_types: int = 200
+    extractors: tuple[str, ...] = option(("pca", "seminmf", "ica", "sae"), choices=("pca", "seminmf", "ica", "sae"), min_len=1, unique=True)
+    ranks: tuple[int, ...] = option((2, 4, 8), ge=1, integer=True, min_len=1)
+    n_types: int = option(200, ge=2, integer=True)
     zipf_s: float = 1.0
     pin_alpha: float = 0.5
-    t0: float = 0.02
-    patch_radius: float = 0.1
+    t0: float = option(0.02, gt=0)
+    patch_radius: float = option(0.1, gt=0)
     activation_noise: float = 0.002
     n_occurrences: int = 3000
-    n_controls: int = 20
-    n_null: int = 20
+    n_controls: int = option(20, ge=1, integer=True)
+    n_null: int = option(20, ge=2, integer=True)
     sae_steps: int = 300
     angle_tolerance_deg: float = 10.0
     null_enrichment_tolerance: float = 0.1
     null_p_tolerance: float = 0.2
 
+    def relations(self) -> list[tuple[bool, str]]:
+        """Constraints between fields (checked with the field bounds, see tangentlab.config)."""
+        c = self
+        return [
+            (all(2 * r <= c.ambient_dim for r in c.ranks),
+             f'proxy-recovery: every rank r needs 2r <= D={c.ambient_dim} for matched-rank normal controls; got ranks={c.ranks}'),
+            (c.n_occurrences >= 4 * max(c.ranks),
+             f'proxy-recovery: n_occurrences must be >= 4 * max(ranks); got {c.n_occurrences}'),
+        ]
 
+
+@final
 class ProxyRecoveryExperiment(Experiment):
     name = "proxy-recovery"
     description = ("every extractor (PCA, semi-NMF, ICA, TopK SAE) scored against true tangent "
@@ -76,25 +88,15 @@ class ProxyRecoveryExperiment(Experiment):
                                    null_p_tolerance=0.25)
 
     def validate(self, c: ProxyRecoveryConfig) -> None:
-        from tangentlab.measure import PROXY_NAMES
-
-        require(len(c.manifolds) > 0 and len(c.ranks) > 0 and len(c.extractors) > 0,
-                "proxy-recovery: manifolds, ranks and extractors must not be empty")
-        for e in c.extractors:
-            require(e in PROXY_NAMES,
-                    f"proxy-recovery: unknown extractor {e!r}; choose from {', '.join(PROXY_NAMES)}")
+        """Every manifold can be built, and every rank can contain its tangent space."""
         for name in c.manifolds:
             M = build_manifold(name, c.ambient_dim, 0)
-            for r in c.ranks:
-                require(r >= M.dim, f"proxy-recovery: rank {r} is below the manifold dimension "
-                        f"m={M.dim} of {name}; a proxy must be able to contain the tangent space "
-                        "(use ranks >= m)")
-                require(2 * r <= c.ambient_dim, f"proxy-recovery: rank {r} needs 2r <= D="
-                        f"{c.ambient_dim} for matched-rank normal controls")
-        require(c.t0 > 0 and c.patch_radius > 0, "proxy-recovery: t0 and patch_radius must be > 0")
-        require(c.n_types >= 2 and c.n_occurrences >= 4 * max(c.ranks),
-                "proxy-recovery: need n_types >= 2 and n_occurrences >= 4 * max(ranks)")
-        require(c.n_controls >= 1 and c.n_null >= 2, "proxy-recovery: need n_controls >= 1, n_null >= 2")
+            low = [r for r in c.ranks if r < M.dim]
+            if low:
+                raise ConfigError(f"proxy-recovery: ranks {low} are below the manifold dimension "
+                                  f"m={M.dim} of {name}; a proxy must be able to contain the "
+                                  "tangent space (use ranks >= m)")
+
 
     def run(self, c: ProxyRecoveryConfig) -> ExperimentResult:
         from tangentlab.measure import (
@@ -106,7 +108,7 @@ class ProxyRecoveryExperiment(Experiment):
         from tangentlab.synthetic.tokens import TokenModel
 
         rows: list[dict] = []
-        checks: list[Check] = []
+        checks: list[AgreementCheck] = []
         angle_plot: dict[str, list] = {}
         energy_plot: dict[str, list] = {}
         null_p: list[float] = []
@@ -155,7 +157,7 @@ class ProxyRecoveryExperiment(Experiment):
                     ang_r = dict(angle_plot[f"{name}|{ext}"])[r_chk]
                     e_r = dict(energy_plot[f"{name}|{ext}"])[r_chk]
                     ok = bool(np.isfinite(ang_r) and ang_r <= c.angle_tolerance_deg)
-                    checks.append(Check(
+                    checks.append(AgreementCheck(
                         name=f"{ext} rank {r_chk} recovers the tangent space of {name}",
                         description=(f"mean principal angle (degrees) between the rank-{r_chk} "
                                      f"{ext} proxy fitted on token-model activations and the true "
@@ -179,7 +181,7 @@ class ProxyRecoveryExperiment(Experiment):
                              ci_low=res.energy_ci_low, ci_high=res.energy_ci_high,
                              prediction=1.0, **base))
             rows.append(dict(metric="planted_oracle", value=res.oracle, **base))
-            checks.append(Check(
+            checks.append(AgreementCheck(
                 name=f"planted case at the p floor: {name}",
                 description=("control_test of the rank-m PCA proxy on truly tangent gradients: "
                              "p-value at its floor 1/(1+n_controls), enrichment > 1"),
@@ -209,7 +211,7 @@ class ProxyRecoveryExperiment(Experiment):
             rows.append(dict(metric="null_fraction_at_floor", value=float(np.mean(np.isclose(pv, floor))),
                              prediction=floor, n=c.n_null, manifold=name, extractor="pca",
                              rank=M.dim, seed=c.seed))
-            checks.append(Check(
+            checks.append(AgreementCheck(
                 name=f"null enrichment about 1: {name}",
                 description="mean enrichment of the rank-m PCA proxy on isotropic gradients "
                             f"over {c.n_null} draws",
@@ -217,7 +219,7 @@ class ProxyRecoveryExperiment(Experiment):
                 passed=bool(abs(mu - 1.0) <= c.null_enrichment_tolerance),
                 detail=f"95% CI [{lo:.3f}, {hi:.3f}]",
             ))
-            checks.append(Check(
+            checks.append(AgreementCheck(
                 name=f"null p-values spread out: {name}",
                 description="mean p-value on isotropic gradients vs the mean of the uniform law "
                             "on {1, ..., n+1}/(n+1)",

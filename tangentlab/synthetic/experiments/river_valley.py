@@ -23,16 +23,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import final
 
 import numpy as np
 
+from tangentlab.config import Config, option
 from tangentlab.synthetic.experiments._base import (
-    Check,
+    AgreementCheck,
     Experiment,
     ExperimentResult,
     figure_png,
     register,
-    require,
 )
 from tangentlab.synthetic.experiments._common import new_figure
 
@@ -42,22 +43,22 @@ METHODS = ("gd", "sign-exact", "muon-plain", "muon", "adam", "two-stage", "two-s
 
 
 @dataclass(frozen=True)
-class RiverValleyConfig:
+class RiverValleyConfig(Config):
     """Config of ``river-valley``."""
 
-    seed: int = 0
-    lam_river: float = 0.02
+    seed: int = option(0, ge=0, integer=True)
+    lam_river: float = option(0.02, gt=0)
     lam_hill: float = 1.0
-    n_hills: int = 3
+    n_hills: int = option(3, ge=1, integer=True)
     x0: float = 1.0
     y0: float = 1.0
-    eta: float = 1.0
-    eta_sign: float = 0.03
-    eps: float = 0.005
-    max_steps: int = 800
-    sensing_steps: int = 300
-    band_window: int = 50
-    methods: tuple[str, ...] = METHODS
+    eta: float = option(1.0, gt=0)
+    eta_sign: float = option(0.03, gt=0)
+    eps: float = option(0.005, gt=0)
+    max_steps: int = option(800, ge=10, integer=True)
+    sensing_steps: int = option(300, ge=10, integer=True)
+    band_window: int = option(50, ge=1, integer=True)
+    methods: tuple[str, ...] = option(METHODS, choices=METHODS, min_len=1, unique=True)
     time_tolerance: float = 0.05
     muon_time_tolerance: float = 0.25
     band_tolerance: float = 0.5
@@ -65,10 +66,28 @@ class RiverValleyConfig:
     signal: float = 10.0
     spike: float = 3.0
     bulk: float = 0.3
-    n_bulk: int = 4
-    sensing_eta: float = 0.1
-    sensing_eta_sign: float = 0.1
-    sensing_eps: float = 0.05
+    n_bulk: int = option(4, ge=1, integer=True)
+    sensing_eta: float = option(0.1, gt=0, lt=2)
+    sensing_eta_sign: float = option(0.1, gt=0)
+    sensing_eps: float = option(0.05, gt=0)
+
+    def relations(self) -> list[tuple[bool, str]]:
+        """Constraints between fields (checked with the field bounds, see tangentlab.config)."""
+        c = self
+        return [
+            (c.lam_hill > c.lam_river,
+             f'river-valley: need lam_river < lam_hill; got {c.lam_river} and {c.lam_hill}'),
+            (c.eta < 2 / c.lam_hill,
+             f'river-valley: gradient descent diverges on the hills unless eta < 2/lam_hill = {2 / c.lam_hill:g}; got eta={c.eta}'),
+            (c.x0 > c.eps,
+             f'river-valley: x0 must exceed eps; got x0={c.x0}, eps={c.eps}'),
+            (c.band_window < c.max_steps,
+             f'river-valley: band_window must be < max_steps; got {c.band_window} and {c.max_steps}'),
+            (c.sensing_dim >= c.n_bulk + 2,
+             f'river-valley: sensing_dim must be >= n_bulk + 2; got {c.sensing_dim} and n_bulk={c.n_bulk}'),
+            (c.signal > c.spike > c.bulk > c.sensing_eps,
+             f'river-valley: need signal > spike > bulk > sensing_eps; got {c.signal}, {c.spike}, {c.bulk}, {c.sensing_eps}'),
+        ]
 
 
 def _muon(params, lr, momentum):
@@ -128,6 +147,7 @@ def _hit(xs: np.ndarray, eps: float) -> float:
     return float(idx[0]) if idx.size else math.inf
 
 
+@final
 class RiverValleyExperiment(Experiment):
     name = "river-valley"
     description = ("GD, Muon (with/without momentum), Adam and a two-stage schedule on the "
@@ -137,30 +157,11 @@ class RiverValleyExperiment(Experiment):
     def quick_config(self):
         return RiverValleyConfig(max_steps=400, sensing_steps=200, sensing_dim=8, n_bulk=3)
 
-    def validate(self, c: RiverValleyConfig) -> None:
-        require(c.lam_river > 0 and c.lam_hill > c.lam_river,
-                "river-valley: need 0 < lam_river < lam_hill")
-        require(c.eta > 0 and c.eta_sign > 0 and c.eps > 0, "river-valley: eta, eta_sign, eps > 0")
-        require(c.eta < 2 / c.lam_hill, f"river-valley: gradient descent diverges on the hills "
-                f"unless eta < 2/lam_hill = {2 / c.lam_hill:g}; got eta={c.eta}")
-        require(c.x0 > c.eps, "river-valley: x0 must exceed eps")
-        require(c.n_hills >= 1 and c.max_steps >= 10 and 1 <= c.band_window < c.max_steps,
-                "river-valley: need n_hills >= 1, max_steps >= 10, 1 <= band_window < max_steps")
-        for m in c.methods:
-            require(m in METHODS, f"river-valley: unknown method {m!r}; use {METHODS}")
-        require(c.sensing_steps >= 10, "river-valley: sensing_steps must be >= 10")
-        require(c.sensing_dim >= c.n_bulk + 2 and c.n_bulk >= 1,
-                "river-valley: sensing_dim must be >= n_bulk + 2")
-        require(c.signal > c.spike > c.bulk > c.sensing_eps > 0,
-                "river-valley: need signal > spike > bulk > sensing_eps > 0")
-        require(0 < c.sensing_eta < 2 and c.sensing_eta_sign > 0,
-                "river-valley: need 0 < sensing_eta < 2 and sensing_eta_sign > 0")
-
     def run(self, c: RiverValleyConfig) -> ExperimentResult:
         from tangentlab import theory
 
         rows: list[dict] = []
-        checks: list[Check] = []
+        checks: list[AgreementCheck] = []
         kw = dict(x0=c.x0, lam=c.lam_river, eta=c.eta, eps=c.eps)
         K = int(theory.predict("river-valley", "switch_point", eta_sign=c.eta_sign, **kw))
         preds = {
@@ -197,7 +198,7 @@ class RiverValleyExperiment(Experiment):
                 else:
                     err = abs(hit - p) / p if math.isfinite(hit) else math.inf
                     ok = err <= tol
-                checks.append(Check(
+                checks.append(AgreementCheck(
                     name=f"valley hitting time: {method}",
                     description=(f"first step with |x| <= eps={c.eps} on the river (λ_r="
                                  f"{c.lam_river}, λ_h={c.lam_hill}) vs the exact prediction "
@@ -209,7 +210,7 @@ class RiverValleyExperiment(Experiment):
                 ))
             if method in ("sign-exact", "muon-plain"):
                 err = abs(band - band_pred) / band_pred
-                checks.append(Check(
+                checks.append(AgreementCheck(
                     name=f"oscillation band: {method}",
                     description=(f"largest |x| over the last {c.band_window} steps vs the "
                                  f"predicted band amplitude max(r, η_s - r) (η_s={c.eta_sign})"),
@@ -223,7 +224,7 @@ class RiverValleyExperiment(Experiment):
             t_gd, t_s = _hit(traj["gd"], c.eps), _hit(traj[single], c.eps)
             best = min(t_gd, t_s)
             pbest = min(preds["gd"], preds["sign-exact"])
-            checks.append(Check(
+            checks.append(AgreementCheck(
                 name=f"two-stage schedule is fastest: {two}",
                 description=(f"hitting time of {single}-then-GD (switch at the predicted switch "
                              f"point) over the best of GD and {single} alone; must be <= 1"),
@@ -279,7 +280,7 @@ class RiverValleyExperiment(Experiment):
                 if ci <= 2:  # signal, spike, first bulk component
                     err = abs(hit - pred) / pred if math.isfinite(hit) and math.isfinite(pred) \
                         else (0.0 if hit == pred else math.inf)
-                    checks.append(Check(
+                    checks.append(AgreementCheck(
                         name=f"matrix sensing hitting time: {method}, {name}",
                         description=(f"steps until the {name} component's error is <= "
                                      f"{c.sensing_eps} (s={s[ci]:g}) vs "

@@ -20,16 +20,17 @@ Intervals: mean ± 1.96 SE over ``n_reps`` independent corpora.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import final
 
 import numpy as np
 
+from tangentlab.config import Config, option
 from tangentlab.synthetic.experiments._base import (
-    Check,
+    AgreementCheck,
     Experiment,
     ExperimentResult,
     figure_png,
     register,
-    require,
 )
 from tangentlab.synthetic.experiments._common import build_manifold, mean_ci, new_figure, rel_err
 
@@ -37,27 +38,35 @@ __all__ = ["VisibilityConfig", "VisibilityExperiment", "pooled_visibility"]
 
 
 @dataclass(frozen=True)
-class VisibilityConfig:
+class VisibilityConfig(Config):
     """Config of ``visibility`` (all tolerances are relative errors)."""
 
-    seed: int = 0
-    manifolds: tuple[str, ...] = ("circle", "helix", "sphere", "flat-torus", "torus",
-                                  "hyperbolic", "immersion", "product:circle*circle")
+    seed: int = option(0, ge=0, integer=True)
+    manifolds: tuple[str, ...] = option(("circle", "helix", "sphere", "flat-torus", "torus",
+                                  "hyperbolic", "immersion", "product:circle*circle"), min_len=1)
     ambient_dim: int = 6
-    spreads: tuple[float, ...] = (0.01, 0.03, 0.1)
-    n_points: int = 4
+    spreads: tuple[float, ...] = option((0.01, 0.03, 0.1), gt=0, min_len=1)
+    n_points: int = option(4, ge=1, integer=True)
     n_samples: int = 4000
-    n_batches: int = 8
-    rel_tolerance: float = 0.1
+    n_batches: int = option(8, ge=2, integer=True)
+    rel_tolerance: float = option(0.1, gt=0)
     attenuation_manifold: str = "sphere"
-    zipf_s: tuple[float, ...] = (0.8, 1.2)
-    pin_alpha: tuple[float, ...] = (0.25, 0.5)
-    n_types: int = 100
-    t0: float = 0.01
+    zipf_s: tuple[float, ...] = option((0.8, 1.2), gt=0)
+    pin_alpha: tuple[float, ...] = option((0.25, 0.5), gt=0)
+    n_types: int = option(100, ge=2, integer=True)
+    t0: float = option(0.01, gt=0)
     n_occurrences: int = 20000
-    per_type: int = 60
-    n_reps: int = 6
-    attenuation_tolerance: float = 0.1
+    per_type: int = option(60, ge=2, integer=True)
+    n_reps: int = option(6, ge=2, integer=True)
+    attenuation_tolerance: float = option(0.1, gt=0)
+
+    def relations(self) -> list[tuple[bool, str]]:
+        """Constraints between fields (checked with the field bounds, see tangentlab.config)."""
+        c = self
+        return [
+            (c.n_samples >= 10 * c.n_batches,
+             f'visibility: n_samples must be >= 10 * n_batches; got n_samples={c.n_samples}, n_batches={c.n_batches}'),
+        ]
 
 
 def pooled_visibility(points: np.ndarray, ids: np.ndarray, tangent: np.ndarray,
@@ -87,6 +96,7 @@ def pooled_visibility(points: np.ndarray, ids: np.ndarray, tangent: np.ndarray,
     return float(np.sum(w * nor_r[ok]) / np.sum(w * tan_r[ok]))
 
 
+@final
 class VisibilityExperiment(Experiment):
     name = "visibility"
     description = ("curvature visibility from samples (exact frame and local PCA) against "
@@ -102,29 +112,17 @@ class VisibilityExperiment(Experiment):
         )
 
     def validate(self, c: VisibilityConfig) -> None:
-        require(len(c.manifolds) > 0, "visibility: manifolds must not be empty")
-        require(len(c.spreads) > 0 and all(t > 0 for t in c.spreads),
-                f"visibility: every spread t must be > 0; got {c.spreads}")
-        require(c.n_points >= 1, "visibility: n_points must be >= 1")
-        require(c.n_batches >= 2, "visibility: n_batches must be >= 2 (for intervals)")
-        require(c.n_samples >= 10 * c.n_batches,
-                "visibility: n_samples must be >= 10 * n_batches")
-        require(c.rel_tolerance > 0 and c.attenuation_tolerance > 0,
-                "visibility: tolerances must be > 0")
-        require(c.t0 > 0, f"visibility: t0 must be > 0; got {c.t0}")
-        require(all(s > 0 for s in c.zipf_s) and all(a > 0 for a in c.pin_alpha),
-                "visibility: zipf_s and pin_alpha must be > 0 (the attenuation law needs them)")
-        require(c.n_types >= 2 and c.per_type >= 2 and c.n_reps >= 2,
-                "visibility: need n_types >= 2, per_type >= 2, n_reps >= 2")
+        """Every manifold can be built in R^ambient_dim (raises ConfigError, e.g. m >= D)."""
         for name in (*c.manifolds, c.attenuation_manifold):
-            build_manifold(name, c.ambient_dim, 0)  # raises ConfigError (e.g. m >= D)
+            build_manifold(name, c.ambient_dim, 0)
+
 
     def run(self, c: VisibilityConfig) -> ExperimentResult:
         from tangentlab import theory
         from tangentlab.measure import empirical_visibility, visibility_in_frame
 
         rows: list[dict] = []
-        checks: list[Check] = []
+        checks: list[AgreementCheck] = []
         plot_pts: dict[str, list] = {}
         for mi, name in enumerate(c.manifolds):
             M = build_manifold(name, c.ambient_dim, c.seed + 101 * (mi + 1))
@@ -164,7 +162,7 @@ class VisibilityExperiment(Experiment):
             for label, w, how in (("exact frame", worst, "visibility_in_frame with the true "
                                    "tangent basis"),
                                   ("local PCA", worst_emp, "empirical_visibility (local PCA frame)")):
-                checks.append(Check(
+                checks.append(AgreementCheck(
                     name=f"visibility {label}: {name}",
                     description=(f"{how} on Gaussian chart samples of {name} vs "
                                  "t²‖II‖²/(2m); largest relative error over the spreads "
@@ -221,7 +219,7 @@ class VisibilityExperiment(Experiment):
                     if metric == "attenuation":
                         plot.append((s, alpha, mu, lo, hi))
                     err = rel_err(mu, preds[metric])
-                    checks.append(Check(
+                    checks.append(AgreementCheck(
                         name=f"{metric} s={s} alpha={alpha}",
                         description=(f"measured {metric.replace('_', ' ')} of the token model "
                                      f"on {c.attenuation_manifold} (V={c.n_types}, t0={c.t0}) "
