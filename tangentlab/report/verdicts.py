@@ -258,7 +258,11 @@ class EmpiricalRow:
         missing = [m.name for m in ms if not m.table.has(self.metric)]
         if missing:
             numbers += (("not measured", f"no {self.metric} rows in: {', '.join(missing)}"),)
-        outcome = R.combine({u.label: u.outcome for u in units})
+        if not units:  # an optional measurement nobody stored (e.g. causal checks switched off)
+            outcome = R.Outcome(R.NOT_RUN, f"no measured model stored {self.metric} rows "
+                                           f"({', '.join(m.name for m in ms) or 'no model'})")
+        else:
+            outcome = R.combine({u.label: u.outcome for u in units})
         return Built(outcome, numbers, tuple(panels), units)
 
 

@@ -183,3 +183,11 @@ class TestCausalAndLabels:
         u = _by_key(run)["frequency-distance"].units[0]
         assert "Spearman -0.4 CI [-0.5, -0.3]" in u.estimate and "Pearson -0.4" in u.estimate
         assert "Pearson value" in u.note
+
+
+def test_an_optional_measurement_nobody_stored_reads_not_run(tmp_path):
+    rows = [r for r in measure_rows("decoder") if not r["metric"].startswith("ablation")]
+    run = write_run(tmp_path / "run", {"decoder": rows})
+    v = _by_key(run)["ablation"]
+    assert v.status == R.NOT_RUN and v.error is None
+    assert "no measured model stored ablation_loss_tangent rows (decoder)" in v.reason
