@@ -401,6 +401,21 @@ def _compact(v: Verdict) -> str:
     return v.reason
 
 
+def _overall(v: Verdict) -> str:
+    """The overall line under a sub-table: for per-unit rows, how the units combine (their
+    reasons are in the sub-table above); otherwise the row's reason."""
+    if not v.units:
+        return v.reason
+    c = Counter(u.status for u in v.units)
+    parts = ", ".join(f"{c[w]} {w}" for w in R.STATUS_WORDS if c.get(w))
+    txt = (f"{parts} of {len(v.units)} (model, site) units; supported only if every unit is, not "
+           "supported if any unit is not")
+    extra = v.reason.split("; also ", 1)
+    if len(extra) == 2:
+        txt += "; also " + extra[1]
+    return txt
+
+
 def _compact_html(v: Verdict) -> str:
     if v.units:
         return "".join(f'<div class="unit">{_e(u.label)}: {_status_html(u.status)}</div>' for u in v.units)
@@ -500,7 +515,7 @@ def _render_html(data: RunData, verdicts: list[Verdict], pngs: dict[str, bytes],
                            f"{'ok' if res == 'pass' else 'bad'}\">{_e(res)}</span></td>"
                            f"<td>{_e(mt)}</td><td>{_e(tol)}</td></tr>")
             out.append("</table>")
-        out.append(f"<p><b>Overall: {_status_html(v.status)}.</b> {_e(v.reason)}</p>")
+        out.append(f"<p><b>Overall: {_status_html(v.status)}.</b> {_e(_overall(v))}</p>")
         out.append(f'<p><b>Rule.</b> <span class="muted">{_e(v.rule)}</span></p>')
         if v.numbers:
             out.append('<ul class="nums">' + "".join(f"<li><b>{_e(k)}</b>: {_e(val)}</li>" for k, val in v.numbers)
@@ -597,7 +612,7 @@ def _render_md(data: RunData, verdicts: list[Verdict], figures: dict[str, Path],
             out += [f"| {_md(a)}{' (' + _md(w) + ')' if w else ''} | {b} | {_md(c)} | {_md(d)} |"
                     for a, w, b, c, d in _check_rows(v)]
             out.append("")
-        out += [f"- **Overall: {v.status}.** {v.reason}", f"- **Rule.** {v.rule}"]
+        out += [f"- **Overall: {v.status}.** {_overall(v)}", f"- **Rule.** {v.rule}"]
         out += [f"- **{k}**: {val}" for k, val in v.numbers]
         out += [f"- **The paper reported.** {v.paper}", f"- **Source.** {_source_md(v)}; test: {v.test}", ""]
         if v.key in figures:
