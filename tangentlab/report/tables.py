@@ -119,6 +119,10 @@ class ResultTable:
         df["step"] = pd.to_numeric(df["step"], errors="coerce") if "step" in df.columns else float("nan")
         self.has_band = "band_low" in df.columns and "band_high" in df.columns
         self._index: dict[_Key, Estimate] = {}
+        #: metric -> how many rows were ignored because an earlier row had the same
+        #: (metric, step, site, bucket, window): rows told apart only by another column (a
+        #: variant, a step size) that the report does not select on.
+        self.duplicates: dict[str, int] = {}
         cols = ["metric", "step", "site", "bucket", "checkpoint", "value", "ci_low", "ci_high",
                 "band_low", "band_high"]
         data = [df[c].tolist() if c in df.columns else [None] * len(df) for c in cols]
@@ -127,6 +131,7 @@ class ResultTable:
             window = ck if (step is None and ck in WINDOW_CHECKPOINTS) else ""
             key = (str(m), step, si, b, window)
             if key in self._index:  # the first stored row of each key wins
+                self.duplicates[str(m)] = self.duplicates.get(str(m), 0) + 1
                 continue
             lo, hi, blo, bhi = _num(lo), _num(hi), _num(blo), _num(bhi)
             if not self.has_band and (window or str(m).endswith(OLD_RANGE_METRIC_SUFFIXES)):

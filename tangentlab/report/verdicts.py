@@ -255,6 +255,13 @@ class EmpiricalRow:
             if cmp is not None:
                 panels.insert(0, cmp)
         numbers = tuple((f"{m.name} set-up", m.facts()) for m in ms if m.facts())
+        for m in ms:
+            dup = m.table.duplicates.get(self.metric, 0)
+            if dup:
+                numbers += ((f"{m.name}: duplicate rows",
+                             f"{dup} {self.metric} rows repeat an earlier row's step, site and bucket "
+                             "(told apart only by a column the report does not select on); the first "
+                             "stored row of each is read"),)
         missing = [m.name for m in ms if not m.table.has(self.metric)]
         if missing:
             numbers += (("not measured", f"no {self.metric} rows in: {', '.join(missing)}"),)

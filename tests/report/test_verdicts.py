@@ -191,3 +191,13 @@ def test_an_optional_measurement_nobody_stored_reads_not_run(tmp_path):
     v = _by_key(run)["ablation"]
     assert v.status == R.NOT_RUN and v.error is None
     assert "no measured model stored ablation_loss_tangent rows (decoder)" in v.reason
+
+
+def test_rows_told_apart_only_by_an_unread_column_are_flagged(tmp_path):
+    rows = trajectory_rows("dec", {0: 1.0, 10: 3.0})
+    rows += [dict(r, space="reachable", value=r["value"] * 2) for r in rows if r["metric"] == "enrichment"
+             and r["bucket"] == "all"]
+    run = write_run(tmp_path / "run", {"decoder": rows})
+    v = _by_key(run)["enrichment"]
+    assert v.units[0].estimate.startswith("3 CI")  # the first stored row
+    assert ("decoder: duplicate rows", ) == tuple(k for k, _ in v.numbers if "duplicate" in k)
