@@ -79,12 +79,14 @@ class Source:
         path: the stage's output directory, relative to the run directory (and to the report).
         config_hash: the config hash recorded in that directory's manifest (else the stage's).
         seed: the seed recorded there, if any.
+        present: whether the directory exists (a stage that never ran has none).
     """
 
     stage: str
     path: str
     config_hash: str | None = None
     seed: int | None = None
+    present: bool = True
 
     def label(self) -> str:
         parts = [self.path]
@@ -194,7 +196,7 @@ class RunData:
             path = str(d.relative_to(self.run_dir))
         except ValueError:  # an external measurement run outside the run directory
             path = str(d.resolve())
-        return Source(stage=stage, path=path, config_hash=config_hash, seed=seed)
+        return Source(stage=stage, path=path, config_hash=config_hash, seed=seed, present=d.is_dir())
 
     def problem(self, stage: str) -> str | None:
         """None if the stage is done, else a sentence saying why its numbers are missing."""

@@ -202,14 +202,16 @@ def _status_html(status: str) -> str:
 
 def _source_html(v: Verdict) -> str:
     return "<br>".join(
-        f'<a href="{_e(s.path)}/">{_e(s.path)}</a> <span class="muted">'
-        f'config {_e(s.config_hash or "?")}, seed {_e(s.seed if s.seed is not None else "?")}</span>'
+        (f'<a href="{_e(s.path)}/">{_e(s.path)}</a> <span class="muted">config {_e(s.config_hash or "?")}, '
+         f'seed {_e(s.seed if s.seed is not None else "?")}</span>') if s.present
+        else f'{_e(s.path)} <span class="muted">(no such directory)</span>'
         for s in v.sources)
 
 
 def _source_md(v: Verdict) -> str:
-    return "; ".join(f"[{s.path}]({s.path}/) (config {s.config_hash or '?'}, "
-                     f"seed {s.seed if s.seed is not None else '?'})" for s in v.sources)
+    return "; ".join((f"[{s.path}]({s.path}/) (config {s.config_hash or '?'}, "
+                      f"seed {s.seed if s.seed is not None else '?'})") if s.present
+                     else f"{s.path} (no such directory)" for s in v.sources)
 
 
 # ----------------------------------------------------------------------------------- main
