@@ -233,10 +233,13 @@ def late_window(manifest: dict[str, Any], steps: Sequence[float]) -> LateWindow:
     if lw is None and isinstance(manifest.get("windows"), dict):
         lw = manifest["windows"].get("late")
     if isinstance(lw, dict) and _as_steps(lw.get("steps")) is not None:
-        wanted = set(_as_steps(lw["steps"]) or ())
+        listed = _as_steps(lw["steps"]) or []
+        weights = _as_steps(lw.get("weights"))
+        if weights and len(weights) == len(listed):  # a checkpoint of zero weight is not in it
+            listed = [st for st, w in zip(listed, weights) if w > 0]
+        wanted = set(listed)
         chosen = tuple(s for s in steps if s in wanted)
         src = "the late window the measurement recorded"
-        weights = _as_steps(lw.get("weights"))
         if weights:
             src += " (weighted by the steps each checkpoint stands for: " + ", ".join(
                 f"{w:.3g}" for w in weights) + ")"
@@ -267,7 +270,11 @@ def weakens_late_unit(model: Model, site: str) -> Unit:
     peak = None
     best = None
     if trained:
-        best = max(trained, key=lambda s: t.get("enrichment", site=site, step=s).value or float("-inf"))
+        def value(st: float) -> float:
+            v = t.get("enrichment", site=site, step=st).value
+            return float("-inf") if v is None else v
+
+        best = max(trained, key=value)
         peak = t.get("enrichment", site=site, step=best).interval(f"step {_step(best)}")
         at = f"peak at step {_step(best)}; " + at
     agg = t.get("enrichment", site=site, window="late")
