@@ -107,10 +107,16 @@ def limitations(data: RunData, verdicts: list[Verdict]) -> list[str]:
     for v in verdicts:
         if v.depends_on:
             out.append(f"'{v.title}' depends on '{v.depends_on}': it is not an independent verdict.")
-        if v.status == R.INCONCLUSIVE:
+        if v.status == R.INCONCLUSIVE and v.units:
+            undecided = [u.label for u in v.units if u.status == R.INCONCLUSIVE]
+            out.append(f"'{v.title}' is inconclusive for {', '.join(undecided) or 'its unmeasured stages'} "
+                       "(the reasons are in its sub-table).")
+        elif v.status == R.INCONCLUSIVE:
             out.append(f"'{v.title}' is inconclusive: {v.reason}.")
-        elif v.status == R.NOT_RUN and not any(v.reason.startswith(f"stage {s.stage}") for s in v.sources):
-            out.append(f"'{v.title}' was not decided: {v.reason}.")
+        elif v.status == R.NOT_RUN and not any(
+                data.records.get(s.stage) is not None and data.records[s.stage].status in ("failed", "skipped")
+                for s in v.sources):  # failed and skipped stages are listed above already
+            out.append(f"'{v.title}' was not run: {v.reason}.")
         if v.error:
             out.append(f"'{v.title}': the verdict rule raised an error ({v.error.splitlines()[0]}).")
     cfg = data.manifest.get("config") or {}
