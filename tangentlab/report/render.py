@@ -307,6 +307,9 @@ def _devices(data: RunData) -> str:
     if not by:
         requested = data.manifest.get("device", "?")
         return f"not recorded by any stage (requested: {requested})"
+    if len(by) == 1:
+        dev, names = next(iter(by.items()))
+        return f"{dev} (all {len(names)} stages that recorded a device)"
     return "; ".join(f"{dev} ({', '.join(names)})" for dev, names in by.items())
 
 
