@@ -119,6 +119,8 @@ class ReproduceConfig(Config):
         corpus: training corpus name (the empirical default is the Wikipedia sample).
         train_overrides: ``"key=value"`` or ``"arch:key=value"`` overrides for training.
         measure_overrides: ``"key=value"`` or ``"arch:key=value"`` overrides for measurement.
+        external_measures: ``"NAME=DIR"`` measurement run directories (``tangentlab empirical
+            measure`` outputs, e.g. a public checkpoint suite) that the report shows beside ours.
     """
 
     seed: int = 0
@@ -132,6 +134,7 @@ class ReproduceConfig(Config):
     corpus: str = "wikipedia"
     train_overrides: tuple[str, ...] = ()
     measure_overrides: tuple[str, ...] = ()
+    external_measures: tuple[str, ...] = option((), unique=True)
 
     def relations(self) -> list[tuple[bool, str]]:
         """The device spelling and the ``[scope:]key=value`` form of every override."""
@@ -142,6 +145,11 @@ class ReproduceConfig(Config):
             for item in getattr(self, key):
                 out.append((_scoped_problem(item, key, required) is None,
                             _scoped_problem(item, key, required) or ""))
+        for item in self.external_measures:
+            name, _, folder = item.partition("=")
+            out.append((bool(name.strip()) and bool(folder.strip()) and "/" not in name,
+                        f"external_measures entry {item!r} must look like NAME=DIR "
+                        "(e.g. pythia-160m=runs/pythia)"))
         return out
 
 

@@ -329,10 +329,14 @@ def run_stages(
         extra={**dict(extra or {}), "stage_order": [s.name for s in stages], "jobs": jobs or 1},
     )
 
+    started = time.perf_counter()
+
     def save() -> None:
         # only this invocation's stages: a stage dropped from the list (e.g. one architecture
         # fewer) must not feed the report with results of another configuration
         manifest["timings_s"] = {k: round(float(v), 3) for k, v in timings.items()}
+        # stages overlap, so their seconds do not add up to the wall time of the invocation
+        manifest["wall_seconds"] = round(time.perf_counter() - started, 3)
         manifest["stages"] = {s.name: records[s.name].to_dict() for s in stages if s.name in records}
         write_manifest(run_dir, manifest)
 

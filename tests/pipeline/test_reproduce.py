@@ -185,3 +185,10 @@ def test_a_second_reproduce_on_a_locked_run_is_refused(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "someone else" in err and str(holder.pid) in err
     assert not (out / "manifest.json").exists()
+
+
+def test_external_measures_are_validated():
+    cfg = resolve_config(quick=True, overrides=["external_measures=pythia=runs/p,olmo=runs/o"])
+    assert cfg.external_measures == ("pythia=runs/p", "olmo=runs/o")
+    with pytest.raises(ConfigError, match="must look like NAME=DIR"):
+        resolve_config(overrides=["external_measures=no-folder"])
