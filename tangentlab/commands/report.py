@@ -27,6 +27,7 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``report`` command to the CLI's subparsers."""
     p = sub.add_parser(
         "report",
         help="re-render report.html and report.md of a reproduce run (no recomputation)",

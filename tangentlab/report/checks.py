@@ -74,6 +74,7 @@ class CheckLine:
     what: str = ""
 
     def text(self) -> str:
+        """The check as one line: name, measured against target, tolerance with its kind of error."""
         tol = f"tolerance {self.tolerance}, {self.error_kind}" if self.tolerance != "n/a" else self.error_kind
         s = f"{'PASS' if self.passed else 'FAIL'}: measured {self.measured} vs target {self.target} ({tol})"
         return s + (f" [{self.what}]" if self.what else "")

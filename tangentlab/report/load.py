@@ -42,8 +42,10 @@ VALIDATE_STAGE = "validate"
 
 
 def parse_measure_args(items) -> dict[str, Path]:
-    """``["NAME=DIR", ...]`` (or a ``{NAME: DIR}`` table) to ``{NAME: Path(DIR)}``; a DataError
-    names the malformed entry."""
+    """``["NAME=DIR", ...]`` (or a ``{NAME: DIR}`` table) to ``{NAME.
+
+    Path(DIR)}``; a DataError names the malformed entry.
+    """
     if items is None:
         return {}
     if isinstance(items, dict):
@@ -89,6 +91,7 @@ class Source:
     present: bool = True
 
     def label(self) -> str:
+        """The name shown for this source (the stage, or ``external/NAME``)."""
         parts = [self.path]
         if self.config_hash:
             parts.append(f"config {self.config_hash}")
@@ -123,6 +126,7 @@ class RunData:
         """Open ``run_dir``; it must hold a reproduce ``manifest.json``.
 
         Args:
+            run_dir: the run directory.
             measures: external measurement runs ``{NAME: DIR}``, added to those the run's config
                 lists under ``external_measures`` (a NAME given here wins).
         """
@@ -171,6 +175,7 @@ class RunData:
         return rec.status if rec is not None else "not run"
 
     def stage_dir(self, stage: str) -> Path:
+        """The folder of ``stage`` (an external measurement's own folder for ``external/NAME``)."""
         ext = self._external(stage)
         if ext is not None:
             return ext
@@ -229,6 +234,7 @@ class RunData:
         return self._tables[key]
 
     def stage_manifest(self, stage: str) -> dict[str, Any]:
+        """The ``manifest.json`` of ``stage`` (empty when it has none)."""
         return read_manifest(self.stage_dir(stage))
 
     def stage_manifest_or_empty(self, stage: str) -> dict[str, Any]:

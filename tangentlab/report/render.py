@@ -230,6 +230,8 @@ def render_report(run_dir: str | Path, *, rows: list[RowSpec] | None = None,
     shown as ``not run`` with the error, and the error is listed in ``RenderResult.row_errors``.
 
     Args:
+        run_dir: a reproduce run directory.
+        rows: the verdict rows to build (default: every row of :data:`ROWS`).
         measures: external measurement runs ``{NAME: DIR}`` to add (beside those the run's config
             lists under ``external_measures``); each gets its own (model, site) sub-rows.
     """
@@ -271,9 +273,11 @@ SUMMARY_KEYS: tuple[str, ...] = ("visibility", "attenuation", "enrichment", "riv
 
 def summary_figure(run_dir: str | Path, path: str | Path, *, keys: tuple[str, ...] = SUMMARY_KEYS,
                    ncols: int = 3, measures: dict[str, str | Path] | None = None) -> Path:
-    """One PNG with the figures of the headline rows (default :data:`SUMMARY_KEYS`) of a run,
-    each panel titled with its row's status word, e.g. for the README. Drawn from the stored
-    results, like the report; saved as a palette PNG so it stays small (a few hundred KB)."""
+    """One PNG with the figures of a run's headline rows (default :data:`SUMMARY_KEYS`).
+
+    Each panel is titled with its row's status word (e.g. for the README). Drawn from the stored
+    results, like the report; saved as a palette PNG so it stays small (a few hundred KB).
+    """
     import io
     from dataclasses import replace
 
@@ -329,8 +333,11 @@ def _wall_seconds(data: RunData) -> float | None:
 
 
 def reproduce_command(data: RunData) -> str:
-    """The command line that reproduces the run: the recorded argv of a ``tangentlab reproduce``
-    call, else one built from the recorded config (seed, quick, device), writing to this path."""
+    """The command line that reproduces the run.
+
+    The recorded argv of a ``tangentlab reproduce`` call, else one built from the recorded config
+    (seed, quick, device), writing to this path.
+    """
     argv = data.manifest.get("argv")
     path = str(data.run_dir.resolve())
     if isinstance(argv, list) and len(argv) > 1 and argv[1] == "reproduce":
@@ -413,8 +420,11 @@ def _compact(v: Verdict) -> str:
 
 
 def _overall(v: Verdict) -> str:
-    """The overall line under a sub-table: for per-unit rows, how the units combine (their
-    reasons are in the sub-table above); otherwise the row's reason."""
+    """The overall line under a sub-table.
+
+    For per-unit rows, how the units combine (their reasons are in the sub-table above); otherwise
+    the row's reason.
+    """
     if not v.units:
         return v.reason
     c = Counter(u.status for u in v.units)

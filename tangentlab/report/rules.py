@@ -112,9 +112,11 @@ class Interval:
     hi: float | None = None
 
     def has_interval(self) -> bool:
+        """True when both ends of the interval are known."""
         return _ok(self.lo) and _ok(self.hi)
 
     def text(self) -> str:
+        """The estimate as text, e.g. ``3.1 [2.8, 3.4]``."""
         iv = f" [CI {_f(self.lo)}, {_f(self.hi)}]" if self.has_interval() else " (no CI stored)"
         return f"{self.label}: {_f(self.value)}{iv}"
 

@@ -144,8 +144,11 @@ def _spec_panel(df, spec: PanelSpec, experiment: str) -> Panel | None:
 
 
 def prediction_panels(df, experiment: str, specs: Sequence[PanelSpec] | None) -> tuple[Panel, ...]:
-    """The panels of a synthetic row: the given specs; when none of them finds its rows (or none
-    is given), one panel per metric that has a prediction (at most three)."""
+    """The panels of a synthetic row.
+
+    The given specs; when none of them finds its rows (or none is given), one panel per metric that
+    has a prediction (at most three).
+    """
     import pandas as pd
 
     panels = [p for p in (_spec_panel(df, spec, experiment) for spec in specs or ()) if p is not None]

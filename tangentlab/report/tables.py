@@ -63,14 +63,17 @@ class Estimate:
 
     @property
     def present(self) -> bool:
+        """True when the value is known."""
         return self.value is not None
 
     @property
     def has_ci(self) -> bool:
+        """True when a confidence interval is stored."""
         return self.ci_low is not None and self.ci_high is not None
 
     @property
     def has_band(self) -> bool:
+        """True when a min-max band (not an interval) is stored."""
         return self.band_low is not None and self.band_high is not None
 
     def interval_text(self) -> str:
@@ -83,6 +86,7 @@ class Estimate:
         return ", ".join(parts) or "no interval stored"
 
     def text(self) -> str:
+        """The estimate as text: value, then the interval or the labelled range."""
         return f"{fmt(self.value)} {self.interval_text()}"
 
     def interval(self, label: str) -> Interval:
@@ -140,21 +144,26 @@ class ResultTable:
 
     @classmethod
     def read(cls, path) -> ResultTable:
+        """Read a ``results.csv`` (DataError if it is missing or malformed)."""
         from tangentlab.runs import read_results
 
         return cls(read_results(path))
 
     # ------------------------------------------------------------------ queries
     def has(self, metric: str) -> bool:
+        """True when some row holds ``metric``."""
         return any(k[0] == metric for k in self._index)
 
     def metrics(self) -> list[str]:
+        """The metrics stored, sorted."""
         return sorted({k[0] for k in self._index})
 
     def sites(self, metric: str) -> list[str]:
+        """The sites that hold ``metric``, in order of first appearance."""
         return sorted({k[2] for k in self._index if k[0] == metric})
 
     def steps(self, metric: str, site: str | None = None) -> list[float]:
+        """The checkpoint steps that hold ``metric`` (at ``site`` if given), ascending."""
         return sorted({k[1] for k in self._index
                        if k[0] == metric and k[1] is not None and (site is None or k[2] == site)})
 
@@ -190,10 +199,12 @@ class ResultTable:
         return Estimate(est.value, lo, hi, blo, bhi)
 
     def last_step(self, metric: str, site: str | None = None) -> float | None:
+        """The last step that holds ``metric`` (at ``site`` if given), or None."""
         steps = self.steps(metric, site)
         return steps[-1] if steps else None
 
     def metrics_with_prefix(self, prefix: str, *, site: str, step: float | None) -> list[str]:
+        """The metrics starting with ``prefix`` stored at ``site`` and ``step``."""
         return sorted({k[0] for k in self._index if k[0].startswith(prefix) and k[2] == site
                        and k[1] == (None if step is None else float(step))})
 

@@ -66,6 +66,7 @@ class Model:
 
     @property
     def config(self) -> dict[str, Any]:
+        """The measurement's recorded config (from its manifest)."""
         cfg = self.manifest.get("config")
         return cfg if isinstance(cfg, dict) else {}
 
@@ -121,10 +122,12 @@ class Unit:
 
     @property
     def label(self) -> str:
+        """The unit's label, ``model / site``."""
         return f"{self.model} {self.site}".strip()
 
     @property
     def outcome(self) -> R.Outcome:
+        """The unit's status, reason and estimate as a rule outcome."""
         return R.Outcome(self.status, self.reason)
 
 
@@ -144,6 +147,7 @@ def _axis(steps: Sequence[float]) -> str:
 # ------------------------------------------------------------------------------ enrichment
 
 def enrichment_unit(model: Model, site: str) -> Unit:
+    """Enrichment at the last checkpoint against its controls, step 0 and oracle, for one site."""
     t = model.table
     last = t.last_step("enrichment", site)
     e = t.get("enrichment", site=site, step=last)
@@ -157,6 +161,7 @@ def enrichment_unit(model: Model, site: str) -> Unit:
 
 
 def enrichment_panel(model: Model) -> Panel | None:
+    """Enrichment against step for one model: every site, controls band, step 0 and oracle."""
     t = model.table
     sites = t.sites("enrichment")
     if not sites:
@@ -177,8 +182,10 @@ def enrichment_panel(model: Model) -> Panel | None:
 
 
 def comparison_panel(models: Sequence[Model], *, max_series: int = 8) -> Panel | None:
-    """Enrichment against step (log x) for every model and site, each with its step-0 value
-    (dashed, same colour) and its control band (shaded, same colour)."""
+    """Enrichment against step (log x) for every model and site, with step 0 and control band.
+
+    Each model's step-0 value is dashed and its control band shaded, in the model's colour.
+    """
     series: list[Series] = [Series("null: controls (= 1)", "hline", (), (1.0,))]
     steps_all: list[float] = []
     i = 0
@@ -223,7 +230,9 @@ def _as_steps(v: Any) -> list[float] | None:
 
 
 def late_window(manifest: dict[str, Any], steps: Sequence[float]) -> LateWindow:
-    """The late window, from what the measurement recorded, in this order:
+    """The late window, from what the measurement recorded.
+
+    The first of these that the measurement recorded wins:
 
     1. ``late_window`` (or ``windows.late``): ``{"steps": [...], "weights": [...]}``: those steps;
     2. ``early_late_cut_step``: the checkpoints after it;
@@ -261,6 +270,7 @@ def late_window(manifest: dict[str, Any], steps: Sequence[float]) -> LateWindow:
 
 
 def weakens_late_unit(model: Model, site: str) -> Unit:
+    """Whether enrichment weakens late in training, for one site (the weakens-late rule)."""
     t = model.table
     steps = t.steps("enrichment", site)
     trained = [s for s in steps if s > 0]
@@ -291,6 +301,7 @@ def weakens_late_unit(model: Model, site: str) -> Unit:
 
 
 def weakens_late_panel(model: Model) -> Panel | None:
+    """Enrichment against step with the peak and the late window marked, for one model."""
     t = model.table
     sites = t.sites("enrichment")
     if not sites:
@@ -336,6 +347,7 @@ def _bucket_rows(t: ResultTable, site: str, step: float | None) -> list[tuple[st
 
 
 def bucket_unit(model: Model, site: str) -> Unit:
+    """Enrichment by frequency bucket at the last checkpoint, for one site."""
     t = model.table
     last = t.last_step("enrichment", site)
     rows = _bucket_rows(t, site, last)
@@ -379,6 +391,7 @@ def bucket_panel(model: Model) -> Panel | None:
 # ------------------------------------------------------------------------------ isoscore
 
 def isoscore_unit(model: Model, site: str) -> Unit:
+    """The change in gradient IsoScore* when Q_T is projected out against controls, for one site."""
     t = model.table
     last = t.last_step("delta_isoscore_tangent", site)
     tt = t.get("delta_isoscore_tangent", site=site, step=last)
@@ -395,6 +408,7 @@ def isoscore_unit(model: Model, site: str) -> Unit:
 
 
 def isoscore_panel(model: Model) -> Panel | None:
+    """ΔIsoScore* of Q_T and of the controls against step, for one model."""
     t = model.table
     sites = t.sites("delta_isoscore_tangent")
     if not sites:
@@ -427,6 +441,7 @@ def _range_series(t: ResultTable, metric: str, site: str, label: str, color: int
 # ------------------------------------------------------------------------------ frequency-distance
 
 def freqdist_unit(model: Model, site: str) -> Unit:
+    """The frequency-spread correlation at the last checkpoint against step 0, for one site."""
     t = model.table
     last = t.last_step("freq_distance_spearman", site)
     rho = t.get("freq_distance_spearman", site=site, step=last)
@@ -442,6 +457,7 @@ def freqdist_unit(model: Model, site: str) -> Unit:
 
 
 def freqdist_panel(model: Model) -> Panel | None:
+    """The frequency-spread correlation against step, for one model."""
     t = model.table
     sites = t.sites("freq_distance_spearman")
     if not sites:
@@ -463,6 +479,7 @@ PER_VARIANCE_PREFIX = "ablation_loss_per_variance_"
 
 
 def ablation_unit(model: Model, site: str) -> Unit:
+    """Loss increase when ablating Q_T against variance-matched controls, for one site."""
     t = model.table
     last = t.last_step("ablation_loss_tangent", site)
     tt = t.get("ablation_loss_tangent", site=site, step=last)
@@ -483,6 +500,7 @@ def ablation_unit(model: Model, site: str) -> Unit:
 
 
 def ablation_panel(model: Model) -> Panel | None:
+    """The ablation loss increases against step, for one model."""
     t = model.table
     sites = t.sites("ablation_loss_tangent")
     if not sites:

@@ -133,9 +133,11 @@ class TheoryRow:
     """Every derivation's checks, from ``theory/verify.json``."""
 
     def stages(self, data: RunData) -> list[str]:
+        """The stage this row reads (``theory``)."""
         return ["theory"]
 
     def __call__(self, data: RunData, stages: list[str]) -> Built:
+        """Build the row from the derivations' checks."""
         ver = data.theory()
         lines = theory_check_lines(ver)
         numbers = []
@@ -167,8 +169,11 @@ class TheoryRow:
 
 
 def _is_attenuation(c: Mapping[str, Any]) -> bool:
-    """Checks of the visibility experiment that belong to the attenuation row: those about the
-    frequency-biased token model (occurrence/type visibility, attenuation, Zipf s, pinning alpha)."""
+    """Checks of the visibility experiment that belong to the attenuation row.
+
+    Those about the frequency-biased token model (occurrence/type visibility, attenuation, Zipf s,
+    pinning alpha).
+    """
     name = str(c.get("name", "")).lower()
     return any(w in name for w in ("atten", "occurrence", "type_visibility", "type visibility",
                                    "alpha", "zipf", "frequency"))
@@ -200,6 +205,7 @@ class ChecksRow:
         return subs or [self.stage]
 
     def __call__(self, data: RunData, stages: list[str]) -> Built:
+        """Build the row from the stage's ``checks.json``."""
         checks: list[Mapping[str, Any]] = []
         panels: list[Panel] = []
         figures: list[Path] = []
@@ -244,9 +250,11 @@ class EmpiricalRow:
     comparison: bool = False
 
     def stages(self, data: RunData) -> list[str]:
+        """The measurement stages this row reads (ours and external ones)."""
         return measure_stages(data)
 
     def __call__(self, data: RunData, stages: list[str]) -> Built:
+        """Build the row: one unit per (model, site), then the overall rule."""
         ms = models(data, stages)
         units = tuple(self.unit(m, site) for m in ms for site in m.table.sites(self.metric))
         panels = [p for p in (self.panel(m) for m in ms) if p is not None]
