@@ -19,8 +19,9 @@ class EvalData:
     """Fixed eval batches and per-token frequency information.
 
     Attributes:
-        batches: list of (input_ids, labels, masked, token_ids), each (B, T) tensors;
-            ``token_ids`` are the true tokens (inputs before MLM masking).
+        batches: list of :class:`~tangentlab.empirical.records.EvalBatch` (input_ids, labels,
+            masked, token_ids, each (B, T) tensors; ``token_ids`` are the true tokens, the inputs
+            before MLM masking).
         counts: training-split token counts, shape (vocab,), int64.
         frequency_source: where ``counts`` came from (run's frequency.csv or recomputed).
         edges: inner bucket edges on log(count + 1), ascending, shape (K - 1,).
@@ -56,6 +57,7 @@ def make_eval_data(tokenizer, arch: str, *, texts, counts, frequency_source: str
     import numpy as np
     import torch
 
+    from tangentlab.empirical.records import EvalBatch
     from tangentlab.empirical.tokenizer import encode_stream
     from tangentlab.empirical.train import make_batch
 
@@ -79,8 +81,9 @@ def make_eval_data(tokenizer, arch: str, *, texts, counts, frequency_source: str
             mask_id=mask_id, vocab_size=len(tokenizer), mlm_probability=mlm_probability,
             special_ids=special)
         orig = torch.where(masked, lab, inp)  # the true token at each position
-        batches.append((inp, lab, masked, orig))
-    ids = torch.cat([b[3].reshape(-1) for b in batches]).numpy()
+        batches.append(EvalBatch(input_ids=inp, labels=lab, masked=masked, token_ids=orig,
+                                 index=b))
+    ids = torch.cat([b.token_ids.reshape(-1) for b in batches]).numpy()
     if ids.max() >= len(counts):
         raise DataError(
             f"the frequency table covers {len(counts)} ids but the tokenizer produced id {ids.max()}"

@@ -10,6 +10,7 @@ from tangentlab.empirical.protocol import (
     isotropy_share_rows,
     measure_trajectory,
 )
+from tangentlab.empirical.records import RowBase
 from tangentlab.errors import ConfigError
 from tangentlab.measure import MomentAccumulator
 from tangentlab.runs import read_results
@@ -48,7 +49,7 @@ def test_planted_tangent_energy_hits_the_p_floor_and_null_does_not():
     d, r = 24, 3
     Q = np.linalg.qr(rng.standard_normal((d, r)))[0]
     cfg = MeasureConfig(n_controls=20, n_boot=100)
-    base = {"site": "s", "step": 0}
+    base = RowBase(site="s", step=0)
     null = rng.standard_normal((2000, d))
     planted = null + 3.0 * rng.standard_normal((2000, r)) @ Q.T
     p_rows = energy_rows(Q, _stats_from_rows(planted), cfg, base)
