@@ -42,7 +42,11 @@ from tangentlab.measure.curvature import (
     visibility_in_frame,
 )
 from tangentlab.measure.energy import (
+    BatchControlTestResult,
+    BatchEnergies,
     ControlTestResult,
+    batch_control_test,
+    batch_energies,
     bootstrap_ci,
     control_test,
     energy_fraction,
@@ -103,6 +107,10 @@ __all__ = [
     "bootstrap_ci",
     "ControlTestResult",
     "control_test",
+    "BatchEnergies",
+    "batch_energies",
+    "BatchControlTestResult",
+    "batch_control_test",
     # isotropy
     "covariance_of",
     "isoscore",
