@@ -9,6 +9,9 @@ moments accumulate in float64. Bad input raises a typed :mod:`tangentlab.errors`
   :func:`subspace_drift`;
 - moments: :class:`MomentAccumulator`, :func:`outer_product_sum`;
 - energy: :func:`energy_fraction`, :func:`control_test`, :func:`oracle_energy`, ...;
+- batch tests: :func:`batch_energies`, :func:`batch_control_test` (intervals that cover);
+- frequency geometry: :func:`one_per_window`, :func:`equal_size_spread`,
+  :func:`equal_size_centroids`, :func:`correlation_with_ci`;
 - isotropy: :func:`isoscore`, :func:`isoscore_star`, :func:`mean_cosine`,
   :func:`effective_rank`, :func:`participation_ratio`, :func:`top_variance_share`;
 - proxies: :class:`PCAProxy`, :class:`SemiNMFProxy`, :class:`ICAProxy`, :class:`TopKSAEProxy`,
@@ -53,6 +56,13 @@ from tangentlab.measure.energy import (
     energy_fractions,
     oracle_basis,
     oracle_energy,
+)
+from tangentlab.measure.geometry import (
+    correlation_with_ci,
+    equal_size_centroids,
+    equal_size_spread,
+    first_k_indices,
+    one_per_window,
 )
 from tangentlab.measure.isotropy import (
     covariance_of,
@@ -111,6 +121,12 @@ __all__ = [
     "batch_energies",
     "BatchControlTestResult",
     "batch_control_test",
+    # frequency geometry
+    "one_per_window",
+    "first_k_indices",
+    "equal_size_spread",
+    "equal_size_centroids",
+    "correlation_with_ci",
     # isotropy
     "covariance_of",
     "isoscore",
