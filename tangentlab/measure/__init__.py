@@ -12,6 +12,10 @@ moments accumulate in float64. Bad input raises a typed :mod:`tangentlab.errors`
 - batch tests: :func:`batch_energies`, :func:`batch_control_test` (intervals that cover);
 - frequency geometry: :func:`one_per_window`, :func:`equal_size_spread`,
   :func:`equal_size_centroids`, :func:`correlation_with_ci`;
+- causal controls: :func:`variance_matched_controls`, :func:`removed_variance`,
+  :func:`mean_ablate`;
+- constrained gradients: :func:`forced_direction_cosines`, :func:`complement_space`,
+  :func:`restrict_to_complement`, :func:`reachable_baseline`, :func:`normalised_enrichment`;
 - isotropy: :func:`isoscore`, :func:`isoscore_star`, :func:`mean_cosine`,
   :func:`effective_rank`, :func:`participation_ratio`, :func:`top_variance_share`;
 - proxies: :class:`PCAProxy`, :class:`SemiNMFProxy`, :class:`ICAProxy`, :class:`TopKSAEProxy`,
@@ -36,6 +40,20 @@ Example::
 
 from __future__ import annotations
 
+from tangentlab.measure.constrained import (
+    ComplementSpace,
+    complement_space,
+    forced_direction_cosines,
+    normalised_enrichment,
+    reachable_baseline,
+    restrict_to_complement,
+)
+from tangentlab.measure.controls import (
+    MatchedControls,
+    mean_ablate,
+    removed_variance,
+    variance_matched_controls,
+)
 from tangentlab.measure.curvature import (
     SecondFundamentalFormFit,
     empirical_visibility,
@@ -121,6 +139,18 @@ __all__ = [
     "batch_energies",
     "BatchControlTestResult",
     "batch_control_test",
+    # causal controls matched on removed variance
+    "MatchedControls",
+    "variance_matched_controls",
+    "removed_variance",
+    "mean_ablate",
+    # constrained gradient space
+    "forced_direction_cosines",
+    "ComplementSpace",
+    "complement_space",
+    "restrict_to_complement",
+    "reachable_baseline",
+    "normalised_enrichment",
     # frequency geometry
     "one_per_window",
     "first_k_indices",
