@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tangentlab.empirical.collect import collect_site_stats
+from tangentlab.empirical.collect import collect_fit_half, collect_test_half
 from tangentlab.empirical.metrics import (
     AGGREGATED_METRICS,
     energy_rows,
@@ -57,7 +57,8 @@ __all__ = [
     "EvalBatch",
     "RowPlan",
     "SiteStats",
-    "collect_site_stats",
+    "collect_fit_half",
+    "collect_test_half",
     "energy_rows",
     "isotropy_share_rows",
     "representation_rows",
@@ -71,20 +72,28 @@ class MeasureConfig:
 
     Sites and proxy: ``sites`` (comma list; negative block indices count from the end),
     ``rank`` r (needs 2r ≤ d for the controls), ``proxy`` (pca|seminmf|ica|sae),
-    ``fit_fraction`` (fixed-proxy window by step), ``refit`` (also refit per checkpoint),
+    ``fit_fraction`` (fixed-proxy window: steps ≤ fit_fraction × last step, each checkpoint
+    weighted by the span of steps it stands for), ``refit`` (also refit per checkpoint),
     ``exclude_positions`` (positions left out of proxy fitting and distance statistics).
-    Statistics: ``n_controls``, ``n_boot``, ``confidence``, ``n_buckets`` (quantile buckets of
-    log-frequency over eval occurrences), ``spread_k`` (equal-size subsample for the spread),
-    ``sample_rows`` (activation rows kept per checkpoint and site).
-    Token budget: ``n_batches`` × ``batch_size`` × ``seq_len`` tokens per checkpoint
-    (``seq_len`` 0 = the training seq_len, else 128, capped by the model's positions).
+    Eval batches: ``n_batches`` × ``batch_size`` × ``seq_len`` tokens per checkpoint (``seq_len``
+    0 = the training seq_len, else 128, capped by the model's positions), split by a seeded
+    permutation into a fit half (activations) and a test half (gradients); the intervals resample
+    the test half's batches, so keep n_batches ≥ 64 for ≥ 32 test batches.
+    Statistics: ``n_controls`` (controls of the point estimate and of each bootstrap redraw),
+    ``control_pool`` (the pool they are redrawn from), ``n_boot``, ``confidence``, ``interval``
+    (bootstrap|bca|jackknife), ``n_buckets`` (quantile buckets of log-frequency over eval
+    occurrences), ``spread_k`` (occurrences per token in the equal-size spread), ``sample_rows``
+    (activation rows kept per checkpoint and site), ``forced_tol`` (a gradient direction counts
+    as forced by a normalization layer when max |cos| < forced_tol).
     Causal check: ``causal`` on/off, ``causal_checkpoints`` (how many checkpoints, spread over the
-    trajectory, always the first and last), ``causal_controls``, ``causal_batches``,
+    trajectory, always the first and last), ``causal_controls`` (complement controls, and as
+    many variance-matched ones), ``causal_batches`` (the first test batches, at most the whole
+    test half; the bootstrap units),
     ``steer_sizes`` (step sizes in units of the site's RMS activation norm).
-    Other: ``early_fraction`` (early = 0 < step ≤ early_fraction × last step), ``corpus`` (empty:
-    the training run's corpus, else wikipedia), ``max_checkpoints`` (0 = all), ``threads`` (torch
-    intra-op threads; 0 = the training run's ``threads`` if recorded, else torch's default),
-    ``seed``.
+    Other: ``early_fraction`` (early = 0 < step ≤ early_fraction × last step, weighted by step
+    span), ``corpus`` (empty: the training run's corpus, else wikipedia), ``max_checkpoints``
+    (0 = all), ``threads`` (torch intra-op threads; 0 = the training run's ``threads`` if
+    recorded, else torch's default), ``seed``.
     """
 
     sites: tuple[str, ...] = ("blocks.0.resid_post", "blocks.-1.resid_post")
@@ -94,18 +103,21 @@ class MeasureConfig:
     refit: bool = True
     exclude_positions: tuple[int, ...] = ()
     n_controls: int = 20
-    n_boot: int = 200
+    control_pool: int = 200
+    n_boot: int = 1000
     confidence: float = 0.95
+    interval: str = "bootstrap"
     n_buckets: int = 5
     spread_k: int = 4
     sample_rows: int = 4096
-    n_batches: int = 8
-    batch_size: int = 16
+    forced_tol: float = 1e-3
+    n_batches: int = 64
+    batch_size: int = 4
     seq_len: int = 0
     causal: bool = True
     causal_checkpoints: int = 4
     causal_controls: int = 5
-    causal_batches: int = 2
+    causal_batches: int = 8
     steer_sizes: tuple[float, ...] = (0.25, 1.0)
     early_fraction: float = 0.3
     corpus: str = ""
@@ -123,8 +135,17 @@ class MeasureConfig:
             problems.append("fit_fraction must be in [0, 1]")
         if self.n_controls < 1 or self.n_boot < 2:
             problems.append("n_controls must be >= 1 and n_boot >= 2")
-        if self.n_batches < 2:
-            problems.append("n_batches must be >= 2 (the bootstrap resamples batches)")
+        if self.control_pool < self.n_controls:
+            problems.append(f"control_pool must be >= n_controls ({self.n_controls}), got "
+                            f"{self.control_pool}; the bootstrap redraws controls from the pool")
+        if self.interval not in ("bootstrap", "bca", "jackknife"):
+            problems.append(f"interval must be bootstrap, bca or jackknife, got {self.interval!r}")
+        if not 0 < self.forced_tol < 1:
+            problems.append(f"forced_tol must be in (0, 1), got {self.forced_tol}")
+        if self.n_batches < 4:
+            problems.append(f"n_batches must be >= 4 (a fit half and a test half of at least 2 "
+                            f"batches each; the bootstrap resamples test batches), got "
+                            f"{self.n_batches}")
         if self.batch_size < 1 or self.seq_len < 0 or self.sample_rows < 16:
             problems.append("batch_size >= 1, seq_len >= 0, sample_rows >= 16")
         if self.spread_k < 2 or self.n_buckets < 1:
@@ -137,10 +158,11 @@ class MeasureConfig:
             raise ConfigError("invalid measure config: " + "; ".join(problems))
 
 
-#: Overrides for the ``reproduce --quick`` path: a measure of a ``tiny`` trajectory in seconds.
+#: Overrides for the ``reproduce --quick`` path: a measure of a ``tiny`` trajectory in seconds
+#: (8 test batches: intervals wider and less reliable than the default's 32).
 QUICK_MEASURE: dict[str, Any] = {
-    "n_batches": 4, "batch_size": 8, "sample_rows": 1024, "n_boot": 100,
-    "causal_checkpoints": 2, "causal_batches": 1,
+    "n_batches": 16, "batch_size": 4, "sample_rows": 1024, "n_boot": 200,
+    "causal_checkpoints": 2, "causal_batches": 4,
 }
 
 
@@ -278,9 +300,8 @@ def _load(setup: _Setup, ck, dev: str):
 
 
 def _fixed_proxies(setup: _Setup, schedule, cks, dev: str, timer) -> dict[str, Any]:
-    """The pre-pass: forward passes over the fit window, then the fixed proxy of each site."""
-    from tangentlab.empirical.collect import fit_samples
-
+    """The pre-pass: forward passes over the fit half of the fit-window checkpoints, then the
+    fixed proxy of each site from their samples (weighted by step span)."""
     samples: dict[str, dict[int, Any]] = {s: {} for s in setup.sites}
     for ck in cks:
         if not schedule.in_window(ck.step):
@@ -288,43 +309,128 @@ def _fixed_proxies(setup: _Setup, schedule, cks, dev: str, timer) -> dict[str, A
         with timer("load"):
             lm = _load(setup, ck, dev)
         with timer("capture"):
-            got = fit_samples(lm, setup.sites, setup.eval_data, setup.plans)
+            got = collect_fit_half(lm, setup.sites, setup.eval_data, setup.plans, setup.uniq,
+                                   sample_only=True)
         for site in setup.sites:
-            samples[site][ck.step] = got[site]
+            samples[site][ck.step] = got[site].sample
     with timer("proxy_fit"):
         return {site: schedule.fit_fixed(samples[site]) for site in setup.sites}
 
 
-def _site_rows(lm, st: SiteStats, proxies, base: RowBase, setup: _Setup, cfg: MeasureConfig, *,
-               causal: bool, timer) -> tuple[list[dict], dict]:
+def _ones_space(d: int):
+    """The complement of 𝟙: ComplementSpace with basis U (d, d − 1)."""
+    import numpy as np
+
+    from tangentlab.measure import complement_space
+
+    return complement_space(np.ones((d, 1)) / math.sqrt(d))
+
+
+def _tested_subspaces(proxies, cfg: MeasureConfig, ones) -> tuple[dict, dict]:
+    """{proxy: (Q, pool)} and the 𝟙-constrained {proxy: (Qc, poolc)} of one site."""
+    from tangentlab.measure import normal_controls, restrict_to_complement
+
+    named = {"fixed": proxies.fixed}
+    if proxies.refit is not None:
+        named["refit"] = proxies.refit
+    plain = {k: (Q, normal_controls(Q, cfg.control_pool, cfg.seed)) for k, Q in named.items()}
+    constrained = {}
+    for k, Q in named.items():
+        Qc = restrict_to_complement(Q, ones)
+        constrained[k] = (Qc, normal_controls(Qc, cfg.control_pool, cfg.seed))
+    return plain, constrained
+
+
+def _site_rows(lm, st: SiteStats, proxies, tested, base: RowBase, setup: _Setup,
+               cfg: MeasureConfig, *, causal: bool, ones, timer) -> tuple[list[dict], dict]:
     """Every row of one (checkpoint, site), and its frequency scatter data."""
     import numpy as np
 
     from tangentlab.empirical.causal import causal_losses
-    from tangentlab.empirical.metrics import causal_rows, drift_rows, loss_rows
-    from tangentlab.measure import normal_controls
+    from tangentlab.empirical.metrics import (
+        causal_rows,
+        drift_rows,
+        forced_direction_rows,
+        loss_rows,
+        reachable_rows,
+    )
+    from tangentlab.errors import RankError
+    from tangentlab.measure import normal_controls, variance_matched_controls
 
     with timer("metrics"):
         rows = loss_rows(st, base) + representation_rows(st, cfg, base)
         frows, scatter = frequency_rows(st, setup.eval_data.counts, setup.uniq, cfg, base)
         rows += frows
         if proxies is not None:
-            named = [("fixed", proxies.fixed)] + ([("refit", proxies.refit)]
-                                                  if proxies.refit is not None else [])
-            for label, Q in named:
+            plain, _ = tested
+            for label, (Q, _pool) in plain.items():
                 pb = base.with_(proxy=label)
-                rows += energy_rows(Q, st, cfg, pb) + isotropy_share_rows(Q, st, cfg, pb)
+                rows += energy_rows(st, label, cfg, pb) + isotropy_share_rows(Q, st, cfg, pb)
             rows += drift_rows(proxies, base)
+            rows += forced_direction_rows(st, base, cfg.forced_tol)
+            f = st.forced
+            for label, (Q, pool) in plain.items():
+                pb = base.with_(proxy=label)
+                if f.get("ones_max", 1.0) < cfg.forced_tol:
+                    rows += energy_rows(st, label, cfg, pb, constrained=True, U=ones.basis)
+                per_row = ("centred" if f.get("centred_max", 1.0) < cfg.forced_tol else
+                           "raw" if f.get("raw_max", 1.0) < cfg.forced_tol else None)
+                if per_row is not None:
+                    rows += reachable_rows(st, label, Q, pool, per_row, cfg, pb)
     if causal and proxies is not None:
         with timer("causal"):
-            ctrls = normal_controls(proxies.fixed, cfg.n_controls, cfg.seed)[: cfg.causal_controls]
-            rms = math.sqrt(float(np.trace(st.act.second_moment())))
-            cl = causal_losses(lm, base.site, proxies.fixed, ctrls, rms=rms, mu=st.act.mean(),
-                               batches=setup.eval_data.batches[: cfg.causal_batches],
+            Q = proxies.fixed
+            cov = st.act.covariance()
+            complement = normal_controls(Q, cfg.n_controls, cfg.seed)[: cfg.causal_controls]
+            try:
+                matched = variance_matched_controls(Q, cov, cfg.causal_controls, cfg.seed).bases
+            except RankError:  # the complement holds less variance than Q: no match possible
+                matched = np.zeros((0, Q.shape[0], Q.shape[1]))
+            cl = causal_losses(lm, base.site, Q, complement, matched,
+                               rms=math.sqrt(float(np.trace(st.act.second_moment()))),
+                               mu=st.act.mean(), cov=cov,
+                               batches=setup.eval_data.test_batches[: cfg.causal_batches],
                                steer_sizes=cfg.steer_sizes)
-            rows += causal_rows(cl.loss, cl.n_targets, cl.n_subspaces, cfg.steer_sizes,
-                                base.with_(proxy="fixed"))
+            rows += causal_rows(cl, cfg, base.with_(proxy="fixed"))
     return rows, scatter
+
+
+def _centroids(st: SiteStats, cfg: MeasureConfig):
+    """(tokens, equal-size centroids / rms) and all-occurrence centroids / rms (U, d)."""
+    import numpy as np
+
+    from tangentlab.errors import InsufficientSamplesError
+    from tangentlab.measure import equal_size_centroids
+
+    rms = max(math.sqrt(float(np.trace(st.act.second_moment()))), 1e-30)
+    try:
+        tokens, cen = equal_size_centroids(st.geo_rows, st.geo_tokens, cfg.spread_k,
+                                           [cfg.seed, 19])
+    except InsufficientSamplesError:
+        tokens, cen = np.zeros(0, dtype=np.int64), np.zeros((0, st.tok_sum.shape[1]))
+    raw = st.tok_sum / np.maximum(st.tok_n, 1)[:, None]
+    return tokens, cen / rms, raw / rms
+
+
+def _trajectory_site_rows(site: str, cents: list, st_last: SiteStats, setup: _Setup,
+                          cfg: MeasureConfig, base: RowBase) -> list[dict]:
+    """Centroid-trajectory variance against log-frequency: equal-size, then raw."""
+    import numpy as np
+
+    from tangentlab.empirical.metrics import trajectory_rows
+
+    counts = setup.eval_data.counts
+    tokens = cents[0][0]
+    if all(np.array_equal(c[0], tokens) for c in cents) and len(tokens):
+        rows = trajectory_rows(np.stack([c[1] for c in cents]),
+                               np.log1p(counts[tokens]).astype(float), base, cfg)
+    else:
+        rows = trajectory_rows(np.zeros((len(cents), 0, setup.d)), np.zeros(0), base, cfg)
+    ok = st_last.tok_n >= cfg.spread_k
+    raw = np.stack([c[2] for c in cents])[:, ok]
+    rows += trajectory_rows(raw, np.log1p(counts[setup.uniq[ok]]).astype(float), base, cfg,
+                            raw=True)
+    return rows
 
 
 def measure_trajectory(
@@ -342,11 +448,11 @@ def measure_trajectory(
     ``out_dir`` is built atomically (a failure leaves no partial output). Returns the run
     directory. See the module docstring and docs/empirical.md.
     """
-    import numpy as np
     import torch
 
     from tangentlab._runtime import single_blas_thread, torch_threads
-    from tangentlab.empirical.metrics import aggregate_rows, trajectory_rows
+    from tangentlab.empirical.collect import merge_halves
+    from tangentlab.empirical.metrics import aggregate_rows
     from tangentlab.empirical.models import resolve_device
     from tangentlab.empirical.proxy_schedule import ProxySchedule
     from tangentlab.empirical.trajectory import resolve_trajectory
@@ -369,47 +475,55 @@ def measure_trajectory(
                                       seed=cfg.seed, fraction=cfg.fit_fraction, refit=cfg.refit)
         head = setup.first.head
         fixed = _fixed_proxies(setup, schedule, cks, dev, timer) if head else {}
+        ones = _ones_space(setup.d)
         causal_idx = _spread_indices(len(cks), cfg.causal_checkpoints) if cfg.causal else set()
         rows: list[dict] = []
         scatter: dict[str, dict] = {s: {} for s in setup.sites}
-        centroids: dict[str, list] = {s: [] for s in setup.sites}
+        cents: dict[str, list] = {s: [] for s in setup.sites}
         previous: dict[str, Any] = {}
         ck_info = []
         for i, ck in enumerate(progress(cks, desc="measure")):
             with timer("load"):
                 lm = _load(setup, ck, dev)
             with timer("capture"):
-                stats = collect_site_stats(lm, setup.sites, setup.eval_data, setup.plans,
-                                           setup.uniq, spread_k=cfg.spread_k, with_grads=lm.head)
+                fit = collect_fit_half(lm, setup.sites, setup.eval_data, setup.plans, setup.uniq)
+            proxies, tested, test = {}, {}, {}
+            if head:
+                with timer("proxy_fit"):
+                    for site in setup.sites:
+                        proxies[site] = schedule.proxies(fixed[site], fit[site].sample,
+                                                         previous.get(site))
+                        previous[site] = proxies[site].refit
+                        tested[site] = _tested_subspaces(proxies[site], cfg, ones)
+                with timer("capture"):
+                    test = collect_test_half(
+                        lm, setup.sites, setup.eval_data, setup.plans,
+                        subspaces={s: t[0] for s, t in tested.items()},
+                        constrain={s: (ones.basis, t[1]) for s, t in tested.items()},
+                        act_rows=cfg.sample_rows, seed=cfg.seed)
             ck_info.append({"checkpoint": ck.name, "step": ck.step, "path": str(ck.path),
                             "tie_embeddings": lm.tie_embeddings,
                             "in_fit_window": schedule.in_window(ck.step), "causal": i in causal_idx})
+            stats = {}
             for site in setup.sites:
-                st = stats[site]
+                stats[site] = st = merge_halves(fit[site], test.get(site))
                 base = RowBase(model=traj.model_name, arch=setup.first.arch, checkpoint=ck.name,
                                step=ck.step, layer=_layer_of(site), site=site, seed=cfg.seed,
                                method=cfg.proxy)
-                proxies = None
-                if head:
-                    with timer("metrics"):
-                        proxies = schedule.proxies(fixed[site], st.sample, previous.get(site))
-                    previous[site] = proxies.refit
                 got, scatter[site][ck.step] = _site_rows(
-                    lm, st, proxies, base, setup, cfg, causal=head and i in causal_idx,
-                    timer=timer)
+                    lm, st, proxies.get(site), tested.get(site), base, setup, cfg,
+                    causal=head and i in causal_idx, ones=ones, timer=timer)
                 rows += got
-                rms = math.sqrt(float(np.trace(st.act.second_moment())))
-                centroids[site].append(st.tok_sum / np.maximum(st.tok_n, 1)[:, None] / max(rms, 1e-30))
+                cents[site].append(_centroids(st, cfg))
         with timer("metrics"):
             if len(cks) >= 2:
-                logf = np.log1p(setup.eval_data.counts[setup.uniq]).astype(float)
                 for site in setup.sites:
                     tb = RowBase(model=traj.model_name, arch=setup.first.arch,
-                                 checkpoint="trajectory", step=max(c.step for c in cks),
+                                 checkpoint="trajectory", step=schedule.max_step,
                                  layer=_layer_of(site), site=site, seed=cfg.seed)
-                    rows += trajectory_rows(np.stack(centroids[site]), stats[site].tok_n, logf,
-                                            cfg, tb)
-            rows += aggregate_rows(rows, cfg.early_fraction * schedule.max_step)
+                    rows += _trajectory_site_rows(site, cents[site], stats[site], setup, cfg, tb)
+            rows += aggregate_rows(rows, cfg.early_fraction * schedule.max_step,
+                                   schedule.max_step)
         _write_outputs(tmp, rows, scatter, setup, schedule, cfg, trajectory, traj, ck_info,
                        dev, timer, RESULTS_NAME)
     return Path(out_dir)
@@ -421,6 +535,8 @@ def _write_outputs(tmp, rows, scatter, setup: _Setup, schedule, cfg: MeasureConf
     import torch
 
     from tangentlab.empirical.figures import enrichment_figure, frequency_figure
+    from tangentlab.empirical.metrics import GEOMETRY_RULE
+    from tangentlab.empirical.proxy_schedule import step_spans, weighted_median
     from tangentlab.empirical.sites import site_semantics
     from tangentlab.runs import build_manifest, write_manifest, write_results
 
@@ -430,6 +546,14 @@ def _write_outputs(tmp, rows, scatter, setup: _Setup, schedule, cfg: MeasureConf
         if first.head:
             enrichment_figure(rows, sites, tmp / "enrichment.png")
         frequency_figure(scatter, sites, tmp / "frequency_distance.png")
+    cut = cfg.early_fraction * schedule.max_step
+    phases = {}
+    for phase, steps, lo, hi in (
+            ("early", [c["step"] for c in ck_info if 0 < c["step"] <= cut], 0.0, cut),
+            ("late", [c["step"] for c in ck_info if c["step"] > cut], cut, schedule.max_step)):
+        w = step_spans(steps, lo, hi) if steps else []
+        phases[phase] = {"steps": steps, "weights": w,
+                         "weighted_median_step": weighted_median(steps, w) if steps else None}
     manifest = build_manifest(
         kind="empirical/measure", config=cfg, seeds={"seed": cfg.seed}, device=dev,
         dtype=str(next(first.model.parameters()).dtype).replace("torch.", ""),
@@ -442,7 +566,13 @@ def _write_outputs(tmp, rows, scatter, setup: _Setup, schedule, cfg: MeasureConf
             "checkpoints": ck_info,
             "sites": {s: site_semantics(first.model, s) for s in sites},
             "fit_window": schedule.manifest(),
-            "early_late_cut_step": cfg.early_fraction * schedule.max_step,
+            "early_late_cut_step": cut,
+            "phases": phases,
+            "split": eval_data.split_record(),
+            "geometry": {"rule": GEOMETRY_RULE, "k": cfg.spread_k,
+                         "excluded": "MLM-selected positions (masked, replaced or kept) and "
+                                     "exclude_positions; fit half only"},
+            "forced_direction_tol": cfg.forced_tol,
             "buckets": {"labels": eval_data.labels, "inner_edges_log1p_count":
                         [float(e) for e in eval_data.edges]},
             "frequency_source": eval_data.frequency_source, "corpus": setup.corpus,
@@ -451,3 +581,4 @@ def _write_outputs(tmp, rows, scatter, setup: _Setup, schedule, cfg: MeasureConf
         },
     )
     write_manifest(tmp, manifest)
+

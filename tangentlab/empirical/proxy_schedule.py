@@ -9,6 +9,7 @@ between them, as a :class:`CheckpointProxies` record.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -73,7 +74,7 @@ class ProxySchedule:
     Attributes:
         method: proxy extractor name (``pca``, ``seminmf``, ...); ``rank`` r; ``seed``.
         window_steps: steps of the checkpoints whose activations fit the fixed proxy.
-        window_weights: the weight of each window checkpoint (see :meth:`plan`).
+        window_weights: each window checkpoint's weight, the span of steps it stands for.
         fraction: the window is the steps ≤ ``fraction`` × ``max_step``.
         refit: also fit a proxy on each checkpoint's own sample.
     """
@@ -92,15 +93,40 @@ class ProxySchedule:
              refit: bool = True) -> ProxySchedule:
         """The schedule of a trajectory with checkpoint ``steps`` (ascending).
 
-        Window: checkpoints with step ≤ ``fraction`` × last step (at least the first). Each has
-        equal weight (every window checkpoint adds its whole sample to the fit).
+        Window: the checkpoints with step ≤ ``fraction`` × last step (at least the first). Each
+        window checkpoint is weighted by the span of training steps it stands for inside
+        ``[0, fraction × last step]`` (:func:`step_spans`), so that the window means "the first
+        X% of training" however the checkpoints are spaced.
         """
         steps = [int(s) for s in steps]
         max_step = max(steps)
-        window = [s for s in steps if s <= fraction * max_step] or [steps[0]]
+        cut = fraction * max_step
+        window = [s for s in steps if s <= cut] or [steps[0]]
+        weights = step_spans(window, 0.0, max(cut, float(window[-1])))
+        if sum(weights) <= 0:  # a single checkpoint at the cut: it stands for the whole window
+            weights = [1.0] * len(window)
         return cls(method=method, rank=rank, seed=seed, window_steps=tuple(window),
-                   window_weights=tuple(1.0 for _ in window), fraction=fraction,
-                   max_step=max_step, refit=refit)
+                   window_weights=tuple(weights), fraction=fraction, max_step=max_step,
+                   refit=refit)
+
+    @property
+    def effective_step(self) -> float:
+        """The weighted median step of the window (where its weight is centred)."""
+        return weighted_median(self.window_steps, self.window_weights)
+
+    def allocation(self, n_rows: int) -> dict[int, int]:
+        """Rows each window checkpoint gives to the fit: ``n_rows`` split by weight.
+
+        Largest-remainder rounding, so the counts sum to ``n_rows``; {step: count}.
+        """
+        total = sum(self.window_weights)
+        quota = [n_rows * w / total for w in self.window_weights]
+        base = [int(math.floor(q)) for q in quota]
+        rest = n_rows - sum(base)
+        order = sorted(range(len(quota)), key=lambda i: (-(quota[i] - base[i]), i))
+        for i in order[:rest]:
+            base[i] += 1
+        return dict(zip(self.window_steps, base, strict=True))
 
     def in_window(self, step: int) -> bool:
         return int(step) in self.window_steps
@@ -112,13 +138,24 @@ class ProxySchedule:
         return make_proxy(self.method, n_components=self.rank, random_state=self.seed).fit(X).basis()
 
     def pooled(self, samples: Mapping[int, Any]):
-        """The fit rows of the fixed proxy: the window checkpoints' samples {step: (n_s, d)}."""
+        """The fit rows of the fixed proxy from the window checkpoints' samples {step: (n_s, d)}.
+
+        As many rows as one sample holds, drawn without replacement from each checkpoint in
+        proportion to its weight (:meth:`allocation`; seed ``[seed, 17, step]``), so the window
+        is sampled evenly in training step. Returns (n, d).
+        """
         import numpy as np
 
         missing = [s for s in self.window_steps if s not in samples]
         if missing:
             raise ConfigError(f"the fixed proxy needs the samples of window steps {missing}")
-        return np.concatenate([samples[s] for s in self.window_steps])
+        n_rows = min(len(samples[s]) for s in self.window_steps)
+        parts = []
+        for step, k in self.allocation(n_rows).items():
+            X = samples[step]
+            rng = np.random.default_rng([self.seed, 17, int(step)])
+            parts.append(X[np.sort(rng.choice(len(X), size=k, replace=False))])
+        return np.concatenate(parts)
 
     def fit_fixed(self, samples: Mapping[int, Any]) -> Any:
         """The fixed proxy (d, r) from the window checkpoints' samples {step: (n_s, d)}."""
@@ -138,4 +175,8 @@ class ProxySchedule:
     def manifest(self) -> dict[str, Any]:
         """What the manifest records about the window."""
         return {"fraction": self.fraction, "max_step": self.max_step,
-                "steps": list(self.window_steps)}
+                "cut_step": self.fraction * self.max_step, "steps": list(self.window_steps),
+                "weights": [float(w) for w in self.window_weights],
+                "weighting": "span of training steps each checkpoint stands for (nearest "
+                             "checkpoint), clipped to [0, cut]; rows drawn in proportion",
+                "weighted_median_step": self.effective_step}

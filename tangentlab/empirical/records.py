@@ -52,8 +52,10 @@ class RowPlan:
         bucket: (n,) int frequency bucket of each row (0 = rarest).
         sample: (n_kept,) bool, which kept rows belong to the fixed activation sample.
         window: (n,) int global id of the context window (sequence) of each row.
-        geometry: (n,) bool, rows that may enter per-token geometry (kept, and for an encoder
-            not an MLM-selected position).
+        geometry: (n,) bool, rows that may enter per-token geometry: fit half, kept, and for an
+            encoder not an MLM-selected (masked, replaced or kept-as-is) position.
+        geo_pick: (n,) bool, the geometry occurrences: at most one per (window, token) among the
+            geometry rows, chosen at random with the measure seed.
     """
 
     rows: Any
@@ -63,38 +65,49 @@ class RowPlan:
     sample: Any
     window: Any = None
     geometry: Any = None
+    geo_pick: Any = None
 
 
 @dataclass(frozen=True)
 class SiteStats:
-    """Statistics of one site at one checkpoint (float64, memory bounded by the plan).
+    """Statistics of one site at one checkpoint (float64; memory does not grow with d² × batches).
 
-    Attributes:
-        grad: ``MomentAccumulator`` of gradient rows, grouped by bucket label.
+    From the **fit half** (forward passes only):
         act: ``MomentAccumulator`` of activation rows.
-        batch_sums: (B, d, d) per-batch Σ g gᵀ (``None`` when per-batch scalars are used).
-        bucket_batch_sums: {label: (B, d, d)} per bucket (or ``None``).
         sample: (n_s, d) activation rows of the fixed sample; ``sample_tokens`` (n_s,) their ids.
-        tok_sum: (U, d) per-token Σh; ``tok_sq`` (U,) Σ‖h‖²; ``tok_n`` (U,) count, over kept rows
-            (U = distinct eval tokens).
-        tok_first: (U, k, d) the first k occurrences of each token (or ``None``).
-        loss_sum, n_targets: the clean summed loss and its number of targets.
-        extra: further named arrays (e.g. geometry rows) for the row builders.
+        tok_sum: (U, d) per-token Σh; ``tok_sq`` (U,) Σ‖h‖²; ``tok_n`` (U,) count, over the
+            geometry rows (kept, not MLM-selected; U = distinct eval tokens ``uniq``).
+        geo_rows: (n_g, d) activations of the geometry occurrences (at most one per window and
+            token, chosen at random); ``geo_tokens`` (n_g,) their token ids.
+    From the **test half** (forward + backward):
+        grad: ``MomentAccumulator`` of gradient rows, grouped by bucket label (the oracle and the
+            ΔIsoScore* covariance).
+        energies: {(proxy, bucket): ``BatchEnergies``}: per test batch, the projected energy of
+            the proxy and of its control pool, and the trace.
+        forced: the max and mean |cos| between gradient rows and the directions a normalization
+            layer may force them away from (``tangentlab.measure.forced_direction_cosines``).
+        constrained: {(proxy, "all"): ``BatchEnergies``} of the energy test inside the
+            complement of 𝟙 (rows G U).
+        test_acts: (n_t, d) a seeded sample of the test half's activation rows (per-row
+            reachable baselines).
+    loss_sum, n_targets: the clean summed loss over all eval batches, and its number of targets.
     """
 
-    grad: Any
     act: Any
-    batch_sums: Any
-    bucket_batch_sums: Any
     sample: Any
     sample_tokens: Any
     tok_sum: Any
     tok_sq: Any
     tok_n: Any
-    tok_first: Any
+    geo_rows: Any
+    geo_tokens: Any
+    grad: Any = None
+    energies: dict = field(default_factory=dict)
+    forced: dict = field(default_factory=dict)
+    constrained: dict = field(default_factory=dict)
+    test_acts: Any = None
     loss_sum: float = 0.0
     n_targets: int = 0
-    extra: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
