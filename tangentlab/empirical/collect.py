@@ -191,14 +191,16 @@ def _combine_cosines(acc: dict[str, float], got: Mapping[str, float]) -> dict[st
 def collect_test_half(loaded, sites: Sequence[str], eval_data, plans: Sequence[RowPlan], *,
                       subspaces: Mapping[str, Mapping[str, tuple]],
                       constrain: Mapping[str, tuple] | None = None, act_rows: int = 1024,
-                      seed: int = 0) -> dict[str, dict[str, Any]]:
+                      seed: int = 0, chunk: int = 8) -> dict[str, dict[str, Any]]:
     """Forward + backward passes over the test half, with the subspaces known.
 
     ``subspaces``: {site: {proxy: (Q (d, r), pool (K, d, r))}}. ``constrain``: optional
     {site: (U (d, d−k), {proxy: (Qc (d−k, r'), poolc (K, d−k, r'))})}: the energy test inside
     the complement of a fixed forced subspace, on the rows G U (see
     :mod:`tangentlab.measure.constrained`). ``act_rows``: activation rows of the test half kept
-    (seeded, spread evenly over the batches) for the per-row reachable baselines.
+    (seeded, spread evenly over the batches) for the per-row reachable baselines. ``chunk``:
+    gradient rows of up to this many batches are buffered before their per-batch energies are
+    taken in one call (the energies do not depend on it; memory grows with it).
 
     Returns {site: {"grad": MomentAccumulator grouped by bucket, "energies": {(proxy, bucket):
     BatchEnergies}, "constrained": {(proxy, "all"): BatchEnergies}, "forced": cosine summary,
@@ -219,6 +221,22 @@ def collect_test_half(loaded, sites: Sequence[str], eval_data, plans: Sequence[R
     def add(store: dict, key, be) -> None:
         store[key] = be if key not in store else store[key].concat(be)
 
+    def flush(site: str, p: dict) -> None:
+        """Per-batch energies of the buffered batches (one call per proxy and bucket)."""
+        if not p["pending"]:
+            return
+        for proxy, (Q, pool) in subspaces.get(site, {}).items():
+            add(p["energies"], (proxy, "all"), batch_energies(Q, pool, [G for G, _ in p["pending"]]))
+            for j, lb in enumerate(labels):
+                add(p["energies"], (proxy, lb),
+                    batch_energies(Q, pool, [G[b == j] for G, b in p["pending"]]))
+        if constrain and site in constrain:
+            U, tested = constrain[site]
+            GU = [G @ U for G, _ in p["pending"]]
+            for proxy, (Qc, poolc) in tested.items():
+                add(p["constrained"], (proxy, "all"), batch_energies(Qc, poolc, GU))
+        p["pending"] = []
+
     for batch, plan in tests:
         cap = capture_batch(loaded, sites, batch.input_ids, batch.labels, masked=batch.masked,
                             grads=True)
@@ -232,22 +250,18 @@ def collect_test_half(loaded, sites: Sequence[str], eval_data, plans: Sequence[R
             Hn = cap.acts[site][rows].to(torch.float64).cpu().numpy()
             p = parts.setdefault(site, {"grad": MomentAccumulator(G.shape[1], groups=labels),
                                         "energies": {}, "constrained": {}, "forced": {},
-                                        "acts": []})
+                                        "acts": [], "pending": []})
             p["grad"].update(G, groups=blabels)
             Gn = G.numpy()
             p["forced"] = _combine_cosines(p["forced"], forced_direction_cosines(Gn, Hn))
             pick = np.random.default_rng([seed, 29, batch.index]).choice(
                 len(Hn), size=min(per_batch, len(Hn)), replace=False)
             p["acts"].append(Hn[np.sort(pick)])
-            groups = [("all", Gn)] + [(lb, Gn[plan.bucket == j]) for j, lb in enumerate(labels)]
-            for proxy, (Q, pool) in subspaces.get(site, {}).items():
-                for lb, Gb in groups:
-                    add(p["energies"], (proxy, lb), batch_energies(Q, pool, [Gb]))
-            if constrain and site in constrain:
-                U, tested = constrain[site]
-                GU = Gn @ U
-                for proxy, (Qc, poolc) in tested.items():
-                    add(p["constrained"], (proxy, "all"), batch_energies(Qc, poolc, [GU]))
+            p["pending"].append((Gn, plan.bucket))
+            if len(p["pending"]) >= chunk:
+                flush(site, p)
+    for site, p in parts.items():
+        flush(site, p)
     return {site: {"grad": p["grad"], "energies": p["energies"], "constrained": p["constrained"],
                    "forced": p["forced"], "test_acts": np.concatenate(p["acts"]),
                    "loss_sum": loss_sum, "n_targets": n_targets}

@@ -328,3 +328,42 @@ def test_edited_losses_handles_zero_padded_and_scaled_columns(tiny_runs):
     # the scaled column shrinks that direction's component by 1 - s^2, exactly as applied by hand
     assert loss[1] == pytest.approx(manual(scaled), rel=1e-5)
     assert loss[1] != pytest.approx(loss[0], rel=1e-6)
+
+
+def test_inloop_fits_on_one_half_and_tests_on_the_other(tiny_runs, tmp_path, monkeypatch):
+    """The in-loop proxy is fitted on the fit sequences' activations only, and the energy test
+    sees only the test sequences' gradients (finding 5, in the training loop)."""
+    import tangentlab.measure as measure
+    from tangentlab.empirical.inloop import InLoopMeasure
+    from tangentlab.empirical.models import load_model
+
+    lm = load_model(sorted((tiny_runs["decoder"] / "checkpoints").iterdir())[-1], device="cpu")
+    g = torch.Generator().manual_seed(0)
+    inp = torch.randint(5, 100, (6, 16), generator=g)
+    fitted, tested = [], []
+    real_proxy, real_test = measure.make_proxy, measure.control_test
+
+    class Spy:
+        def __init__(self, inner):
+            self.inner = inner
+
+        def fit(self, X):
+            fitted.append(np.asarray(X))
+            self.inner.fit(X)
+            return self
+
+        def basis(self):
+            return self.inner.basis()
+
+    monkeypatch.setattr(measure, "make_proxy", lambda *a, **k: Spy(real_proxy(*a, **k)))
+    monkeypatch.setattr(measure, "control_test",
+                        lambda Q, C, *a, **k: tested.append(C) or real_test(Q, C, *a, **k))
+    cb = InLoopMeasure(tmp_path, "decoder", (inp, inp, torch.zeros_like(inp, dtype=torch.bool)),
+                       every=1, site="blocks.-1.resid_post", rank=2, final_step=1, seed=0)
+    rows = cb.measure(lm.model, 1)
+    fit_seq, test_seq = split_halves(6, 0)
+    assert len(fitted[0]) == len(fit_seq) * 15 and len(tested) == 1
+    assert {r["n"] for r in rows if r["metric"] != "loss_per_token"} == {len(test_seq) * 15}
+    assert rows[0]["split"].startswith("fit sequences " + " ".join(map(str, fit_seq)))
+    df = read_results(tmp_path / "inloop.csv")
+    assert set(df.metric) >= {"enrichment", "p_value"} and (df.step == 1).all()
