@@ -2,7 +2,7 @@
 
     tangentlab empirical train --arch encoder|decoder [--preset P] [--corpus C] --out DIR [--resume]
     tangentlab empirical measure TRAJECTORY --out DIR [--sites S,...] [--rank r] [--proxy NAME]
-                                 [--fit-fraction F] [--controls N] [--gguf]
+                                 [--fit-fraction F] [--controls N] [--gguf] [--resume]
     tangentlab empirical fetch smollm2 --out DIR
 """
 
@@ -40,7 +40,8 @@ def _measure(args: argparse.Namespace) -> int:
         if value is not None:
             ov[key] = value
     run = measure_trajectory(args.trajectory, args.out, device=args.device, seed=args.seed,
-                             overrides=ov, config_path=args.config, gguf=args.gguf)
+                             overrides=ov, config_path=args.config, gguf=args.gguf,
+                             resume=args.resume)
     print(run)
     return 0
 
@@ -82,6 +83,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     m.add_argument("--exclude-positions", dest="exclude_positions",
                    help="positions left out of proxy fitting and distances, e.g. 0")
     m.add_argument("--gguf", action="store_true", help="TRAJECTORY is a GGUF file")
+    m.add_argument("--resume", action="store_true",
+                   help="continue an interrupted measurement from its finished checkpoints")
     m.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     m.add_argument("--seed", type=int, default=0)
     add_common_run_args(m)

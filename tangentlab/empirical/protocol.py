@@ -46,7 +46,7 @@ from tangentlab.empirical.metrics import (
     representation_rows,
 )
 from tangentlab.empirical.records import EvalBatch, RowBase, RowPlan, SiteStats
-from tangentlab.errors import CheckpointError, ConfigError, RankError
+from tangentlab.errors import CheckpointError, ConfigError, RankError, TangentlabError
 
 __all__ = [
     "MeasureConfig",
@@ -412,25 +412,89 @@ def _centroids(st: SiteStats, cfg: MeasureConfig):
     return tokens, cen / rms, raw / rms
 
 
-def _trajectory_site_rows(site: str, cents: list, st_last: SiteStats, setup: _Setup,
-                          cfg: MeasureConfig, base: RowBase) -> list[dict]:
-    """Centroid-trajectory variance against log-frequency: equal-size, then raw."""
+def _trajectory_site_rows(per_ck: list[dict], setup: _Setup, cfg: MeasureConfig,
+                          base: RowBase) -> list[dict]:
+    """Centroid-trajectory variance against log-frequency: equal-size, then raw.
+
+    ``per_ck``: one dict per checkpoint with ``cen_tokens`` (t,), ``cen`` (t, d), ``raw`` (U, d)
+    and ``tok_n`` (U,) (the geometry counts, the same at every checkpoint).
+    """
     import numpy as np
 
     from tangentlab.empirical.metrics import trajectory_rows
 
     counts = setup.eval_data.counts
-    tokens = cents[0][0]
-    if all(np.array_equal(c[0], tokens) for c in cents) and len(tokens):
-        rows = trajectory_rows(np.stack([c[1] for c in cents]),
+    tokens = per_ck[0]["cen_tokens"]
+    if len(tokens) and all(np.array_equal(p["cen_tokens"], tokens) for p in per_ck):
+        rows = trajectory_rows(np.stack([p["cen"] for p in per_ck]),
                                np.log1p(counts[tokens]).astype(float), base, cfg)
     else:
-        rows = trajectory_rows(np.zeros((len(cents), 0, setup.d)), np.zeros(0), base, cfg)
-    ok = st_last.tok_n >= cfg.spread_k
-    raw = np.stack([c[2] for c in cents])[:, ok]
+        rows = trajectory_rows(np.zeros((len(per_ck), 0, setup.d)), np.zeros(0), base, cfg)
+    ok = per_ck[-1]["tok_n"] >= cfg.spread_k
+    raw = np.stack([p["raw"] for p in per_ck])[:, ok]
     rows += trajectory_rows(raw, np.log1p(counts[setup.uniq[ok]]).astype(float), base, cfg,
                             raw=True)
     return rows
+
+
+@dataclass(frozen=True)
+class _Context:
+    """What measuring one checkpoint needs from the trajectory-level plan."""
+
+    cfg: MeasureConfig
+    traj: Any
+    setup: _Setup
+    schedule: Any
+    fixed: dict
+    ones: Any
+    causal_idx: frozenset
+    dev: str
+    timer: Any
+
+
+def _measure_checkpoint(ctx: _Context, i: int, ck, previous: Mapping[str, Any]
+                        ) -> tuple[list[dict], dict, dict[str, dict]]:
+    """Measure checkpoint ``ck`` (position ``i``): its rows, its manifest record, and per site
+    the arrays later steps need (scatter, centroids, refit proxy, geometry counts)."""
+    from tangentlab.empirical.collect import merge_halves
+
+    cfg, setup, timer = ctx.cfg, ctx.setup, ctx.timer
+    head = setup.first.head
+    with timer("load"):
+        lm = _load(setup, ck, ctx.dev)
+    with timer("capture"):
+        fit = collect_fit_half(lm, setup.sites, setup.eval_data, setup.plans, setup.uniq)
+    proxies, tested, test = {}, {}, {}
+    if head:
+        with timer("proxy_fit"):
+            for site in setup.sites:
+                proxies[site] = ctx.schedule.proxies(ctx.fixed[site], fit[site].sample,
+                                                     previous.get(site))
+                tested[site] = _tested_subspaces(proxies[site], cfg, ctx.ones)
+        with timer("capture"):
+            test = collect_test_half(
+                lm, setup.sites, setup.eval_data, setup.plans,
+                subspaces={s: t[0] for s, t in tested.items()},
+                constrain={s: (ctx.ones.basis, t[1]) for s, t in tested.items()},
+                act_rows=cfg.sample_rows, seed=cfg.seed)
+    info = {"checkpoint": ck.name, "step": ck.step, "path": str(ck.path),
+            "tie_embeddings": lm.tie_embeddings, "in_fit_window": ctx.schedule.in_window(ck.step),
+            "causal": i in ctx.causal_idx}
+    rows: list[dict] = []
+    per_site: dict[str, dict] = {}
+    for site in setup.sites:
+        st = merge_halves(fit[site], test.get(site))
+        base = RowBase(model=ctx.traj.model_name, arch=setup.first.arch, checkpoint=ck.name,
+                       step=ck.step, layer=_layer_of(site), site=site, seed=cfg.seed,
+                       method=cfg.proxy)
+        got, scatter = _site_rows(lm, st, proxies.get(site), tested.get(site), base, setup, cfg,
+                                  causal=head and i in ctx.causal_idx, ones=ctx.ones, timer=timer)
+        rows += got
+        tokens, cen, raw = _centroids(st, cfg)
+        per_site[site] = {"logf": scatter["logf"], "spread": scatter["spread"],
+                          "cen_tokens": tokens, "cen": cen, "raw": raw, "tok_n": st.tok_n,
+                          "refit": proxies[site].refit if site in proxies else None}
+    return rows, info, per_site
 
 
 def measure_trajectory(
@@ -442,22 +506,24 @@ def measure_trajectory(
     overrides: Mapping[str, Any] | None = None,
     config_path: str | Path | None = None,
     gguf: bool = False,
+    resume: bool = False,
+    on_checkpoint=None,
 ) -> Path:
     """Run the protocol over ``trajectory``; write ``results.csv``, ``manifest.json`` and figures.
 
-    ``out_dir`` is built atomically (a failure leaves no partial output). Returns the run
-    directory. See the module docstring and docs/empirical.md.
+    ``out_dir`` is built atomically (a failure leaves no partial output). Each finished
+    checkpoint is also saved to a partial folder beside it (:mod:`tangentlab.empirical.partial`);
+    ``resume=True`` continues from there after a kill, with the same ``results.csv`` as an
+    uninterrupted run. ``on_checkpoint(index, name)`` is called after each checkpoint is saved.
+    Returns the run directory. See the module docstring and docs/empirical.md.
     """
     import torch
 
-    from tangentlab._runtime import single_blas_thread, torch_threads
-    from tangentlab.empirical.collect import merge_halves
-    from tangentlab.empirical.metrics import aggregate_rows
+    from tangentlab.config import config_hash
     from tangentlab.empirical.models import resolve_device
-    from tangentlab.empirical.proxy_schedule import ProxySchedule
+    from tangentlab.empirical.partial import PartialRun
     from tangentlab.empirical.trajectory import resolve_trajectory
-    from tangentlab.progress import progress
-    from tangentlab.runs import RESULTS_NAME, Timer, atomic_directory
+    from tangentlab.runs import Timer
 
     cfg = resolve_measure_config(overrides, config_path, seed)
     traj = resolve_trajectory(trajectory, gguf=gguf)
@@ -468,65 +534,63 @@ def measure_trajectory(
     timer = Timer()
     torch.manual_seed(cfg.seed)
     threads = cfg.threads or int(traj.train_config.get("threads", 0) or 0)
+    partial = PartialRun(out_dir, config_hash=config_hash(cfg), resume=resume,
+                         checkpoints=[f"{c.name}@{c.step}" for c in cks])
+
+    try:
+        _run(cfg, traj, cks, out_dir, trajectory, partial, dev, timer, threads, on_checkpoint)
+    except TangentlabError:
+        partial.clear()  # bad input: no partial output (a kill or crash keeps it for resume)
+        raise
+    partial.clear()
+    return Path(out_dir)
+
+
+def _run(cfg: MeasureConfig, traj, cks, out_dir, trajectory, partial, dev: str, timer, threads,
+         on_checkpoint) -> None:
+    """The body of :func:`measure_trajectory`: plan, measure each checkpoint, finish, write."""
+    from tangentlab._runtime import single_blas_thread, torch_threads
+    from tangentlab.empirical.metrics import aggregate_rows
+    from tangentlab.empirical.proxy_schedule import ProxySchedule
+    from tangentlab.progress import progress
+    from tangentlab.runs import RESULTS_NAME, atomic_directory
 
     with single_blas_thread(), torch_threads(threads), atomic_directory(out_dir) as tmp:
         setup = _prepare(traj, cks, cfg, dev, timer)
         schedule = ProxySchedule.plan([c.step for c in cks], method=cfg.proxy, rank=cfg.rank,
                                       seed=cfg.seed, fraction=cfg.fit_fraction, refit=cfg.refit)
         head = setup.first.head
-        fixed = _fixed_proxies(setup, schedule, cks, dev, timer) if head else {}
-        ones = _ones_space(setup.d)
-        causal_idx = _spread_indices(len(cks), cfg.causal_checkpoints) if cfg.causal else set()
-        rows: list[dict] = []
-        scatter: dict[str, dict] = {s: {} for s in setup.sites}
-        cents: dict[str, list] = {s: [] for s in setup.sites}
+        ctx = _Context(cfg=cfg, traj=traj, setup=setup, schedule=schedule,
+                       fixed=_fixed_proxies(setup, schedule, cks, dev, timer) if head else {},
+                       ones=_ones_space(setup.d), dev=dev, timer=timer,
+                       causal_idx=frozenset(_spread_indices(len(cks), cfg.causal_checkpoints)
+                                            if cfg.causal else ()))
+        rows, ck_info, per_ck = [], [], []
         previous: dict[str, Any] = {}
-        ck_info = []
         for i, ck in enumerate(progress(cks, desc="measure")):
-            with timer("load"):
-                lm = _load(setup, ck, dev)
-            with timer("capture"):
-                fit = collect_fit_half(lm, setup.sites, setup.eval_data, setup.plans, setup.uniq)
-            proxies, tested, test = {}, {}, {}
-            if head:
-                with timer("proxy_fit"):
-                    for site in setup.sites:
-                        proxies[site] = schedule.proxies(fixed[site], fit[site].sample,
-                                                         previous.get(site))
-                        previous[site] = proxies[site].refit
-                        tested[site] = _tested_subspaces(proxies[site], cfg, ones)
-                with timer("capture"):
-                    test = collect_test_half(
-                        lm, setup.sites, setup.eval_data, setup.plans,
-                        subspaces={s: t[0] for s, t in tested.items()},
-                        constrain={s: (ones.basis, t[1]) for s, t in tested.items()},
-                        act_rows=cfg.sample_rows, seed=cfg.seed)
-            ck_info.append({"checkpoint": ck.name, "step": ck.step, "path": str(ck.path),
-                            "tie_embeddings": lm.tie_embeddings,
-                            "in_fit_window": schedule.in_window(ck.step), "causal": i in causal_idx})
-            stats = {}
-            for site in setup.sites:
-                stats[site] = st = merge_halves(fit[site], test.get(site))
-                base = RowBase(model=traj.model_name, arch=setup.first.arch, checkpoint=ck.name,
-                               step=ck.step, layer=_layer_of(site), site=site, seed=cfg.seed,
-                               method=cfg.proxy)
-                got, scatter[site][ck.step] = _site_rows(
-                    lm, st, proxies.get(site), tested.get(site), base, setup, cfg,
-                    causal=head and i in causal_idx, ones=ones, timer=timer)
-                rows += got
-                cents[site].append(_centroids(st, cfg))
+            if partial.has(i):
+                got, info, per_site = partial.load(i)
+            else:
+                got, info, per_site = _measure_checkpoint(ctx, i, ck, previous)
+                partial.save(i, got, info, per_site)
+            rows += got
+            ck_info.append(info)
+            per_ck.append(per_site)
+            previous = {s: per_site[s].get("refit") for s in setup.sites}
+            if on_checkpoint is not None:
+                on_checkpoint(i, ck.name)
         with timer("metrics"):
             if len(cks) >= 2:
                 for site in setup.sites:
                     tb = RowBase(model=traj.model_name, arch=setup.first.arch,
                                  checkpoint="trajectory", step=schedule.max_step,
                                  layer=_layer_of(site), site=site, seed=cfg.seed)
-                    rows += _trajectory_site_rows(site, cents[site], stats[site], setup, cfg, tb)
+                    rows += _trajectory_site_rows([p[site] for p in per_ck], setup, cfg, tb)
             rows += aggregate_rows(rows, cfg.early_fraction * schedule.max_step,
                                    schedule.max_step)
+        scatter = {s: {c["step"]: p[s] for c, p in zip(ck_info, per_ck)} for s in setup.sites}
         _write_outputs(tmp, rows, scatter, setup, schedule, cfg, trajectory, traj, ck_info,
                        dev, timer, RESULTS_NAME)
-    return Path(out_dir)
 
 
 def _write_outputs(tmp, rows, scatter, setup: _Setup, schedule, cfg: MeasureConfig, trajectory,

@@ -367,3 +367,48 @@ def test_inloop_fits_on_one_half_and_tests_on_the_other(tiny_runs, tmp_path, mon
     assert rows[0]["split"].startswith("fit sequences " + " ".join(map(str, fit_seq)))
     df = read_results(tmp_path / "inloop.csv")
     assert set(df.metric) >= {"enrichment", "p_value"} and (df.step == 1).all()
+
+
+class _Kill(Exception):
+    pass
+
+
+def test_measure_resumes_after_a_kill_with_identical_results(measured, tiny_runs, tmp_path,
+                                                             monkeypatch):
+    """Issue 11, item 7: kill after checkpoint 2, resume, get the uninterrupted results.csv."""
+    import tangentlab.empirical.protocol as protocol
+    from tangentlab.empirical.partial import partial_dir
+
+    from .conftest import TEST_MEASURE
+
+    def kill(index, name):
+        if index == 2:
+            raise _Kill
+
+    out = tmp_path / "m"
+    with pytest.raises(_Kill):
+        protocol.measure_trajectory(tiny_runs["decoder"], out, device="cpu", seed=0,
+                                    overrides=TEST_MEASURE, on_checkpoint=kill)
+    assert not out.exists() and partial_dir(out).is_dir()
+    measured_again = []
+    real = protocol._measure_checkpoint
+
+    def spy(ctx, i, ck, previous):
+        measured_again.append(i)
+        return real(ctx, i, ck, previous)
+
+    monkeypatch.setattr(protocol, "_measure_checkpoint", spy)
+    protocol.measure_trajectory(tiny_runs["decoder"], out, device="cpu", seed=0,
+                                overrides=TEST_MEASURE, resume=True)
+    assert measured_again == [3, 4, 5]  # 0, 1 and 2 came from the partial folder
+    assert (out / "results.csv").read_bytes() == (measured["decoder"] / "results.csv").read_bytes()
+    assert not partial_dir(out).exists()
+    # a partial folder of another config is refused, not silently mixed in
+    with pytest.raises(_Kill):
+        protocol.measure_trajectory(tiny_runs["decoder"], tmp_path / "n", device="cpu", seed=0,
+                                    overrides=TEST_MEASURE, on_checkpoint=kill)
+    from tangentlab.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="another config"):
+        protocol.measure_trajectory(tiny_runs["decoder"], tmp_path / "n", device="cpu", seed=0,
+                                    overrides=dict(TEST_MEASURE, rank=4), resume=True)
