@@ -412,3 +412,22 @@ def test_measure_resumes_after_a_kill_with_identical_results(measured, tiny_runs
     with pytest.raises(ConfigError, match="another config"):
         protocol.measure_trajectory(tiny_runs["decoder"], tmp_path / "n", device="cpu", seed=0,
                                     overrides=dict(TEST_MEASURE, rank=4), resume=True)
+
+
+def test_enrichment_figure_ignores_constrained_rows(tmp_path, monkeypatch):
+    """The figure plots one enrichment per step: the constrained rows are a separate reading."""
+    import matplotlib.axes
+
+    from tangentlab.empirical.figures import enrichment_figure
+
+    drawn = []
+    real = matplotlib.axes.Axes.errorbar
+    monkeypatch.setattr(matplotlib.axes.Axes, "errorbar",
+                        lambda self, x, y, *a, **k: drawn.append(list(x)) or real(self, x, y, *a, **k))
+    rows = [dict(site="s", proxy="fixed", bucket="all", step=st, checkpoint=f"step_{st}",
+                 metric=m, value=v, ci_low=v - 0.1, ci_high=v + 0.1, subspace=sub)
+            for st in (0, 10) for sub in (None, "constrained")
+            for m, v in (("enrichment", 1.5), ("control_enrichment_low", 0.9),
+                         ("control_enrichment_high", 1.1))]
+    enrichment_figure(rows, ["s"], tmp_path / "e.png")
+    assert drawn == [[0, 10]]
