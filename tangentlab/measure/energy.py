@@ -55,6 +55,7 @@ __all__ = [
     "control_test",
     "BatchEnergies",
     "batch_energies",
+    "grouped_batch_energies",
     "BatchControlTestResult",
     "batch_control_test",
 ]
@@ -448,6 +449,60 @@ def batch_energies(Q: Any, controls: Any, grad_batches: Any) -> BatchEnergies:
         rows=np.asarray(nrows, dtype=np.int64),
         d=d, r=r,
     )
+
+
+def grouped_batch_energies(Q: Any, controls: Any, grad_batches: Any,
+                           group_batches: Any) -> dict[Any, BatchEnergies]:
+    """Per-batch energies split by a label per row (e.g. a frequency bucket): one projection pass.
+
+    Args:
+        Q, controls: as in :func:`batch_energies`.
+        grad_batches: iterable of gradient batches ``(n_b, d)``.
+        group_batches: iterable of label arrays ``(n_b,)``, one per batch (integers or strings).
+
+    Returns ``{label: BatchEnergies}`` with labels in sorted order; every record has one entry per
+    batch (0 where the batch holds no row of that label, so batches stay aligned across labels
+    and remain the resampling unit).
+    """
+    import torch
+
+    Q = as_basis(Q)
+    d, r = Q.shape
+    P = _as_pool(controls, d, r)
+    K = P.shape[0]
+    bases = torch.from_numpy(np.concatenate([Q[None], P], axis=0).transpose(1, 0, 2).reshape(d, -1))
+    per_batch = []
+    labels: set = set()
+    for i, (batch, grp) in enumerate(zip(grad_batches, group_batches, strict=True)):
+        g = torch.from_numpy(as_points(batch, name=f"grad_batches[{i}]", min_rows=0, dim=d))
+        lab = np.asarray(grp.detach().cpu().numpy() if hasattr(grp, "detach") else grp)
+        if lab.shape != (g.shape[0],):
+            raise ShapeError(
+                f"group_batches[{i}] must hold one label per row, shape ({g.shape[0]},); got "
+                f"{lab.shape}"
+            )
+        e = ((g @ bases) ** 2).reshape(g.shape[0], K + 1, r).sum(2).numpy()  # (n_b, K + 1)
+        tr = (g * g).sum(1).numpy()
+        uniq, inv = np.unique(lab, return_inverse=True)
+        sums = np.zeros((uniq.size, K + 1))
+        np.add.at(sums, inv, e)
+        trs = np.bincount(inv, weights=tr, minlength=uniq.size)
+        cnt = np.bincount(inv, minlength=uniq.size)
+        per_batch.append({u.item() if hasattr(u, "item") else u: (sums[j], trs[j], cnt[j])
+                          for j, u in enumerate(uniq)})
+        labels.update(per_batch[-1])
+    if not per_batch:
+        raise InsufficientSamplesError("grad_batches is empty; pass at least one batch of rows")
+    zero = (np.zeros(K + 1), 0.0, 0)
+    out = {}
+    for lab in sorted(labels):
+        rec = [pb.get(lab, zero) for pb in per_batch]
+        out[lab] = BatchEnergies(
+            tangent=np.array([x[0][0] for x in rec]), controls=np.stack([x[0][1:] for x in rec]),
+            trace=np.array([x[1] for x in rec], dtype=np.float64),
+            rows=np.array([x[2] for x in rec], dtype=np.int64), d=d, r=r,
+        )
+    return out
 
 
 @dataclass(frozen=True)
