@@ -177,3 +177,15 @@ def test_grouped_batch_energies_split_rows_by_label():
     assert np.allclose(total, batch_energies(Q, pool, bs).trace)
     with pytest.raises(ShapeError, match="one label per row"):
         grouped_batch_energies(Q, pool, bs[:1], [labs[0][:-1]])
+
+
+def test_float32_projection_agrees_with_float64():
+    bs = _batches(4, d=40)
+    Q = np.eye(40)[:, :2]
+    pool = normal_controls(Q, 10, 0)
+    a = batch_energies(Q, pool, bs)
+    b = batch_energies(Q, pool, bs, dtype="float32")
+    assert np.allclose(a.controls, b.controls, rtol=1e-5) and not np.array_equal(a.controls,
+                                                                                  b.controls)
+    with pytest.raises(ValidationError, match="dtype"):
+        batch_energies(Q, pool, bs, dtype="float16")
