@@ -211,7 +211,7 @@ def run_battery(cfg: BatteryConfig) -> BatteryResult:
     studies["null"] = nl.to_dict()
     rows.append(_rate_row("false_positive_rate", nl.p_rate, nl.n_sims, seed,
                           method="complement"))
-    rows.append(_rate_row("false_discovery_found_rate", nl.found_rate, nl.n_sims, seed,
+    rows.append(_rate_row("false_positive_rate_found_rule", nl.found_rate, nl.n_sims, seed,
                           method="complement"))
     detail = (f"complement controls (the protocol's), d={nl.d}, r={nl.r} (r/d = "
               f"{nl.r / nl.d:.3f}), 20 controls: p <= {cfg.alpha} happens only at p = 1/21 "
