@@ -9,7 +9,8 @@
   sample, per-token sums and the geometry rows.
 - :func:`collect_test_half` runs forward + backward passes over the test half, with the
   subspaces already known: the float64 gradient moments (oracle, ΔIsoScore*), per-batch scalars
-  (:func:`tangentlab.measure.batch_energies`) for every proxy and bucket, and the cosines of the
+  (:func:`tangentlab.measure.grouped_batch_energies`: one projection per batch for all buckets;
+  the overall energies are the sums over buckets) for every proxy and bucket, and the cosines of the
   gradient rows with the directions a normalization layer may force them away from.
 """
 
@@ -210,7 +211,13 @@ def collect_test_half(loaded, sites: Sequence[str], eval_data, plans: Sequence[R
     import torch
 
     from tangentlab.empirical.capture import capture_batch
-    from tangentlab.measure import MomentAccumulator, batch_energies, forced_direction_cosines
+    from tangentlab.measure import (
+        BatchEnergies,
+        MomentAccumulator,
+        batch_energies,
+        forced_direction_cosines,
+        grouped_batch_energies,
+    )
 
     labels = list(eval_data.labels)
     tests = [(b, p) for b, p in zip(eval_data.batches, plans, strict=True) if b.half == "test"]
@@ -225,11 +232,19 @@ def collect_test_half(loaded, sites: Sequence[str], eval_data, plans: Sequence[R
         """Per-batch energies of the buffered batches (one call per proxy and bucket)."""
         if not p["pending"]:
             return
+        nb = len(p["pending"])
         for proxy, (Q, pool) in subspaces.get(site, {}).items():
-            add(p["energies"], (proxy, "all"), batch_energies(Q, pool, [G for G, _ in p["pending"]]))
+            by = grouped_batch_energies(Q, pool, [G for G, _ in p["pending"]],
+                                        [b for _, b in p["pending"]])
+            K, (d, r) = pool.shape[0], Q.shape
+            zero = BatchEnergies(tangent=np.zeros(nb), controls=np.zeros((nb, K)),
+                                 trace=np.zeros(nb), rows=np.zeros(nb, dtype=np.int64), d=d, r=r)
+            parts_j = [by.get(j, zero) for j in range(len(labels))]
+            add(p["energies"], (proxy, "all"), BatchEnergies(
+                tangent=sum(e.tangent for e in parts_j), controls=sum(e.controls for e in parts_j),
+                trace=sum(e.trace for e in parts_j), rows=sum(e.rows for e in parts_j), d=d, r=r))
             for j, lb in enumerate(labels):
-                add(p["energies"], (proxy, lb),
-                    batch_energies(Q, pool, [G[b == j] for G, b in p["pending"]]))
+                add(p["energies"], (proxy, lb), parts_j[j])
         if constrain and site in constrain:
             U, tested = constrain[site]
             GU = [G @ U for G, _ in p["pending"]]
