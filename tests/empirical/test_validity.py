@@ -431,3 +431,37 @@ def test_enrichment_figure_ignores_constrained_rows(tmp_path, monkeypatch):
                          ("control_enrichment_high", 1.1))]
     enrichment_figure(rows, ["s"], tmp_path / "e.png")
     assert drawn == [[0, 10]]
+
+
+def test_rmsnorm_last_block_forces_the_activation_itself(tiny_runs, tmp_path):
+    """Llama-style: before the final RMSNorm g_i ⟂ h_i (measured), so the reachable-baseline rows
+    appear there; at block 0 nothing fixed is forced (no LayerNorm mean), so no 𝟙 rows.
+
+    The constraint holds up to eps / mean(h²): with the default eps 1e-6 and a freshly
+    initialised residual stream (mean square ~4e-4) |cos| is ~2e-3, above the 1e-3 tolerance, so
+    this test uses eps 1e-9 (trained models have far larger activations)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from tangentlab.empirical.protocol import measure_trajectory
+    from tangentlab.empirical.tokenizer import load_tokenizer
+
+    tok = load_tokenizer(tiny_runs["decoder"] / "tokenizer")
+    d = tmp_path / "llama"
+    torch.manual_seed(0)
+    LlamaForCausalLM(LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64,
+                                 num_hidden_layers=2, num_attention_heads=2,
+                                 num_key_value_heads=2, max_position_embeddings=64,
+                                 rms_norm_eps=1e-9)
+                     ).save_pretrained(d)
+    tok.save_pretrained(d)
+    out = measure_trajectory(d, tmp_path / "m", device="cpu", overrides={
+        "corpus": "bible", "max_docs": 60, "n_batches": 4, "batch_size": 4, "seq_len": 32,
+        "threads": 1, "causal": False, "n_boot": 20, "rank": 4})
+    df = read_results(out)
+    cos = df[df.metric.str.startswith("grad_cos_")].set_index(["site", "metric"]).value
+    assert cos[("blocks.1.resid_post", "grad_cos_raw_max")] < 1e-3
+    assert cos[("blocks.0.resid_post", "grad_cos_ones_max")] > 1e-2
+    reach = df[df.metric == "enrichment_reachable"]
+    assert set(reach.site) == {"blocks.1.resid_post"} and (reach.forced == "raw").all()
+    assert reach.value.notna().all()
+    assert df[(df.subspace == "constrained") & (df.metric == "enrichment")].empty
