@@ -1,31 +1,37 @@
 """The paper's tangent-proxy protocol over a trajectory of checkpoints (``measure``).
 
-For every checkpoint (ordered by step) and every site:
+Once per trajectory: fixed eval batches, split by a seeded permutation into a **fit half**
+(activations) and a **test half** (gradients); a row plan per batch (tokens, windows, buckets,
+the fixed activation sample, the geometry occurrences: at most one per window and token, never an
+MLM-selected position); and the proxy schedule, whose fixed proxy Q_T (d×r) is fitted in a
+forward-only pre-pass on the fit-window checkpoints (steps ≤ ``fit_fraction`` × last step, each
+weighted by the span of steps it stands for).
 
-1. **Capture** (one forward + one backward of the model's own summed loss per fixed eval batch):
-   gradient rows g_i = ∂L/∂h_i and activation rows h_i of the real tokens (decoder: positions
-   with a target). Streams into ``MomentAccumulator`` s (overall and per frequency bucket), per-batch
-   outer-product sums (for the bootstrap over batches), per-token sums (centroids), the first
-   ``spread_k`` occurrences of each token (equal-size spread), and a seeded fixed-size sample of
-   activation rows (the same rows at every checkpoint). Memory does not grow with the tokens.
-2. **Tangent proxy** Q_T (d×r): ``fixed`` = fitted once on the activation samples pooled from the
-   checkpoints with step ≤ ``fit_fraction`` × last step (by *step*, not by checkpoint count);
-   ``refit`` = fitted on this checkpoint's own sample. Excluded positions are left out of fitting.
-3. **Energy test** (``tangentlab.measure.control_test``): energy of Q_T in C = GᵀG/N against
-   ``n_controls`` matched-rank normal controls, overall and per bucket, bootstrap over batches.
-4. **Anisotropy share**: IsoScore* of the gradient covariance before and after projecting out
-   Q_T (in the (d−r)-dim complement coordinates), against each control.
-5. **Representation anisotropy**: IsoScore*, mean cosine, effective rank of the activations.
-6. **Frequency and geometry**: per token, log-frequency against the spread of its occurrences.
-7. **Causal check** (on ``causal_checkpoints`` of the checkpoints): loss increase after mean-
-   ablating span(Q_T) vs each control; loss after steering along Q_T's first direction vs the
-   controls' first directions.
-8. **Early / late** aggregates, and each token's centroid trajectory variance against frequency.
+Then every checkpoint, in one pass with its subspaces known:
 
-The jobs live in separate modules: typed records (``records``), the row plan and capture pass
-(``collect``), the proxy schedule with its pre-pass over the fit window (``proxy_schedule``), the
-metric-row builders (``metrics``) and the causal check's forward passes (``causal``). This module
-holds the config and the orchestration. docs/empirical.md states every metric and formula.
+1. **Fit half** (forward): activation moments, the sample (refit proxy, representation metrics),
+   per-token geometry (equal-size spread and centroids of one-per-window occurrences).
+2. **Test half** (forward + backward of the model's own summed loss): float64 gradient moments
+   per bucket (oracle, ΔIsoScore*), per-batch scalars (each proxy's and each pool control's
+   projected energy, and the trace, per batch and bucket), cosines with the directions a
+   normalization layer forces, and the energies inside the complement of 𝟙.
+3. **Rows**: energy test with intervals over test batches that redraw the controls
+   (``batch_control_test``), overall and per bucket, fixed and refit; the constrained-space
+   versions where a direction is measured to be forced; ΔIsoScore* (marked as depending on the
+   enrichment); representation anisotropy; frequency–spread correlations (Pearson and Spearman,
+   corrected and raw); proxy drift; and on ``causal_checkpoints`` the causal check: mean-ablation
+   of span(Q_T) against complement and variance-matched controls, with bootstrap intervals over
+   test batches, removed variance and loss per unit of it, and steering.
+4. Each finished checkpoint is saved to a partial folder (``resume=True`` continues after a kill).
+
+Finally: centroid-trajectory variance against frequency, and step-span-weighted early/late
+aggregates (min–max in ``band_low``/``band_high``).
+
+The jobs live in separate modules: typed records (``records``), the row plan and the two capture
+passes (``collect``), the proxy schedule (``proxy_schedule``), the metric-row builders
+(``metrics``), the causal check's forward passes (``causal``) and the partial folder
+(``partial``). This module holds the config and the orchestration. docs/empirical.md states every
+metric and formula.
 """
 
 from __future__ import annotations
