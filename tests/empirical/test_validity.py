@@ -463,5 +463,6 @@ def test_rmsnorm_last_block_forces_the_activation_itself(tiny_runs, tmp_path):
     assert cos[("blocks.0.resid_post", "grad_cos_ones_max")] > 1e-2
     reach = df[df.metric == "enrichment_reachable"]
     assert set(reach.site) == {"blocks.1.resid_post"} and (reach.forced == "raw").all()
-    assert reach.value.notna().all()
+    assert reach.value.notna().all() and (reach.ci_low < reach.value).all()
+    assert (reach.value < reach.ci_high).all()
     assert df[(df.subspace == "constrained") & (df.metric == "enrichment")].empty
