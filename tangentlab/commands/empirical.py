@@ -3,7 +3,7 @@
 ```text
 tangentlab empirical train --arch encoder|decoder [--preset P] [--corpus C] --out DIR [--resume]
 tangentlab empirical measure TRAJECTORY --out DIR [--sites S,...] [--rank r] [--proxy NAME]
-                             [--fit-fraction F] [--controls N] [--gguf]
+                             [--fit-fraction F] [--controls N] [--gguf] [--resume]
 tangentlab empirical measure --model ORG/NAME [--revisions step0,step1000|log:12|all] ...
                              [--dtype float32|bfloat16|float16] [--eval-text FILE]
                              [--frequency-table FILE] [--proxy basis:PATH]
@@ -68,7 +68,8 @@ def _measure(args: argparse.Namespace) -> int:
     crash.note(measure_overrides=ov, trajectory=trajectory)
     with writing_run(args.out, kind="empirical/measure", command="empirical measure"):
         run = measure_trajectory(trajectory, args.out, device=args.device, seed=args.seed,
-                                 overrides=ov, config_path=args.config, gguf=args.gguf)
+                                 overrides=ov, config_path=args.config, gguf=args.gguf,
+                                 resume=args.resume)
     print(run)
     return 0
 
@@ -150,6 +151,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     m.add_argument("--exclude-positions", dest="exclude_positions",
                    help="positions left out of proxy fitting and distances, e.g. 0")
     m.add_argument("--gguf", action="store_true", help="TRAJECTORY is a GGUF file")
+    m.add_argument("--resume", action="store_true",
+                   help="continue an interrupted measurement from its finished checkpoints")
     m.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     m.add_argument("--seed", type=int, default=0)
     add_common_run_args(m)
