@@ -326,6 +326,8 @@ class Bound:
         min_len: a tuple must hold at least this many items.
         unique: a tuple must not list an item twice.
         finite: numbers must be finite (``gt=0`` bounds still admit ``+inf`` when false).
+        why: the reason for the bound, added to the error message (e.g. ``"the bootstrap
+            resamples batches"``).
     """
 
     ge: float | None = None
@@ -337,6 +339,7 @@ class Bound:
     min_len: int = 0
     unique: bool = False
     finite: bool = True
+    why: str = ""
 
     def describe(self) -> str:
         """The constraint in words, e.g. ``"a whole number >= 1"``."""
@@ -431,7 +434,8 @@ def check_config(cfg: Any) -> None:
         value = getattr(cfg, f.name)
         why = bound.problem(value)
         if why is not None:
-            problems.append(f"config key {f.name!r} {why}; got {value!r}")
+            reason = f" ({bound.why})" if bound.why else ""
+            problems.append(f"config key {f.name!r} {why}{reason}; got {value!r}")
     relations = getattr(cfg, "relations", None)
     if relations is not None and not problems:  # relations may assume the bounds hold
         problems += [message for ok, message in relations() if not ok]

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from tangentlab.config import Config, option
 from tangentlab.errors import CheckpointError, ConfigError, UnknownNameError
 from tangentlab.runs import TRAIN_CONFIG_NAME
 
@@ -57,7 +58,7 @@ __all__ = [
 
 
 @dataclass(frozen=True)
-class TrainConfig:
+class TrainConfig(Config):
     """Training configuration (defaults = the ``small`` preset, a decoder).
 
     Model: ``vocab_size`` (BPE), ``d_model``, ``n_layers``, ``n_heads``, ``d_ff`` (0 → 4·d),
@@ -78,53 +79,41 @@ class TrainConfig:
     uses 1: on 2 shared cores a tiny model runs up to 10x faster single-threaded.
     """
 
-    arch: str = "decoder"
+    arch: str = option("decoder", choices=("encoder", "decoder"))
     preset: str = "small"
     corpus: str = "wikipedia"
-    max_docs: int | None = None
-    max_train_tokens: int | None = None
-    eval_fraction: float = 0.1
-    vocab_size: int = 4096
-    d_model: int = 128
-    n_layers: int = 4
-    n_heads: int = 4
-    d_ff: int = 0
-    seq_len: int = 128
+    max_docs: int | None = option(None, ge=1, integer=True)
+    max_train_tokens: int | None = option(None, ge=1, integer=True)
+    eval_fraction: float = option(0.1, gt=0, lt=1)
+    vocab_size: int = option(4096, ge=16, integer=True)
+    d_model: int = option(128, ge=2, integer=True)
+    n_layers: int = option(4, ge=1, integer=True)
+    n_heads: int = option(4, ge=1, integer=True)
+    d_ff: int = option(0, ge=0, integer=True)
+    seq_len: int = option(128, ge=4, integer=True)
     tie_embeddings: bool = True
-    dropout: float = 0.0
-    mlm_probability: float = 0.15
+    dropout: float = option(0.0, ge=0, lt=1)
+    mlm_probability: float = option(0.15, gt=0, lt=1)
     optimizer: Literal["adamw", "muon"] = "adamw"
-    lr: float = 1e-3
-    warmup_steps: int = 30
-    min_lr_ratio: float = 0.1
-    weight_decay: float = 0.01
-    grad_clip: float = 1.0
-    batch_size: int = 32
-    steps: int = 250
-    n_checkpoints: int = 12
-    late_checkpoints: int = 0
-    measure_every: int = 50
+    lr: float = option(1e-3, gt=0)
+    warmup_steps: int = option(30, ge=0, integer=True)
+    min_lr_ratio: float = option(0.1, ge=0, le=1)
+    weight_decay: float = option(0.01, ge=0)
+    grad_clip: float = option(1.0, ge=0)
+    batch_size: int = option(32, ge=1, integer=True)
+    steps: int = option(250, ge=1, integer=True)
+    n_checkpoints: int = option(12, ge=2, integer=True)
+    late_checkpoints: int = option(0, ge=0, integer=True)
+    measure_every: int = option(50, ge=0, integer=True)
     measure_site: str = "blocks.-1.resid_post"
-    measure_rank: int = 8
-    threads: int = 0
-    seed: int = 0
+    measure_rank: int = option(8, ge=1, integer=True)
+    threads: int = option(0, ge=0, integer=True)
+    seed: int = option(0, ge=0, integer=True)
 
-    def __post_init__(self) -> None:
-        checks = [
-            (self.arch in ("encoder", "decoder"), "arch must be encoder or decoder"),
-            (self.steps >= 1, "steps must be >= 1"),
-            (self.batch_size >= 1, "batch_size must be >= 1"),
-            (self.seq_len >= 4, "seq_len must be >= 4"),
-            (self.n_checkpoints >= 2, "n_checkpoints must be >= 2 (step 0 and the last step)"),
-            (self.late_checkpoints >= 0, "late_checkpoints must be >= 0"),
-            (0.0 < self.mlm_probability < 1.0, "mlm_probability must be in (0, 1)"),
-            (self.lr > 0, "lr must be > 0"),
-            (self.d_model >= 2 and self.n_layers >= 1 and self.n_heads >= 1, "model sizes must be positive"),
-            (self.measure_every >= 0, "measure_every must be >= 0"),
-        ]
-        for ok, msg in checks:
-            if not ok:
-                raise ConfigError(f"{msg} (got {dataclasses.asdict(self)!r:.0})".replace(" (got )", ""))
+    def relations(self) -> list[tuple[bool, str]]:
+        """Constraints between fields (checked with the field bounds, see tangentlab.config)."""
+        return [(self.d_model % self.n_heads == 0,
+                 f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")]
 
 
 #: Named presets. ``tiny``: CI (a few seconds per model); ``small``: the reproduce default, long

@@ -186,7 +186,7 @@ def test_local_folders_keep_working(hub, tmp_path):
     assert traj.checkpoints[0].repo_id is None and "commit" not in traj.checkpoints[0].to_dict()
 
 
-SETS = ["n_batches=2", "batch_size=4", "seq_len=16", "sample_rows=64", "n_boot=10",
+SETS = ["n_batches=4", "batch_size=2", "seq_len=16", "sample_rows=64", "n_boot=10",
         "n_controls=5", "causal=false", "rank=2"]
 
 
