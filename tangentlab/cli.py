@@ -31,7 +31,7 @@ from collections.abc import Iterator, Sequence
 from tangentlab import __version__
 from tangentlab.errors import TangentlabError
 
-__all__ = ["main", "build_parser", "COMMAND_MODULES", "EXIT_CODES"]
+__all__ = ["main", "build_parser", "iter_parsers", "COMMAND_MODULES", "EXIT_CODES"]
 
 #: Every exit code the CLI returns, and what it means (the one list: ``--help``'s epilog and
 #: ``docs/cli.md`` are generated from it).
@@ -104,8 +104,6 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="area", metavar="<area>", parser_class=OneLineErrorParser)
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
-    from tangentlab.cli_reference import iter_parsers
-
     for _, p in iter_parsers(parser):
         if p is not parser:  # SUPPRESS: a command without --debug keeps the top-level value
             p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
@@ -199,3 +197,22 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
+
+
+def iter_parsers(parser: argparse.ArgumentParser | None = None) -> Iterator[tuple[str, argparse.ArgumentParser]]:
+    """Every (command path, parser) pair, depth first: ``tangentlab``, ``tangentlab theory``, ..."""
+    if parser is None:
+        parser = build_parser()
+    seen: set[int] = set()
+
+    def walk(p: argparse.ArgumentParser) -> Iterator[tuple[str, argparse.ArgumentParser]]:
+        if id(p) in seen:
+            return
+        seen.add(id(p))
+        yield p.prog, p
+        for action in p._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for child in action.choices.values():
+                    yield from walk(child)
+
+    yield from walk(parser)

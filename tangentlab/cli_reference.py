@@ -20,6 +20,8 @@ from pathlib import Path
 
 __all__ = ["WIDTH", "iter_parsers", "command_options", "render_reference", "main"]
 
+from tangentlab.cli import iter_parsers  # noqa: E402  (re-exported: the reference walks them)
+
 #: The terminal width the help text is formatted for.
 WIDTH = 100
 
@@ -35,27 +37,6 @@ def _fixed_width() -> Iterator[None]:
             os.environ.pop("COLUMNS", None)
         else:
             os.environ["COLUMNS"] = old
-
-
-def iter_parsers(parser: argparse.ArgumentParser | None = None) -> Iterator[tuple[str, argparse.ArgumentParser]]:
-    """Every (command path, parser) pair, depth first: ``tangentlab``, ``tangentlab theory``, ..."""
-    if parser is None:
-        from tangentlab.cli import build_parser
-
-        parser = build_parser()
-    seen: set[int] = set()
-
-    def walk(p: argparse.ArgumentParser) -> Iterator[tuple[str, argparse.ArgumentParser]]:
-        if id(p) in seen:
-            return
-        seen.add(id(p))
-        yield p.prog, p
-        for action in p._actions:
-            if isinstance(action, argparse._SubParsersAction):
-                for child in action.choices.values():
-                    yield from walk(child)
-
-    yield from walk(parser)
 
 
 def command_options(parser: argparse.ArgumentParser) -> list[str]:

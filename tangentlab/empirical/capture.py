@@ -98,6 +98,8 @@ def token_losses(logits, labels, arch: str):
     import torch
     import torch.nn.functional as F
 
+    from tangentlab.empirical.models import to_stat
+
     B, T, V = logits.shape
     if arch == "decoder":
         tgt = torch.full_like(labels, -100)
@@ -105,7 +107,8 @@ def token_losses(logits, labels, arch: str):
     else:
         tgt = labels
     valid = tgt != -100
-    ce = F.cross_entropy(logits.float().reshape(-1, V), tgt.clamp_min(0).reshape(-1),
+    # float32 or wider (never down: a float64 finite-difference check must stay float64)
+    ce = F.cross_entropy(to_stat(logits).reshape(-1, V), tgt.clamp_min(0).reshape(-1),
                          reduction="none").reshape(B, T)
     return ce * valid, valid
 
