@@ -73,8 +73,11 @@ def note(**context: Any) -> None:
 
 def reset() -> None:
     """Forget the remembered run directory and context (the CLI calls it per command)."""
+    from tangentlab.runs import forget_locked_run_dirs
+
     _state["run_dir"] = None
     _state["context"] = {}
+    forget_locked_run_dirs()
 
 
 def _cache_dir() -> Path:
@@ -88,15 +91,21 @@ def _cache_dir() -> Path:
 def crash_dirs() -> list[Path]:
     """The folders a crash log may go to, in order of preference (see the module docstring)."""
     out: list[Path] = []
-    run_dir = _state["run_dir"]
-    if run_dir is not None and Path(run_dir).is_dir():
-        from tangentlab.runs import LOGS_DIR, run_kind
+    from tangentlab.runs import LOGS_DIR, locked_run_dir, run_kind
 
+    run_dir = _state["run_dir"] or locked_run_dir()
+    if run_dir is not None and Path(run_dir).is_dir():
         if run_kind(run_dir) is not None:  # a folder that is not a run yet stays untouched
             out.append(Path(run_dir) / LOGS_DIR)
     out.append(_cache_dir())
     out.append(Path(tempfile.gettempdir()) / "tangentlab-crashes")
     return out
+
+
+def _locked() -> Path | None:
+    from tangentlab.runs import locked_run_dir
+
+    return locked_run_dir()
 
 
 def _jsonable(obj: Any) -> Any:
@@ -123,7 +132,7 @@ def _render(exc: BaseException, argv: Sequence[str], args: Mapping[str, Any] | N
         f"cwd: {os.getcwd()}",
         f"pid: {os.getpid()}",
         f"platform: {platform.platform()}",
-        f"run directory: {_state['run_dir'] or '(none)'}",
+        f"run directory: {_state['run_dir'] or _locked() or '(none)'}",
         f"error: {type(exc).__module__}.{type(exc).__qualname__}: {exc}",
         "",
         "versions:",

@@ -59,6 +59,7 @@ __all__ = [
     "STAGE_STATUSES",
     "StageRecord",
     "read_stage_records",
+    "locked_run_dir",
     "atomic_write_text",
     "atomic_write_bytes",
     "atomic_write_json",
@@ -456,6 +457,20 @@ _HELD: dict[Path, list[Any]] = {}
 _HELD_GUARD = threading.Lock()
 
 
+#: The run directories this process has locked, most recent last (where a crash log goes).
+_LOCKED_RUN_DIRS: list[Path] = []
+
+
+def locked_run_dir() -> Path | None:
+    """The run directory this process locked most recently (None if it locked none)."""
+    return _LOCKED_RUN_DIRS[-1] if _LOCKED_RUN_DIRS else None
+
+
+def forget_locked_run_dirs() -> None:
+    """Forget the run directories locked so far (:func:`tangentlab.crash.reset` calls this)."""
+    _LOCKED_RUN_DIRS.clear()
+
+
 @contextlib.contextmanager
 def run_lock(run_dir: str | Path, *, command: str = "") -> Iterator[LockHolder]:
     """Hold the advisory lock of ``run_dir`` while writing it; yields this process's record.
@@ -475,17 +490,15 @@ def run_lock(run_dir: str | Path, *, command: str = "") -> Iterator[LockHolder]:
       forked child is another process: it gets :class:`~tangentlab.errors.RunLockedError`.
 
     The run directory is also remembered as the place for a crash log
-    (:func:`tangentlab.crash.remember_run_dir`).
+    (:func:`locked_run_dir`, which :mod:`tangentlab.crash` reads).
 
     Example::
 
         with run_lock(out, command="empirical measure"):
             measure_trajectory(traj, out)
     """
-    from tangentlab.crash import remember_run_dir
-
     lock_file, info = lock_paths(run_dir)
-    remember_run_dir(run_dir)
+    _LOCKED_RUN_DIRS.append(Path(run_dir))
     with _HELD_GUARD:
         held = _HELD.get(lock_file)
         if held is not None and held[0] == os.getpid():

@@ -443,7 +443,7 @@ def resolve_hub_trajectory(repo_id: str, revisions: str | Sequence[str] | None =
         UnknownNameError: unknown id or revision; CheckpointError: unreadable steps, missing
             weights, or revisions of different architectures.
     """
-    from tangentlab.empirical.trajectory import Checkpoint, Trajectory, check_same_architecture
+    from tangentlab.empirical.checkpoints import Checkpoint, Trajectory, check_same_architecture
 
     repo, inline = split_model_spec(repo_id)
     if inline is not None:

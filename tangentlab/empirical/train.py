@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tangentlab.config import Config, option
+from tangentlab.empirical.data import make_batch
 from tangentlab.errors import CheckpointError, ConfigError, UnknownNameError
 from tangentlab.runs import TRAIN_CONFIG_NAME
 
@@ -173,42 +174,6 @@ def _lr_factor(step: int, cfg: TrainConfig) -> float:
     span = max(1, cfg.steps - cfg.warmup_steps)
     prog = min(1.0, (step - cfg.warmup_steps) / span)
     return cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * prog))
-
-
-def make_batch(stream, step: int, *, batch_size: int, seq_len: int, arch: str, seed: int,
-               mask_id: int | None = None, vocab_size: int | None = None,
-               mlm_probability: float = 0.15, special_ids: Sequence[int] = ()):
-    """The deterministic batch of ``step``: (input_ids, labels, masked), each (batch, seq_len).
-
-    Windows start at uniform random offsets of the 1-D ``stream`` (torch int64). For the encoder,
-    ``mlm_probability`` of the non-special positions are chosen (80% → mask id, 10% → random id,
-    10% unchanged), ``labels`` are -100 elsewhere and ``masked`` marks the chosen ones. For the
-    decoder, ``labels`` = inputs (the model shifts them) and ``masked`` is all False.
-    """
-    import torch
-
-    g = torch.Generator().manual_seed(int(seed) * 1_000_003 + int(step))
-    hi = stream.numel() - seq_len
-    if hi < 1:
-        raise ConfigError(f"the token stream ({stream.numel()} ids) is shorter than seq_len {seq_len}")
-    starts = torch.randint(0, hi, (batch_size,), generator=g)
-    idx = starts[:, None] + torch.arange(seq_len)[None, :]
-    ids = stream[idx]
-    if arch == "decoder":
-        return ids, ids.clone(), torch.zeros_like(ids, dtype=torch.bool)
-    probs = torch.rand(ids.shape, generator=g)
-    special = torch.zeros_like(ids, dtype=torch.bool)
-    for s in special_ids:
-        special |= ids == s
-    masked = (probs < mlm_probability) & ~special
-    labels = torch.where(masked, ids, torch.full_like(ids, -100))
-    how = torch.rand(ids.shape, generator=g)
-    rand_ids = torch.randint(0, int(vocab_size), ids.shape, generator=g)
-    inputs = ids.clone()
-    inputs[masked & (how < 0.8)] = int(mask_id)
-    swap = masked & (how >= 0.8) & (how < 0.9)
-    inputs[swap] = rand_ids[swap]
-    return inputs, labels, masked
 
 
 def _ckpt_name(step: int) -> str:
