@@ -11,7 +11,7 @@ def _reproduce(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from tangentlab.pipeline.reproduce import config_toml, reproduce, resolve_config
-    from tangentlab.runs import VERIFY_NAME
+    from tangentlab.runs import CHECKS_NAME, VERIFY_NAME
 
     overrides = list(args.overrides)
     if args.device is not None:
@@ -45,6 +45,16 @@ def _reproduce(args: argparse.Namespace) -> int:
                 rc = 1
         except (OSError, ValueError):
             rc = 1
+    battery = summary.run_dir / "validate" / CHECKS_NAME
+    if battery.is_file():
+        try:
+            failed = [c.get("name") for c in json.loads(battery.read_text()) if not c.get("passed")]
+        except (OSError, ValueError, AttributeError):
+            failed = ["(unreadable checks.json)"]
+        if failed:
+            sys.stderr.write("tangentlab: validation battery criteria failed: "
+                             + ", ".join(map(str, failed)) + "\n")
+            rc = 1
     for rec in summary.problems():
         detail = rec.error or rec.reason or ""
         sys.stderr.write(f"tangentlab: stage {rec.name} {rec.status}: {detail}\n")
@@ -75,7 +85,7 @@ def register(sub: argparse._SubParsersAction) -> None:
             "directory (default runs/<timestamp>, with runs/latest pointing at it). Rerunning on the "
             "same directory reuses the stages that are done and still valid. Independent stages run at once "
             "in separate processes (--jobs), each with its own log under logs/. Exit 0 when every stage "
-            "finished and every theory check passed, 1 otherwise, 2 on bad input."
+            "finished, every theory check passed and every validation criterion held, 1 otherwise, 2 on bad input."
         ),
     )
     p.add_argument("--quick", action="store_true",

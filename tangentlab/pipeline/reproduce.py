@@ -4,9 +4,10 @@ The stage graph (see :func:`build_stages`), listed with the critical path first:
 
 1. ``train/<arch>``: train the encoder and the decoder (preset ``small``; ``tiny`` with --quick).
 2. ``measure/<arch>``: the empirical protocol on each checkpoint trajectory (depends on 1).
-3. ``theory``: ``verify(seed)`` of every derivation, saved as ``theory/verify.json``.
-4. ``synthetic/<name>``: every registered synthetic experiment, one run directory each.
-5. ``report``: ``report.html``, ``report.md`` and ``figures/`` at the top of the run directory,
+3. ``validate``: the validation battery (the protocol's statistics on known-truth streams).
+4. ``theory``: ``verify(seed)`` of every derivation, saved as ``theory/verify.json``.
+5. ``synthetic/<name>``: every registered synthetic experiment, one run directory each.
+6. ``report``: ``report.html``, ``report.md`` and ``figures/`` at the top of the run directory,
    from the stored results (always rerun, after every other stage, whatever their status).
 
 Independent stages run at once in up to ``jobs`` worker processes (default: the usable cores);
@@ -119,6 +120,8 @@ class ReproduceConfig(Config):
         corpus: training corpus name (the empirical default is the Wikipedia sample).
         train_overrides: ``"key=value"`` or ``"arch:key=value"`` overrides for training.
         measure_overrides: ``"key=value"`` or ``"arch:key=value"`` overrides for measurement.
+        validate: run the validation battery (``tangentlab validate``; quick settings with
+            ``quick``) as a stage and show it in the report's calibration table.
         external_measures: ``"NAME=DIR"`` measurement run directories (``tangentlab empirical
             measure`` outputs, e.g. a public checkpoint suite) that the report shows beside ours.
     """
@@ -135,6 +138,7 @@ class ReproduceConfig(Config):
     train_overrides: tuple[str, ...] = ()
     measure_overrides: tuple[str, ...] = ()
     external_measures: tuple[str, ...] = option((), unique=True)
+    validate: bool = True
 
     def relations(self) -> list[tuple[bool, str]]:
         """The device spelling and the ``[scope:]key=value`` form of every override."""
@@ -297,6 +301,23 @@ def _run_measure(cfg: ReproduceConfig, arch: str, ctx: StageContext) -> None:
                                  overrides=overrides or None)
 
 
+def _run_validate(cfg: ReproduceConfig, ctx: StageContext) -> None:
+    from tangentlab.validate.battery import BatteryConfig, write_battery
+
+    battery = BatteryConfig.quick(cfg.seed) if cfg.quick else BatteryConfig.full(cfg.seed)
+    battery.validate()
+    write_battery(ctx.output, battery, quick=cfg.quick)
+
+
+def _check_validate(out: Path) -> None:
+    from tangentlab.runs import CHECKS_NAME
+
+    _check_results_dir(out)
+    checks = json.loads((out / CHECKS_NAME).read_text())
+    if not isinstance(checks, list) or not checks:
+        raise DataError(f"{out}/{CHECKS_NAME} lists no criterion")
+
+
 def _run_report(ctx: StageContext) -> None:
     from tangentlab.report.render import render_report
 
@@ -337,6 +358,13 @@ def build_stages(cfg: ReproduceConfig) -> list[Stage]:
             params={"seed": cfg.seed,
                     "overrides": _scoped(cfg.measure_overrides, arch, "measure_overrides")},
             description=f"measure the {arch} trajectory",
+        ))
+    if cfg.validate:
+        stages.append(Stage(
+            name="validate", func=partial(_run_validate, cfg), check=_check_validate,
+            params={"seed": cfg.seed, "quick": cfg.quick},
+            description="validation battery: the protocol's statistics on known-truth streams"
+                        + (" (quick)" if cfg.quick else ""),
         ))
     stages.append(Stage(
         name="theory", func=partial(_run_theory, cfg), check=_check_theory,

@@ -44,8 +44,8 @@ def test_real_stage_graph_trains_first_and_reports_after_everything():
 
     names = [s.name for s in build_stages(DEFAULT)]
     assert names == [
-        "train/encoder", "train/decoder", "measure/encoder", "measure/decoder", "theory",
-        *[f"synthetic/{n}" for n in synthetic_names()], "report",
+        "train/encoder", "train/decoder", "measure/encoder", "measure/decoder", "validate",
+        "theory", *[f"synthetic/{n}" for n in synthetic_names()], "report",
     ]
     by = {s.name: s for s in build_stages(DEFAULT)}
     assert by["measure/decoder"].depends == ("train/decoder",)
@@ -63,7 +63,8 @@ def test_config_from_toml_and_overrides(tmp_path):
     cfg = resolve_config(quick=True, path=path, overrides=["corpus=bible", "synthetic=visibility"])
     assert (cfg.seed, cfg.archs, cfg.corpus, cfg.synthetic, cfg.preset) == (3, ("decoder",), "bible", ("visibility",), "tiny")
     names = [s.name for s in build_stages(cfg)]
-    assert names == ["train/decoder", "measure/decoder", "theory", "synthetic/visibility", "report"]
+    assert names == ["train/decoder", "measure/decoder", "validate", "theory", "synthetic/visibility",
+                     "report"]
     assert build_stages(cfg)[0].params["overrides"] == {"steps": "5"}
     # the printed TOML loads back to the same config
     again = tmp_path / "again.toml"
