@@ -195,10 +195,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _internal_error(exc, args, argv, debug)
 
 
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
-
-
 def iter_parsers(parser: argparse.ArgumentParser | None = None) -> Iterator[tuple[str, argparse.ArgumentParser]]:
     """Every (command path, parser) pair, depth first: ``tangentlab``, ``tangentlab theory``, ..."""
     if parser is None:
@@ -216,3 +212,7 @@ def iter_parsers(parser: argparse.ArgumentParser | None = None) -> Iterator[tupl
                     yield from walk(child)
 
     yield from walk(parser)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
