@@ -64,7 +64,8 @@ def forced_direction_cosines(G: Any, H: Any) -> dict[str, float]:
     """Per-row |cosine| of gradient rows with the directions normalization layers force.
 
     Args:
-        G: gradient rows ``(n, d)``; H: the activations at the same site ``(n, d)``.
+        G: gradient rows, shape ``(n, d)``.
+        H: the activations at the same site, shape ``(n, d)`` (same rows as G).
 
     Returns a dict of floats: ``ones_max``/``ones_mean`` (|cos(g_i, 1)|), ``centred_max``/
     ``centred_mean`` (|cos(g_i, h_i - mean_features(h_i) 1)|), ``raw_max``/``raw_mean``
@@ -109,6 +110,7 @@ class ComplementSpace:
 
     @property
     def dim(self) -> int:
+        """Dimension of the complement, ``d - k``."""
         return int(self.basis.shape[1])
 
     def coordinates(self, X: Any) -> np.ndarray:

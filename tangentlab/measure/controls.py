@@ -203,6 +203,7 @@ class CausalContrast:
     seed: int
 
     def to_dict(self) -> dict[str, Any]:
+        """The fields as a plain dict of floats and ints (for JSON)."""
         from dataclasses import asdict
 
         return asdict(self)
@@ -218,7 +219,10 @@ def causal_contrast(tangent_losses: Any, control_losses: Any, *, n_boot: int = 1
         tangent_losses: ``(B,)`` loss increase per test batch with Q_T mean-ablated.
         control_losses: ``(B, n)`` the same for each of n controls (e.g. variance-matched ones,
             so that the confound "removed variance" is equal).
-        n_boot, confidence, seed: bootstrap replicates, two-sided level, seed.
+        n_boot: bootstrap replicates (each resamples the B batches with replacement and redraws
+            the n controls).
+        confidence: two-sided level of the intervals, in (0, 1).
+        seed: seed of the bootstrap.
         tangent_removed: variance Q_T's ablation removes (for the per-unit numbers).
         control_removed: ``(n,)`` the controls' removed variances.
     """

@@ -335,10 +335,12 @@ class BatchEnergies:
 
     @property
     def n_batches(self) -> int:
+        """Number of batches B."""
         return int(self.tangent.shape[0])
 
     @property
     def pool_size(self) -> int:
+        """Number of controls K in the pool."""
         return int(self.controls.shape[1])
 
     def concat(self, other: BatchEnergies) -> BatchEnergies:
@@ -468,7 +470,9 @@ def grouped_batch_energies(Q: Any, controls: Any, grad_batches: Any,
     """Per-batch energies split by a label per row (e.g. a frequency bucket): one projection pass.
 
     Args:
-        Q, controls: as in :func:`batch_energies`.
+        Q: tested basis, shape ``(d, r)``, orthonormal (as in :func:`batch_energies`).
+        controls: control pool, shape ``(K, d, r)``, each orthonormal (as in
+            :func:`batch_energies`).
         grad_batches: iterable of gradient batches ``(n_b, d)``.
         group_batches: iterable of label arrays ``(n_b,)``, one per batch (integers or strings).
 
@@ -582,8 +586,10 @@ def _norm_cdf(x: Any) -> Any:
 
 
 def _expanded_alpha(confidence: float, n_units: int) -> float:
-    """Tail probability of Hesterberg's *expanded* percentile interval (Hesterberg 2015, "What
-    teachers should know about the bootstrap", sec. 5.4): ``Phi(-sqrt(n/(n-1)) t_{n-1, 1-a})``.
+    """Tail probability of Hesterberg's *expanded* percentile interval.
+
+    The tail is ``Phi(-sqrt(n/(n-1)) t_{n-1, 1-a})`` (Hesterberg 2015, "What teachers should know
+    about the bootstrap", sec. 5.4).
 
     The plain percentile interval is too narrow for few resampling units (its variance is
     ``(n-1)/n`` of the unbiased one, and it uses normal instead of t quantiles: about 93.7%
@@ -605,8 +611,11 @@ def _percentile(rep: np.ndarray, tail: float) -> tuple[float, float]:
 
 
 def _bca(rep: np.ndarray, theta: float, jack: np.ndarray, tail: float) -> tuple[float, float]:
-    """BCa interval (Efron 1987): bias correction from the replicates, acceleration from the
-    leave-one-batch-out jackknife values ``jack``."""
+    """BCa interval (Efron 1987) of the replicates ``rep`` around the point estimate ``theta``.
+
+    The bias correction comes from the replicates, the acceleration from the leave-one-batch-out
+    jackknife values ``jack``.
+    """
     rep = rep[np.isfinite(rep)]
     if rep.size < 2 or not np.isfinite(theta):
         return float("nan"), float("nan")

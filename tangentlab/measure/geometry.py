@@ -180,7 +180,8 @@ def correlation_with_ci(x: Any, y: Any, *, n_boot: int = 1000, confidence: float
     """Pearson and Spearman correlation with percentile bootstrap intervals over pairs (tokens).
 
     Args:
-        x, y: shape ``(n,)`` each (e.g. log-frequency and spread per token), n >= 3.
+        x: first variable, shape ``(n,)`` (e.g. log-frequency per token), n >= 3.
+        y: second variable, shape ``(n,)``, paired with x row by row (e.g. spread per token).
         n_boot: bootstrap replicates (each resamples the n pairs with replacement).
         confidence: two-sided level in (0, 1).
         seed: seed of the resampling.
