@@ -29,6 +29,7 @@ Example::
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -44,6 +45,7 @@ from tangentlab.measure._validate import (
     to_float64,
 )
 from tangentlab.measure.subspace import normal_controls, random_subspaces
+from tangentlab.typing import ArrayLike
 
 __all__ = [
     "energy_fraction",
@@ -71,14 +73,14 @@ def _trace_positive(C: np.ndarray, name: str = "C") -> float:
     return tr
 
 
-def energy_fraction(Q: Any, C: Any) -> float:
+def energy_fraction(Q: ArrayLike, C: ArrayLike) -> float:
     """``tr(Q^T C Q) / tr(C)`` for a ``(d, r)`` orthonormal basis Q and a ``(d, d)`` moment C."""
     C = as_moment(C)
     Q = as_basis(Q, d=C.shape[0])
     return float(np.sum(Q * (C @ Q)) / _trace_positive(C))
 
 
-def energy_fractions(Qs: Any, C: Any) -> np.ndarray:
+def energy_fractions(Qs: ArrayLike, C: ArrayLike) -> np.ndarray:
     """Energies of a stack of bases ``(n, d, r)`` in one ``(d, d)`` moment C: shape ``(n,)``."""
     C = as_moment(C)
     arr = to_float64(Qs, "Qs")
@@ -89,7 +91,7 @@ def energy_fractions(Qs: Any, C: Any) -> np.ndarray:
     return np.einsum("ndr,ndr->n", arr, C @ arr) / _trace_positive(C)
 
 
-def oracle_basis(C: Any, r: int) -> np.ndarray:
+def oracle_basis(C: ArrayLike, r: int) -> np.ndarray:
     """Top-r eigenvectors of the moment C: orthonormal basis ``(d, r)`` (eigenvalues descending)."""
     C = as_moment(C)
     r = check_rank(r, C.shape[0])
@@ -97,7 +99,7 @@ def oracle_basis(C: Any, r: int) -> np.ndarray:
     return np.ascontiguousarray(vecs[:, ::-1][:, :r])
 
 
-def oracle_energy(C: Any, r: int) -> float:
+def oracle_energy(C: ArrayLike, r: int) -> float:
     """Largest energy of any rank-r subspace: (sum of the top-r eigenvalues of C) / tr(C)."""
     C = as_moment(C)
     r = check_rank(r, C.shape[0])
@@ -105,7 +107,7 @@ def oracle_energy(C: Any, r: int) -> float:
     return float(np.sum(vals[::-1][:r]) / _trace_positive(C))
 
 
-def bootstrap_ci(samples: Any, confidence: float = 0.95) -> tuple[float, float]:
+def bootstrap_ci(samples: ArrayLike, confidence: float = 0.95) -> tuple[float, float]:
     """Percentile interval of bootstrap replicates ``(B,)`` at the given two-sided confidence."""
     s = to_float64(samples, "samples").ravel()
     if not 0 < confidence < 1:
@@ -179,13 +181,13 @@ def _bootstrap(
 
 
 def control_test(
-    Q: Any,
-    C: Any,
+    Q: ArrayLike,
+    C: ArrayLike,
     n_controls: int = 20,
     seed: int = 0,
     *,
-    batches: Any = None,
-    rows: Any = None,
+    batches: ArrayLike | None = None,
+    rows: ArrayLike | None = None,
     n_boot: int = 200,
     confidence: float = 0.95,
     control_space: str = "complement",
@@ -392,7 +394,7 @@ def _as_pool(controls: Any, d: int, r: int) -> np.ndarray:
     return P
 
 
-def batch_energies(Q: Any, controls: Any, grad_batches: Any, *,
+def batch_energies(Q: ArrayLike, controls: ArrayLike, grad_batches: Iterable[ArrayLike], *,
                    dtype: str = "float64") -> BatchEnergies:
     """Per-batch energies of Q and of a control pool: see :class:`BatchEnergies`.
 
@@ -465,7 +467,8 @@ def batch_energies(Q: Any, controls: Any, grad_batches: Any, *,
     )
 
 
-def grouped_batch_energies(Q: Any, controls: Any, grad_batches: Any,
+def grouped_batch_energies(Q: ArrayLike, controls: ArrayLike,
+                           grad_batches: Iterable[ArrayLike],
                            group_batches: Any) -> dict[Any, BatchEnergies]:
     """Per-batch energies split by a label per row (e.g. a frequency bucket): one projection pass.
 
