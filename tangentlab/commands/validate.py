@@ -1,5 +1,8 @@
-"""CLI area ``tangentlab validate``: the validation battery (power, null calibration, coverage,
-frequency-spread null, causal null) on streams whose truth is known."""
+"""CLI area ``tangentlab validate``: the validation battery on streams whose truth is known.
+
+The battery checks power, null calibration, interval coverage, the frequency-spread null and the
+causal null.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ import argparse
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``validate`` command to the CLI's subparsers."""
     p = sub.add_parser(
         "validate", help="validation battery: the protocol's statistics on known-truth streams",
         description=(

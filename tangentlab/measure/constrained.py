@@ -35,12 +35,12 @@ Example::
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from tangentlab.errors import RankError, ShapeError
 from tangentlab.measure._validate import as_basis, as_points, to_float64
+from tangentlab.typing import ArrayLike
 
 __all__ = [
     "forced_direction_cosines",
@@ -60,11 +60,12 @@ def _unit_rows(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return out, ok
 
 
-def forced_direction_cosines(G: Any, H: Any) -> dict[str, float]:
+def forced_direction_cosines(G: ArrayLike, H: ArrayLike) -> dict[str, float]:
     """Per-row |cosine| of gradient rows with the directions normalization layers force.
 
     Args:
-        G: gradient rows ``(n, d)``; H: the activations at the same site ``(n, d)``.
+        G: gradient rows, shape ``(n, d)``.
+        H: the activations at the same site, shape ``(n, d)`` (same rows as G).
 
     Returns a dict of floats: ``ones_max``/``ones_mean`` (|cos(g_i, 1)|), ``centred_max``/
     ``centred_mean`` (|cos(g_i, h_i - mean_features(h_i) 1)|), ``raw_max``/``raw_mean``
@@ -109,9 +110,10 @@ class ComplementSpace:
 
     @property
     def dim(self) -> int:
+        """Dimension of the complement, ``d - k``."""
         return int(self.basis.shape[1])
 
-    def coordinates(self, X: Any) -> np.ndarray:
+    def coordinates(self, X: ArrayLike) -> np.ndarray:
         """Rows ``(n, d)`` in complement coordinates: ``X U``, shape ``(n, d - k)``."""
         Xm = to_float64(X, "X")
         if Xm.ndim != 2 or Xm.shape[1] != self.basis.shape[0]:
@@ -119,7 +121,7 @@ class ComplementSpace:
         return Xm @ self.basis
 
 
-def complement_space(N: Any) -> ComplementSpace:
+def complement_space(N: ArrayLike) -> ComplementSpace:
     """:class:`ComplementSpace` of span(N); N ``(d, k)`` orthonormal (e.g. ``ones(d)/sqrt(d)``)."""
     Nb = as_basis(N, name="N")
     d, k = Nb.shape
@@ -129,7 +131,8 @@ def complement_space(N: Any) -> ComplementSpace:
     return ComplementSpace(basis=np.ascontiguousarray(full[:, k:]), forced=Nb)
 
 
-def restrict_to_complement(Q: Any, N: Any, tol: float = 1e-8) -> np.ndarray:
+def restrict_to_complement(Q: ArrayLike, N: ArrayLike | ComplementSpace,
+                           tol: float = 1e-8) -> np.ndarray:
     """Orthonormal basis ``(d - k, r')`` of span(U^T Q) in the complement coordinates of N.
 
     ``r' = r`` minus the number of directions of span(Q) that lie (to ``tol`` in singular value)
@@ -146,7 +149,7 @@ def restrict_to_complement(Q: Any, N: Any, tol: float = 1e-8) -> np.ndarray:
     return np.ascontiguousarray(U[:, keep])
 
 
-def reachable_baseline(Q: Any, H: Any, *, forced: str = "raw") -> float | np.ndarray:
+def reachable_baseline(Q: ArrayLike, H: ArrayLike, *, forced: str = "raw") -> float | np.ndarray:
     """Isotropic baseline of Q inside the per-row reachable space (replaces r/d).
 
     Args:
@@ -183,8 +186,8 @@ def reachable_baseline(Q: Any, H: Any, *, forced: str = "raw") -> float | np.nda
     return float(out[0]) if single else out
 
 
-def normalised_enrichment(energy: float, baseline: float, control_energies: Any,
-                          control_baselines: Any) -> float:
+def normalised_enrichment(energy: float, baseline: float, control_energies: ArrayLike,
+                          control_baselines: ArrayLike) -> float:
     """``(E_T / b_T) / mean_j (E_Nj / b_Nj)``: each subspace against its own reachable baseline."""
     ce = to_float64(control_energies, "control_energies").ravel()
     cb = to_float64(control_baselines, "control_baselines").ravel()

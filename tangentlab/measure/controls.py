@@ -33,6 +33,7 @@ import numpy as np
 
 from tangentlab.errors import RankError, ShapeError
 from tangentlab.measure._validate import as_basis, as_moment, check_positive_int, to_float64
+from tangentlab.typing import ArrayLike, Seed
 
 __all__ = [
     "MatchedControls",
@@ -72,7 +73,7 @@ class MatchedControls:
                 "seed": self.seed, "shape": list(self.bases.shape)}
 
 
-def removed_variance(B: Any, cov: Any) -> float | np.ndarray:
+def removed_variance(B: ArrayLike, cov: ArrayLike) -> float | np.ndarray:
     """Variance removed by mean-ablating along B: ``tr(Sigma) - tr((I - BB^T) Sigma (I - BB^T))``.
 
     Args:
@@ -96,7 +97,7 @@ def removed_variance(B: Any, cov: Any) -> float | np.ndarray:
     return float(out[0]) if single else out
 
 
-def mean_ablate(H: Any, B: Any, mean: Any = None) -> np.ndarray:
+def mean_ablate(H: ArrayLike, B: ArrayLike, mean: ArrayLike | None = None) -> np.ndarray:
     """``h' = h - (h - mu) B B^T`` for rows H ``(n, d)`` and B ``(d, k)``; mu defaults to H's mean."""
     from tangentlab.measure._validate import as_points, as_vector
 
@@ -108,7 +109,7 @@ def mean_ablate(H: Any, B: Any, mean: Any = None) -> np.ndarray:
     return X - ((X - mu) @ Bm) @ Bm.T
 
 
-def variance_matched_controls(Q: Any, cov: Any, n: int, seed: Any) -> MatchedControls:
+def variance_matched_controls(Q: ArrayLike, cov: ArrayLike, n: int, seed: Seed) -> MatchedControls:
     """Controls from the complement of span(Q) that remove exactly Q's activation variance.
 
     Args:
@@ -203,22 +204,26 @@ class CausalContrast:
     seed: int
 
     def to_dict(self) -> dict[str, Any]:
+        """The fields as a plain dict of floats and ints (for JSON)."""
         from dataclasses import asdict
 
         return asdict(self)
 
 
-def causal_contrast(tangent_losses: Any, control_losses: Any, *, n_boot: int = 1000,
+def causal_contrast(tangent_losses: ArrayLike, control_losses: ArrayLike, *, n_boot: int = 1000,
                     confidence: float = 0.95, seed: int = 0,
                     tangent_removed: float | None = None,
-                    control_removed: Any = None) -> CausalContrast:
+                    control_removed: ArrayLike | None = None) -> CausalContrast:
     """Compare per-batch loss increases of ablating Q_T and ablating each control.
 
     Args:
         tangent_losses: ``(B,)`` loss increase per test batch with Q_T mean-ablated.
         control_losses: ``(B, n)`` the same for each of n controls (e.g. variance-matched ones,
             so that the confound "removed variance" is equal).
-        n_boot, confidence, seed: bootstrap replicates, two-sided level, seed.
+        n_boot: bootstrap replicates (each resamples the B batches with replacement and redraws
+            the n controls).
+        confidence: two-sided level of the intervals, in (0, 1).
+        seed: seed of the bootstrap.
         tangent_removed: variance Q_T's ablation removes (for the per-unit numbers).
         control_removed: ``(n,)`` the controls' removed variances.
     """

@@ -37,6 +37,7 @@ from tangentlab.measure._validate import (
     check_rank,
 )
 from tangentlab.measure.subspace import complement_basis
+from tangentlab.typing import ArrayLike
 
 __all__ = [
     "nearest_neighbours",
@@ -64,7 +65,7 @@ def _check_k_m(X: np.ndarray, k: Any, m: Any, need: int | None = None) -> tuple[
     return k, m
 
 
-def nearest_neighbours(X: Any, point: Any, k: int) -> np.ndarray:
+def nearest_neighbours(X: ArrayLike, point: ArrayLike, k: int) -> np.ndarray:
     """Indices ``(k,)`` of the k rows of X ``(n, d)`` nearest to ``point`` ``(d,)``, nearest first.
 
     Ties are broken by row index (stable sort), so the result is deterministic.
@@ -86,7 +87,7 @@ def _local_frame(Y: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
     return np.clip(vals[::-1], 0.0, None), vecs[:, ::-1]
 
 
-def local_tangent(X: Any, point: Any, k: int, m: int) -> np.ndarray:
+def local_tangent(X: ArrayLike, point: ArrayLike, k: int, m: int) -> np.ndarray:
     """Local-PCA tangent basis ``(d, m)`` at ``point`` from its k nearest neighbours in X ``(n, d)``.
 
     The top-m eigenvectors of the centred covariance of the neighbours. Needs ``1 <= m < d``,
@@ -126,7 +127,8 @@ class SecondFundamentalFormFit:
     m: int
 
 
-def fit_second_fundamental_form(X: Any, point: Any, k: int, m: int) -> SecondFundamentalFormFit:
+def fit_second_fundamental_form(X: ArrayLike, point: ArrayLike, k: int,
+                                m: int) -> SecondFundamentalFormFit:
     """Least-squares quadratic fit of the normal coordinates in the estimated local frame.
 
     With J = :func:`local_tangent` (k neighbours) and N its complement, each neighbour y gives
@@ -177,7 +179,7 @@ def fit_second_fundamental_form(X: Any, point: Any, k: int, m: int) -> SecondFun
     )
 
 
-def empirical_visibility(X: Any, point: Any, k: int, m: int) -> float:
+def empirical_visibility(X: ArrayLike, point: ArrayLike, k: int, m: int) -> float:
     """Normal variance over tangent variance of the k nearest neighbours of ``point``.
 
     The frame is estimated by local PCA on those neighbours (centred covariance): the ratio of the
@@ -193,7 +195,7 @@ def empirical_visibility(X: Any, point: Any, k: int, m: int) -> float:
     return float(vals[m:].sum() / tangent)
 
 
-def visibility_in_frame(X: Any, tangent_basis: Any) -> float:
+def visibility_in_frame(X: ArrayLike, tangent_basis: ArrayLike) -> float:
     """Normal over tangent variance of all of X ``(n, d)`` in a given tangent basis ``(d, m)``.
 
     ``(tr S - tr(J^T S J)) / tr(J^T S J)`` with S the centred (ddof=1) covariance of X.

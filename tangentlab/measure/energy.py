@@ -29,6 +29,7 @@ Example::
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -44,6 +45,7 @@ from tangentlab.measure._validate import (
     to_float64,
 )
 from tangentlab.measure.subspace import normal_controls, random_subspaces
+from tangentlab.typing import ArrayLike
 
 __all__ = [
     "energy_fraction",
@@ -71,14 +73,14 @@ def _trace_positive(C: np.ndarray, name: str = "C") -> float:
     return tr
 
 
-def energy_fraction(Q: Any, C: Any) -> float:
+def energy_fraction(Q: ArrayLike, C: ArrayLike) -> float:
     """``tr(Q^T C Q) / tr(C)`` for a ``(d, r)`` orthonormal basis Q and a ``(d, d)`` moment C."""
     C = as_moment(C)
     Q = as_basis(Q, d=C.shape[0])
     return float(np.sum(Q * (C @ Q)) / _trace_positive(C))
 
 
-def energy_fractions(Qs: Any, C: Any) -> np.ndarray:
+def energy_fractions(Qs: ArrayLike, C: ArrayLike) -> np.ndarray:
     """Energies of a stack of bases ``(n, d, r)`` in one ``(d, d)`` moment C: shape ``(n,)``."""
     C = as_moment(C)
     arr = to_float64(Qs, "Qs")
@@ -89,7 +91,7 @@ def energy_fractions(Qs: Any, C: Any) -> np.ndarray:
     return np.einsum("ndr,ndr->n", arr, C @ arr) / _trace_positive(C)
 
 
-def oracle_basis(C: Any, r: int) -> np.ndarray:
+def oracle_basis(C: ArrayLike, r: int) -> np.ndarray:
     """Top-r eigenvectors of the moment C: orthonormal basis ``(d, r)`` (eigenvalues descending)."""
     C = as_moment(C)
     r = check_rank(r, C.shape[0])
@@ -97,7 +99,7 @@ def oracle_basis(C: Any, r: int) -> np.ndarray:
     return np.ascontiguousarray(vecs[:, ::-1][:, :r])
 
 
-def oracle_energy(C: Any, r: int) -> float:
+def oracle_energy(C: ArrayLike, r: int) -> float:
     """Largest energy of any rank-r subspace: (sum of the top-r eigenvalues of C) / tr(C)."""
     C = as_moment(C)
     r = check_rank(r, C.shape[0])
@@ -105,7 +107,7 @@ def oracle_energy(C: Any, r: int) -> float:
     return float(np.sum(vals[::-1][:r]) / _trace_positive(C))
 
 
-def bootstrap_ci(samples: Any, confidence: float = 0.95) -> tuple[float, float]:
+def bootstrap_ci(samples: ArrayLike, confidence: float = 0.95) -> tuple[float, float]:
     """Percentile interval of bootstrap replicates ``(B,)`` at the given two-sided confidence."""
     s = to_float64(samples, "samples").ravel()
     if not 0 < confidence < 1:
@@ -179,13 +181,13 @@ def _bootstrap(
 
 
 def control_test(
-    Q: Any,
-    C: Any,
+    Q: ArrayLike,
+    C: ArrayLike,
     n_controls: int = 20,
     seed: int = 0,
     *,
-    batches: Any = None,
-    rows: Any = None,
+    batches: ArrayLike | None = None,
+    rows: ArrayLike | None = None,
     n_boot: int = 200,
     confidence: float = 0.95,
     control_space: str = "complement",
@@ -335,10 +337,12 @@ class BatchEnergies:
 
     @property
     def n_batches(self) -> int:
+        """Number of batches B."""
         return int(self.tangent.shape[0])
 
     @property
     def pool_size(self) -> int:
+        """Number of controls K in the pool."""
         return int(self.controls.shape[1])
 
     def concat(self, other: BatchEnergies) -> BatchEnergies:
@@ -390,7 +394,7 @@ def _as_pool(controls: Any, d: int, r: int) -> np.ndarray:
     return P
 
 
-def batch_energies(Q: Any, controls: Any, grad_batches: Any, *,
+def batch_energies(Q: ArrayLike, controls: ArrayLike, grad_batches: Iterable[ArrayLike], *,
                    dtype: str = "float64") -> BatchEnergies:
     """Per-batch energies of Q and of a control pool: see :class:`BatchEnergies`.
 
@@ -463,12 +467,15 @@ def batch_energies(Q: Any, controls: Any, grad_batches: Any, *,
     )
 
 
-def grouped_batch_energies(Q: Any, controls: Any, grad_batches: Any,
+def grouped_batch_energies(Q: ArrayLike, controls: ArrayLike,
+                           grad_batches: Iterable[ArrayLike],
                            group_batches: Any) -> dict[Any, BatchEnergies]:
     """Per-batch energies split by a label per row (e.g. a frequency bucket): one projection pass.
 
     Args:
-        Q, controls: as in :func:`batch_energies`.
+        Q: tested basis, shape ``(d, r)``, orthonormal (as in :func:`batch_energies`).
+        controls: control pool, shape ``(K, d, r)``, each orthonormal (as in
+            :func:`batch_energies`).
         grad_batches: iterable of gradient batches ``(n_b, d)``.
         group_batches: iterable of label arrays ``(n_b,)``, one per batch (integers or strings).
 
@@ -582,8 +589,10 @@ def _norm_cdf(x: Any) -> Any:
 
 
 def _expanded_alpha(confidence: float, n_units: int) -> float:
-    """Tail probability of Hesterberg's *expanded* percentile interval (Hesterberg 2015, "What
-    teachers should know about the bootstrap", sec. 5.4): ``Phi(-sqrt(n/(n-1)) t_{n-1, 1-a})``.
+    """Tail probability of Hesterberg's *expanded* percentile interval.
+
+    The tail is ``Phi(-sqrt(n/(n-1)) t_{n-1, 1-a})`` (Hesterberg 2015, "What teachers should know
+    about the bootstrap", sec. 5.4).
 
     The plain percentile interval is too narrow for few resampling units (its variance is
     ``(n-1)/n`` of the unbiased one, and it uses normal instead of t quantiles: about 93.7%
@@ -605,8 +614,11 @@ def _percentile(rep: np.ndarray, tail: float) -> tuple[float, float]:
 
 
 def _bca(rep: np.ndarray, theta: float, jack: np.ndarray, tail: float) -> tuple[float, float]:
-    """BCa interval (Efron 1987): bias correction from the replicates, acceleration from the
-    leave-one-batch-out jackknife values ``jack``."""
+    """BCa interval (Efron 1987) of the replicates ``rep`` around the point estimate ``theta``.
+
+    The bias correction comes from the replicates, the acceleration from the leave-one-batch-out
+    jackknife values ``jack``.
+    """
     rep = rep[np.isfinite(rep)]
     if rep.size < 2 or not np.isfinite(theta):
         return float("nan"), float("nan")

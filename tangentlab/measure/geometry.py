@@ -34,6 +34,7 @@ import numpy as np
 
 from tangentlab.errors import InsufficientSamplesError, ShapeError, ValidationError
 from tangentlab.measure._validate import as_points, check_positive_int, to_float64
+from tangentlab.typing import ArrayLike, Seed
 
 __all__ = [
     "one_per_window",
@@ -63,7 +64,8 @@ def _labels(x: Any, name: str, n: int | None = None) -> np.ndarray:
     return arr.astype(np.int64)
 
 
-def one_per_window(token_ids: Any, window_ids: Any, seed: Any, keep: Any = None) -> np.ndarray:
+def one_per_window(token_ids: ArrayLike, window_ids: ArrayLike, seed: Seed,
+                   keep: ArrayLike | None = None) -> np.ndarray:
     """Row indices keeping at most one occurrence per (window, token), chosen at random.
 
     Args:
@@ -95,7 +97,7 @@ def one_per_window(token_ids: Any, window_ids: Any, seed: Any, keep: Any = None)
     return np.sort(order[first]).astype(np.int64)
 
 
-def first_k_indices(token_ids: Any, k: int) -> np.ndarray:
+def first_k_indices(token_ids: ArrayLike, k: int) -> np.ndarray:
     """The *old, biased* rule, kept for the raw statistic: each token's first k rows in row order.
 
     Returns ascending int64 indices (tokens with fewer than k rows keep all of theirs). Compare
@@ -131,7 +133,8 @@ def _subsamples(H: Any, token_ids: Any, k: int, seed: Any):
     return X, tokens, picks
 
 
-def equal_size_spread(H: Any, token_ids: Any, k: int, seed: Any) -> tuple[np.ndarray, np.ndarray]:
+def equal_size_spread(H: ArrayLike, token_ids: ArrayLike, k: int,
+                      seed: Seed) -> tuple[np.ndarray, np.ndarray]:
     """Spread of every token with at least k occurrences, on a random subsample of exactly k.
 
     Args:
@@ -151,7 +154,8 @@ def equal_size_spread(H: Any, token_ids: Any, k: int, seed: Any) -> tuple[np.nda
     return tokens, np.linalg.norm(P - cen, axis=2).mean(axis=1)
 
 
-def equal_size_centroids(H: Any, token_ids: Any, k: int, seed: Any) -> tuple[np.ndarray, np.ndarray]:
+def equal_size_centroids(H: ArrayLike, token_ids: ArrayLike, k: int,
+                         seed: Seed) -> tuple[np.ndarray, np.ndarray]:
     """Centroids of a random k-subsample of every token with at least k occurrences.
 
     Returns ``(tokens (t,), centroids (t, d))``: equal-size centroids, so their sampling noise
@@ -175,12 +179,13 @@ def _pearson_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
         return np.where(den > 0, (xc * yc).sum(-1) / den, np.nan)
 
 
-def correlation_with_ci(x: Any, y: Any, *, n_boot: int = 1000, confidence: float = 0.95,
-                        seed: Any = 0) -> dict[str, tuple[float, float, float]]:
+def correlation_with_ci(x: ArrayLike, y: ArrayLike, *, n_boot: int = 1000, confidence: float = 0.95,
+                        seed: Seed = 0) -> dict[str, tuple[float, float, float]]:
     """Pearson and Spearman correlation with percentile bootstrap intervals over pairs (tokens).
 
     Args:
-        x, y: shape ``(n,)`` each (e.g. log-frequency and spread per token), n >= 3.
+        x: first variable, shape ``(n,)`` (e.g. log-frequency per token), n >= 3.
+        y: second variable, shape ``(n,)``, paired with x row by row (e.g. spread per token).
         n_boot: bootstrap replicates (each resamples the n pairs with replacement).
         confidence: two-sided level in (0, 1).
         seed: seed of the resampling.

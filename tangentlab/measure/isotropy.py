@@ -28,6 +28,7 @@ import numpy as np
 
 from tangentlab.errors import RankError, ShapeError, ValidationError
 from tangentlab.measure._validate import as_moment, as_points, check_positive_int
+from tangentlab.typing import ArrayLike
 
 __all__ = [
     "covariance_of",
@@ -41,7 +42,7 @@ __all__ = [
 ]
 
 
-def covariance_of(X: Any, centered: bool = True) -> np.ndarray:
+def covariance_of(X: ArrayLike, centered: bool = True) -> np.ndarray:
     """Covariance ``(d, d)`` of X ``(n, d)`` with ddof=1 (``centered=True``), else ``X^T X / n``."""
     X = as_points(X, min_rows=2 if centered else 1)
     if centered:
@@ -63,7 +64,7 @@ def _spectrum(X: Any, cov: Any, centered: bool = True) -> np.ndarray:
     return vals
 
 
-def isoscore_from_spectrum(eigenvalues: Any) -> float:
+def isoscore_from_spectrum(eigenvalues: ArrayLike) -> float:
     """IsoScore (Rudman et al. 2022) from the covariance eigenvalues ``(d,)``, ``d >= 2``.
 
     With ``v`` the eigenvalue vector scaled to norm ``sqrt(d)``, the isotropy defect is
@@ -81,7 +82,7 @@ def isoscore_from_spectrum(eigenvalues: Any) -> float:
     return float((d * phi - 1.0) / (d - 1.0))
 
 
-def isoscore(X: Any = None, *, cov: Any = None) -> float:
+def isoscore(X: ArrayLike | None = None, *, cov: ArrayLike | None = None) -> float:
     """IsoScore of a point cloud X ``(n, d)`` or of a covariance ``cov`` ``(d, d)``.
 
     Rudman, Gillman, Rubinstein & Eickhoff (2022), as in the ``IsoScore`` package: the eigenvalues
@@ -92,11 +93,11 @@ def isoscore(X: Any = None, *, cov: Any = None) -> float:
 
 
 def isoscore_star(
-    X: Any = None,
+    X: ArrayLike | None = None,
     *,
     zeta: float = 0.2,
-    C0: Any = "scaled_identity",
-    cov: Any = None,
+    C0: ArrayLike | str = "scaled_identity",
+    cov: ArrayLike | None = None,
 ) -> float:
     """IsoScore* (Rudman & Eickhoff 2023): IsoScore of a shrunk covariance.
 
@@ -132,7 +133,7 @@ def isoscore_star(
     return isoscore(cov=shrunk)
 
 
-def mean_cosine(X: Any, n_pairs: int = 10_000, seed: int = 0) -> float:
+def mean_cosine(X: ArrayLike, n_pairs: int = 10_000, seed: int = 0) -> float:
     """Mean cosine similarity between random pairs of distinct rows of X ``(n, d)`` (uncentred).
 
     ``n_pairs`` pairs (i, j), i != j, drawn uniformly with replacement from
@@ -156,7 +157,11 @@ def mean_cosine(X: Any, n_pairs: int = 10_000, seed: int = 0) -> float:
 
 
 def effective_rank(
-    X: Any = None, *, cov: Any = None, variant: str = "sigma", centered: bool = True
+    X: ArrayLike | None = None,
+    *,
+    cov: ArrayLike | None = None,
+    variant: str = "sigma",
+    centered: bool = True,
 ) -> float:
     """Effective rank ``exp(H(p))`` (Roy & Vetterli 2007), in [1, d].
 
@@ -174,7 +179,9 @@ def effective_rank(
     return float(np.exp(-np.sum(p * np.log(p))))
 
 
-def participation_ratio(X: Any = None, *, cov: Any = None, centered: bool = True) -> float:
+def participation_ratio(
+    X: ArrayLike | None = None, *, cov: ArrayLike | None = None, centered: bool = True
+) -> float:
     """Participation ratio ``(sum lambda)^2 / sum lambda^2`` of the covariance eigenvalues, in [1, d].
 
     Centred (ddof=1) covariance of X unless ``centered=False`` (then ``X^T X / n``), or ``cov``.
@@ -184,7 +191,7 @@ def participation_ratio(X: Any = None, *, cov: Any = None, centered: bool = True
 
 
 def top_variance_share(
-    X: Any = None, k: int = 1, *, cov: Any = None, centered: bool = True
+    X: ArrayLike | None = None, k: int = 1, *, cov: ArrayLike | None = None, centered: bool = True
 ) -> float:
     """Share of the total variance on the top-k principal axes: ``sum_{i<=k} lambda_i / sum lambda``.
 

@@ -39,6 +39,7 @@ from tangentlab.errors import (
     ValidationError,
 )
 from tangentlab.measure._validate import check_positive_int
+from tangentlab.typing import ArrayLike
 
 __all__ = ["MomentAccumulator", "outer_product_sum"]
 
@@ -103,7 +104,7 @@ def _check_finite(stats, t) -> None:
     )
 
 
-def outer_product_sum(rows: Any) -> np.ndarray:
+def outer_product_sum(rows: ArrayLike) -> np.ndarray:
     """Unnormalised ``sum_i x_i x_i^T`` of rows ``(n, d)`` in float64: shape ``(d, d)``.
 
     One such matrix per batch, stacked to ``(B, d, d)``, is the ``batches`` input of
@@ -194,7 +195,7 @@ class MomentAccumulator:
         return label
 
     # -- feeding -------------------------------------------------------------------------------
-    def update(self, rows: Any, groups: Any = None) -> None:
+    def update(self, rows: ArrayLike, groups: Any = None) -> None:
         """Add rows ``(n, dim)`` (numpy or torch, any real dtype), with optional labels ``(n,)``."""
         t = _as_rows_tensor(rows, self.dim)
         n = int(t.shape[0])

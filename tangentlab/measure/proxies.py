@@ -33,6 +33,7 @@ import numpy as np
 from tangentlab.errors import ConfigError, UnknownNameError, ValidationError
 from tangentlab.measure._validate import as_points, check_positive_int, check_rank, to_float64
 from tangentlab.measure.subspace import orthonormalize
+from tangentlab.typing import ArrayLike
 
 __all__ = [
     "PCAProxy",
@@ -113,7 +114,7 @@ class _Proxy:
         self._check_fitted()
         return orthonormalize(self.components_.T)
 
-    def fit_transform(self, X: Any, y: Any = None) -> np.ndarray:
+    def fit_transform(self, X: ArrayLike, y: Any = None) -> np.ndarray:
         """``fit(X).transform(X)``."""
         return self.fit(X).transform(X)
 
@@ -145,7 +146,7 @@ class PCAProxy(_Proxy):
         self._store(dict(n_components=n_components, center=center, random_state=random_state),
                     unknown)
 
-    def fit(self, X: Any, y: Any = None) -> PCAProxy:
+    def fit(self, X: ArrayLike, y: Any = None) -> PCAProxy:
         """Fit on activations ``X``, shape (n, d); returns ``self``."""
         X, r = self._validate_fit(X)
         self.mean_ = X.mean(axis=0) if self.center else np.zeros(X.shape[1])
@@ -158,12 +159,12 @@ class PCAProxy(_Proxy):
         self.n_features_in_ = X.shape[1]
         return self
 
-    def transform(self, X: Any) -> np.ndarray:
+    def transform(self, X: ArrayLike) -> np.ndarray:
         """Codes of ``X``, shape (n, d) → (n, r)."""
         X = self._validate_X(X)
         return (X - self.mean_) @ self.components_.T
 
-    def inverse_transform(self, Z: Any) -> np.ndarray:
+    def inverse_transform(self, Z: ArrayLike) -> np.ndarray:
         """Reconstruction of codes ``Z``, shape (n, r) → (n, d)."""
         Z = self._validate_Z(Z)
         return Z @ self.components_ + self.mean_
@@ -231,7 +232,7 @@ class SemiNMFProxy(_Proxy):
             return np.random.default_rng(self.random_state).uniform(0.1, 1.1, (X.shape[0], r))
         raise ConfigError(f"init must be 'kmeans' or 'random', got {self.init!r}")
 
-    def fit(self, X: Any, y: Any = None) -> SemiNMFProxy:
+    def fit(self, X: ArrayLike, y: Any = None) -> SemiNMFProxy:
         """Fit on activations ``X``, shape (n, d); returns ``self``."""
         X, r = self._validate_fit(X)
         max_iter = check_positive_int(self.max_iter, "max_iter")
@@ -255,7 +256,7 @@ class SemiNMFProxy(_Proxy):
         self.n_features_in_ = X.shape[1]
         return self
 
-    def transform(self, X: Any) -> np.ndarray:
+    def transform(self, X: ArrayLike) -> np.ndarray:
         """Non-negative codes ``(n, r)`` for X with D fixed (``transform_iter`` updates)."""
         X = self._validate_X(X) - self.mean_
         D = self.components_
@@ -265,7 +266,7 @@ class SemiNMFProxy(_Proxy):
             Z = self._update_codes(X, Z, D)
         return Z
 
-    def inverse_transform(self, Z: Any) -> np.ndarray:
+    def inverse_transform(self, Z: ArrayLike) -> np.ndarray:
         """Reconstruction of codes ``Z``, shape (n, r) → (n, d)."""
         Z = self._validate_Z(Z)
         return Z @ self.components_ + self.mean_
@@ -291,7 +292,7 @@ class ICAProxy(_Proxy):
         self._store(dict(n_components=n_components, whiten=whiten, fun=fun, max_iter=max_iter,
                          tol=tol, random_state=random_state), unknown)
 
-    def fit(self, X: Any, y: Any = None) -> ICAProxy:
+    def fit(self, X: ArrayLike, y: Any = None) -> ICAProxy:
         """Fit on activations ``X``, shape (n, d); returns ``self``."""
         X, r = self._validate_fit(X, extra_rows=2)
         from sklearn.decomposition import FastICA
@@ -307,12 +308,12 @@ class ICAProxy(_Proxy):
         self.n_features_in_ = X.shape[1]
         return self
 
-    def transform(self, X: Any) -> np.ndarray:
+    def transform(self, X: ArrayLike) -> np.ndarray:
         """Codes of ``X``, shape (n, d) → (n, r)."""
         X = self._validate_X(X)
         return (X - self.mean_) @ self.components_.T
 
-    def inverse_transform(self, Z: Any) -> np.ndarray:
+    def inverse_transform(self, Z: ArrayLike) -> np.ndarray:
         """Reconstruction of codes ``Z``, shape (n, r) → (n, d)."""
         Z = self._validate_Z(Z)
         return Z @ self.mixing_.T + self.mean_
@@ -363,7 +364,7 @@ class TopKSAEProxy(_Proxy):
         vals, idx = torch.topk(pre, k, dim=1)
         return torch.zeros_like(pre).scatter(1, idx, vals)
 
-    def fit(self, X: Any, y: Any = None) -> TopKSAEProxy:
+    def fit(self, X: ArrayLike, y: Any = None) -> TopKSAEProxy:
         """Train the SAE on X ``(n, d)``; returns self.
 
         Runs with one torch thread (restored afterwards): the model is tiny, and on a loaded
@@ -417,7 +418,7 @@ class TopKSAEProxy(_Proxy):
         self.n_features_in_ = d
         return self
 
-    def transform(self, X: Any) -> np.ndarray:
+    def transform(self, X: ArrayLike) -> np.ndarray:
         """Codes of ``X``, shape (n, d) → (n, r) (top-k sparse)."""
         import torch
 
@@ -427,7 +428,7 @@ class TopKSAEProxy(_Proxy):
                          torch.from_numpy(self.decoder_bias_), self.k_)
         return z.numpy()
 
-    def inverse_transform(self, Z: Any) -> np.ndarray:
+    def inverse_transform(self, Z: ArrayLike) -> np.ndarray:
         """Reconstruction of codes ``Z``, shape (n, r) → (n, d)."""
         Z = self._validate_Z(Z)
         return Z @ self.components_ + self.decoder_bias_
@@ -494,7 +495,7 @@ class BasisProxy(_Proxy):
             )
         return D, o
 
-    def fit(self, X: Any, y: Any = None) -> BasisProxy:
+    def fit(self, X: ArrayLike, y: Any = None) -> BasisProxy:
         """Fit on activations ``X``, shape (n, d) (used only to select atoms); returns ``self``."""
         from tangentlab.errors import RankError
         from tangentlab.measure.dictionaries import load_dictionary
@@ -547,12 +548,12 @@ class BasisProxy(_Proxy):
                         "select": sel, "rank": r, "meta": dm.meta}
         return self
 
-    def transform(self, X: Any) -> np.ndarray:
+    def transform(self, X: ArrayLike) -> np.ndarray:
         """Codes of ``X``, shape (n, d) → (n, r)."""
         X = self._validate_X(X)
         return X @ self.components_.T
 
-    def inverse_transform(self, Z: Any) -> np.ndarray:
+    def inverse_transform(self, Z: ArrayLike) -> np.ndarray:
         """Reconstruction of codes ``Z``, shape (n, r) → (n, d)."""
         Z = self._validate_Z(Z)
         return Z @ self.components_

@@ -23,6 +23,7 @@ import numpy as np
 
 from tangentlab.errors import RankError
 from tangentlab.measure._validate import as_basis, check_positive_int, check_rank, to_float64
+from tangentlab.typing import ArrayLike
 
 __all__ = [
     "orthonormalize",
@@ -45,7 +46,7 @@ def _qr_positive(A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return q * signs[..., None, :], r * signs[..., :, None]
 
 
-def orthonormalize(A: Any, rank_tol: float = 1e-10) -> np.ndarray:
+def orthonormalize(A: ArrayLike, rank_tol: float = 1e-10) -> np.ndarray:
     """Orthonormal basis of the column span of ``A`` (shape ``(d, r)``), by QR.
 
     Returns shape ``(d, r)``, float64, with the positive-diagonal sign convention (so span order is
@@ -82,13 +83,13 @@ def orthonormalize(A: Any, rank_tol: float = 1e-10) -> np.ndarray:
     return q
 
 
-def projector(Q: Any) -> np.ndarray:
+def projector(Q: ArrayLike) -> np.ndarray:
     """Orthogonal projector ``Q Q^T`` onto span(Q); Q shape ``(d, r)`` orthonormal -> ``(d, d)``."""
     Q = as_basis(Q)
     return Q @ Q.T
 
 
-def complement_basis(Q: Any) -> np.ndarray:
+def complement_basis(Q: ArrayLike) -> np.ndarray:
     """Orthonormal basis of the orthogonal complement of span(Q): shape ``(d, d - r)``.
 
     Taken from the complete QR of Q (deterministic). For ``r == d`` the result has shape (d, 0).
@@ -99,7 +100,7 @@ def complement_basis(Q: Any) -> np.ndarray:
     return np.ascontiguousarray(full[:, r:])
 
 
-def principal_angles(Q1: Any, Q2: Any) -> np.ndarray:
+def principal_angles(Q1: ArrayLike, Q2: ArrayLike) -> np.ndarray:
     """Principal angles between span(Q1) and span(Q2), in radians, ascending.
 
     Q1 ``(d, r1)`` and Q2 ``(d, r2)`` orthonormal; returns shape ``(min(r1, r2),)`` in [0, pi/2].
@@ -139,7 +140,7 @@ def random_subspaces(d: int, r: int, n: int, seed: int) -> np.ndarray:
     return q
 
 
-def normal_controls(Q: Any, n: int, seed: int) -> np.ndarray:
+def normal_controls(Q: ArrayLike, n: int, seed: int) -> np.ndarray:
     """Matched-rank normal controls for span(Q): shape ``(n, d, r)``.
 
     Each control is a standard Gaussian ``(d, r)`` matrix with span(Q) projected out, then QR
@@ -194,7 +195,7 @@ class SubspaceDrift:
         }
 
 
-def subspace_drift(Q_old: Any, Q_new: Any) -> SubspaceDrift:
+def subspace_drift(Q_old: ArrayLike, Q_new: ArrayLike) -> SubspaceDrift:
     """Drift between two subspaces (see :class:`SubspaceDrift`); both ``(d, r)`` orthonormal."""
     Q_old = as_basis(Q_old, name="Q_old")
     Q_new = as_basis(Q_new, d=Q_old.shape[0], name="Q_new")

@@ -107,6 +107,8 @@ _MODULES = [{"harmonic": harmonic_numbers}, "numpy"]
 
 
 class FrequencyAttenuation(Derivation):
+    """Attenuation of curvature visibility under Zipf sampling with pinned spreads."""
+
     name = "frequency-attenuation"
     title = "Frequency-biased sampling attenuates curvature visibility"
     summary = (

@@ -62,6 +62,8 @@ NOR = sp.Symbol(r"\|E[g\, II(u,u)^{\top}]\|_F", nonnegative=True)
 
 
 class GradientComponents(Derivation):
+    """Tangent and normal parts of a read-out's weight gradient and the corrected ratio bound."""
+
     name = "gradient-components"
     title = "Tangent and normal components of the gradient (corrected proposition)"
     summary = (
@@ -302,7 +304,9 @@ def _as_2d(name, x):
 
 
 def alignment_constant(g, u) -> float:
-    """c = ||E[g u^T]||_F / (G_rms t) with G_rms = sqrt(E||g||^2), t = sqrt(E||u||^2/m).
+    """The alignment constant c = ||E[g u^T]||_F / (G_rms t), estimated from samples.
+
+    Here G_rms = sqrt(E||g||^2) and t = sqrt(E||u||^2/m).
 
     g: upstream gradients, shape (n, D); u: chart coordinates about p, shape (n, m). Returns a
     float in [0, sqrt(m)]. Moments in float64; u is not centred.
@@ -332,7 +336,7 @@ def gradient_parts(g, x_minus_p, J, N) -> tuple[float, float]:
 
 
 def ratio_bound(kappa, t, c, m, sampling="gaussian"):
-    """kappa t d(m) / (2c): bound on ||normal|| / ||tangent|| under the lower-bound condition."""
+    """The bound kappa t d(m) / (2c) on ||normal|| / ||tangent|| under the lower-bound condition."""
     return get("gradient-components").predict("ratio_bound", kappa=kappa, t=t, c=c, m=m,
                                               sampling=sampling)
 
@@ -393,7 +397,7 @@ def _random_chart(rng, m, codim, D):
 
 
 def _kappa(A):
-    """max over unit v of ||II(v, v)|| (dense search on the sphere, m = 2)."""
+    """The maximum over unit v of ||II(v, v)|| (dense search on the sphere, m = 2)."""
     th = np.linspace(0, np.pi, 2001)
     v = np.stack([np.cos(th), np.sin(th)], 1)
     return float(np.max(np.linalg.norm(np.einsum("ni,aij,nj->na", v, A, v), axis=1)))
@@ -463,7 +467,10 @@ def _mc_ratio_and_bound(d, rng, *, linear: bool):
 
 
 def mc_ratio_slack(seed: int = 0, *, linear: bool = False) -> float:
-    """bound / measured ratio of the Monte-Carlo ratio check (``linear=True``: the old check)."""
+    """The slack (bound / measured ratio) of the Monte-Carlo ratio check.
+
+    With ``linear=True``, the slack of the old check.
+    """
     _, ratio, bound = _mc_ratio_and_bound(get("gradient-components"),
                                           np.random.default_rng(seed), linear=linear)
     return bound / ratio

@@ -66,10 +66,12 @@ class BatteryConfig:
 
     @classmethod
     def full(cls, seed: int = 0) -> BatteryConfig:
+        """The full setting (the default field values) with master seed ``seed``."""
         return cls(seed=seed)
 
     @classmethod
     def quick(cls, seed: int = 0) -> BatteryConfig:
+        """The quick setting (about a minute on one core: fewer simulations, no power curve)."""
         return cls(seed=seed, power_sims=60, power_curve=(), null_sims=200,
                    null_full_space=False, coverage_sims=600, coverage_pool=100,
                    coverage_boot=400, old_batches=0, freq_sims=8, causal_sims=60)
@@ -104,6 +106,7 @@ class BatteryCheck:
     detail: str = ""
 
     def to_dict(self) -> dict[str, Any]:
+        """The fields as a plain dict for JSON (non-finite measured, low or high become None)."""
         out = dataclasses.asdict(self)
         for k in ("measured", "low", "high"):
             v = out[k]
@@ -152,6 +155,7 @@ class BatteryResult:
 
     @property
     def passed(self) -> bool:
+        """True when every check passed."""
         return all(c.passed for c in self.checks)
 
 

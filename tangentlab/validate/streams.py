@@ -51,10 +51,12 @@ class GradientModel:
 
     @property
     def d(self) -> int:
+        """Ambient dimension d."""
         return int(self.Q.shape[0])
 
     @property
     def r(self) -> int:
+        """Rank r of the planted subspace Q."""
         return int(self.Q.shape[1])
 
     def second_moment(self) -> np.ndarray:
@@ -84,7 +86,9 @@ def make_gradient_model(d: int, r: int, *, signal: float, context: float, scale_
     """A :class:`GradientModel` with an anisotropic spectrum and a planted subspace.
 
     Args:
-        d, r: dimension and rank of the planted subspace Q (a Haar-random ``(d, r)`` basis).
+        d: ambient dimension, ``d >= 2``.
+        r: rank of the planted subspace Q (a Haar-random ``(d, r)`` basis unless Q is given),
+            ``1 <= r < d``.
         signal: extra variance per direction of Q in the row term (0 = no planted signal: Q is
             then an ordinary random subspace of an anisotropic field, the null).
         context: the window context's share of variance (``Sigma_c`` is ``context`` times an
@@ -94,6 +98,8 @@ def make_gradient_model(d: int, r: int, *, signal: float, context: float, scale_
             normalised to mean 1, in a random rotation.
         Q: optional ``(d, r)`` orthonormal subspace to plant (e.g. a manifold's true tangent);
             default a Haar-random one.
+        seed: seed of the spectra, the rotations and the random Q (anything
+            ``numpy.random.default_rng`` takes).
     """
     d = check_positive_int(d, "d", minimum=2)
     r = check_positive_int(r, "r")

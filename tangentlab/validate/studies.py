@@ -63,6 +63,7 @@ class CoverageStudy:
     r: int
 
     def to_dict(self) -> dict[str, Any]:
+        """The fields as a plain dict for JSON (arrays become lists)."""
         return _record(self)
 
 
@@ -156,6 +157,7 @@ class CalibrationStudy:
     r: int
 
     def to_dict(self) -> dict[str, Any]:
+        """The fields as a plain dict for JSON (arrays become lists)."""
         return _record(self)
 
 
@@ -242,14 +244,18 @@ class FrequencyNullStudy:
     mean_rho_first_k: float
 
     def to_dict(self) -> dict[str, Any]:
+        """The fields as a plain dict for JSON (arrays become lists)."""
         return _record(self)
 
 
 def frequency_null_study(*, n_sims: int, n_types: int = 3000, n_windows: int = 500,
                          window: int = 128, d: int = 32, k: int = 4, context: float = 0.1,
                          seed: int = 0) -> FrequencyNullStudy:
-    """The null toy of issue 10, item 1: pin_alpha = 0 (every token has spread t0 = 0.1) and each
-    window adds a shared context offset ``N(0, context^2 I_d)``."""
+    """Simulate the frequency-spread null: token spread that does not depend on frequency.
+
+    This is the null toy of issue 10, item 1: pin_alpha = 0 (every token has spread t0 = 0.1) and
+    each window adds a shared context offset ``N(0, context^2 I_d)``.
+    """
     from tangentlab.measure.geometry import (
         correlation_with_ci,
         equal_size_spread,
@@ -307,6 +313,7 @@ class CausalNullStudy:
     relative_effects_matched: np.ndarray
 
     def to_dict(self) -> dict[str, Any]:
+        """The fields as a plain dict for JSON (arrays become lists)."""
         return _record(self)
 
 
