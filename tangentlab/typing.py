@@ -13,7 +13,7 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING
 
 __all__ = ["ArrayLike", "Seed"]
 
@@ -22,9 +22,9 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; torch stays a lazy import a
     import torch
 
     #: A numpy array, a torch tensor, or a (nested) sequence of numbers.
-    ArrayLike = Union[np.ndarray, torch.Tensor, Sequence[float], Sequence[Sequence[float]]]
+    ArrayLike = np.ndarray | torch.Tensor | Sequence[float] | Sequence[Sequence[float]]
     #: A seed: an int, a sequence of ints (numpy SeedSequence entropy) or a numpy Generator.
-    Seed = Union[int, Sequence[int], np.random.Generator]
+    Seed = int | Sequence[int] | np.random.Generator
 else:
     ArrayLike = "numpy.ndarray | torch.Tensor | Sequence[float]"
     Seed = "int | Sequence[int] | numpy.random.Generator"
