@@ -109,7 +109,10 @@ class ResultTable:
     """An indexed, read-only view of one measurement's ``results.csv``.
 
     Only the fixed-proxy rows are read (``proxy`` empty or ``fixed``; ``refit`` rows are the
-    per-checkpoint refit variant). Empty buckets read as ``all``, empty sites as ``""``.
+    per-checkpoint refit variant), and only the rows measured in the full space (``subspace``
+    empty; ``constrained`` rows repeat the test inside the space normalization layers leave the
+    gradients, and are shown by their own metric names elsewhere). Empty buckets read as ``all``,
+    empty sites as ``""``.
     """
 
     def __init__(self, df) -> None:
@@ -118,6 +121,8 @@ class ResultTable:
         df = df.copy()
         if "proxy" in df.columns:
             df = df[df["proxy"].isna() | (df["proxy"].astype(str) == "fixed")]
+        if "subspace" in df.columns:
+            df = df[df["subspace"].isna() | (df["subspace"].astype(str) == "")]
         for col, default in (("bucket", "all"), ("site", ""), ("checkpoint", "")):
             df[col] = df[col].fillna(default).astype(str) if col in df.columns else default
         df["step"] = pd.to_numeric(df["step"], errors="coerce") if "step" in df.columns else float("nan")

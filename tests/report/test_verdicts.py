@@ -201,3 +201,21 @@ def test_rows_told_apart_only_by_an_unread_column_are_flagged(tmp_path):
     v = _by_key(run)["enrichment"]
     assert v.units[0].estimate.startswith("3 CI")  # the first stored row
     assert ("decoder: duplicate rows", ) == tuple(k for k, _ in v.numbers if "duplicate" in k)
+
+
+def test_constrained_rows_never_stand_in_for_the_full_space_enrichment(tmp_path):
+    """Rows repeated with subspace=constrained (and proxy=refit) are not read as the enrichment,
+    whatever their order in results.csv."""
+    from tangentlab.report.tables import ResultTable
+    from tangentlab.runs import read_results, write_results
+
+    base = {"step": 10, "site": "blocks.0.resid_post", "bucket": "all", "metric": "enrichment"}
+    rows = [
+        {**base, "subspace": "constrained", "proxy": "fixed", "value": 99.0},
+        {**base, "proxy": "refit", "value": 55.0},
+        {**base, "proxy": "fixed", "value": 3.0, "ci_low": 2.5, "ci_high": 3.5},
+    ]
+    write_results(rows, tmp_path / "results.csv")
+    table = ResultTable(read_results(tmp_path / "results.csv"))
+    est = table.get("enrichment", step=10, site="blocks.0.resid_post")
+    assert est.value == 3.0 and table.duplicates == {}
