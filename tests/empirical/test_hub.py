@@ -333,3 +333,25 @@ def test_online_resolution_against_a_loopback_hub(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     again = resolve_trajectory("tiny/pythia", revisions="step0,step4")
     assert [c.commit for c in again.checkpoints] == [commits["step0"], commits["step4"]]
+
+
+@pytest.mark.slow
+def test_report_shows_our_two_models_beside_a_measured_hub_suite(gpt2_suite, tmp_path,
+                                                                 quick_reproduce):
+    """A real quick reproduce (our encoder and decoder) and a real measurement of a locally built
+    Hub 'suite', rendered side by side by `tangentlab report RUN --measure NAME=DIR`."""
+    import shutil
+
+    from tangentlab.cli import main
+
+    run_dir, rc, err, _ = quick_reproduce(2)
+    assert rc == 0, err[-2000:]
+    run = tmp_path / "run"
+    shutil.copytree(run_dir, run)
+    suite = tmp_path / "suite"
+    assert main(_measure_argv("tiny/gpt2", suite, gpt2_suite, "--revisions", "all")) == 0
+    assert main(["report", str(run), "--measure", f"tinysuite={suite}"]) == 0
+    html = (run / "report.html").read_text()
+    row = html.split('id="row-enrichment"')[1].split('class="row"')[0]
+    for model in ("encoder", "decoder", "tinysuite"):
+        assert model in row, model
