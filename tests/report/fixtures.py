@@ -136,7 +136,8 @@ def fixture_stages(*, fail_train_decoder: bool = False, theory_fail: bool = Fals
     for arch in ("encoder", "decoder"):
         stages.append(Stage(f"measure/{arch}", make_measure(arch), check=_check_results_dir,
                             depends=(f"train/{arch}",)))
-    stages.append(Stage("report", _run_report, output="report.html", check=_check_report, always=True))
+    stages.append(Stage("report", _run_report, output="report.html", check=_check_report,
+                        after=tuple(s.name for s in stages), always=True))
     return stages
 
 
