@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 #: Small measurement settings: a few batches, few controls and bootstrap draws.
-QUICK = {"n_batches": 3, "batch_size": 8, "sample_rows": 512, "n_boot": 50, "n_controls": 20,
+QUICK = {"n_batches": 4, "batch_size": 8, "sample_rows": 512, "n_boot": 50, "n_controls": 20,
          "causal_checkpoints": 2, "causal_batches": 1, "causal_controls": 3, "rank": 4}
 
 

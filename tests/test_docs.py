@@ -39,7 +39,7 @@ def test_make_docs_regenerates_the_pages_then_builds_the_site_strictly():
     recipe = makefile.split("\ndocs:", 1)[1].split("\n\n", 1)[0]
     steps = [line.strip() for line in recipe.splitlines()[1:]]
     assert steps == [
-        "$(BIN)/python -m tangentlab.theory.render docs/theory",
+        "$(BIN)/python -m tangentlab.theory.pages docs/theory",
         "$(BIN)/python -m tangentlab.cli_reference docs/cli.md",
         "$(BIN)/python -m mkdocs build --strict --site-dir site",
     ]

@@ -102,9 +102,16 @@ class TestWeakensLate:
         assert u.status == R.SUPPORTED and "late window: steps 800" in u.at and "weighted" in u.at
 
     def test_old_late_aggregate_is_a_range_not_an_interval(self, tmp_path):
+        import pandas as pd
+
         rows = trajectory_rows("dec", {0: 1.0, 100: 5.0, 400: 4.9, 800: 2.0}, late=(3.0, 2.0, 4.9))
         run = write_run(tmp_path / "run", {"decoder": rows},
                         measure_extra={"decoder": {"early_late_cut_step": 240.0}})
+        # an old run's results.csv has no band_* columns (write_results now always writes them)
+        for path in run.rglob("results.csv"):
+            df = pd.read_csv(path)
+            df.drop(columns=[c for c in ("band_low", "band_high") if c in df], inplace=True)
+            df.to_csv(path, index=False)
         u = _by_key(run)["weakens-late"].units[0]
         # per-checkpoint CIs are used; 400 overlaps the peak's CI
         assert u.status == R.INCONCLUSIVE and "range over checkpoints" in u.note
