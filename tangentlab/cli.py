@@ -65,6 +65,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if func is None:
         parser.print_help(sys.stderr)
         return 2
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # what --nproc relaunches
+    from tangentlab import distributed
+
+    if distributed.launched():  # one rank of torchrun / --nproc: one error line from rank 0
+        return distributed.run_rank(func, args)
     try:
         return int(func(args) or 0)
     except TangentlabError as exc:

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import argparse
 
-from tangentlab.commands import add_common_run_args, require_subcommand
+from tangentlab.commands import add_common_run_args, add_device_args, relaunch, require_subcommand
 
 __all__ = ["register"]
 
 
 def _train(args: argparse.Namespace) -> int:
+    if (code := relaunch(args)) is not None:
+        return code
     from tangentlab.config import parse_overrides
     from tangentlab.empirical import train_model
 
@@ -29,6 +31,8 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _measure(args: argparse.Namespace) -> int:
+    if (code := relaunch(args)) is not None:
+        return code
     from tangentlab.config import parse_overrides
     from tangentlab.empirical import measure_trajectory
 
@@ -63,7 +67,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--corpus", default="wikipedia",
                    help="wikipedia | bible | shakespeare | a .txt/.jsonl file or directory")
     t.add_argument("--out", required=True, help="run directory to create")
-    t.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    add_device_args(t, nproc=True)
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--resume", action="store_true",
                    help="continue from the last complete checkpoint in --out")
@@ -82,7 +86,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     m.add_argument("--exclude-positions", dest="exclude_positions",
                    help="positions left out of proxy fitting and distances, e.g. 0")
     m.add_argument("--gguf", action="store_true", help="TRAJECTORY is a GGUF file")
-    m.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    add_device_args(m, nproc=True)
     m.add_argument("--seed", type=int, default=0)
     add_common_run_args(m)
     m.set_defaults(func=_measure)

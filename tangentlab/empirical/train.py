@@ -377,7 +377,12 @@ def _train(
     )
 
     quiet_transformers()
-    dev = resolve_device(device)
+    from tangentlab import distributed
+    from tangentlab.empirical import parallel
+
+    world = distributed.ensure(device)  # one process, or one rank of torchrun / --nproc
+    dev = world.device if world.distributed else resolve_device(device)
+    dist_record = parallel.world_record(world, dev)
     run_dir = Path(out_dir)
     timer = Timer()
     cfg_dict = config_to_dict(cfg)
@@ -396,6 +401,7 @@ def _train(
             f"output directory {str(run_dir)!r} is not empty; choose a new --out or pass --resume"
         )
 
+    world.barrier()  # every rank has checked the folder before rank 0 writes into it
     # Data and tokenizer (validated before anything is written).
     with timer("data"):
         docs = load_texts(cfg.corpus, max_docs=cfg.max_docs)
@@ -412,10 +418,12 @@ def _train(
             )
         vocab = len(tokenizer)
         counts = frequency_table(stream_np, vocab)
+    if world.distributed:  # every rank trains on rank 0's tokenizer and stream
+        tokenizer, stream_np, counts = world.broadcast_object((tokenizer, stream_np, counts))
     stream = torch.from_numpy(stream_np)
 
     run_dir.mkdir(parents=True, exist_ok=True)
-    if not resume or not (run_dir / "tokenizer").is_dir():
+    if world.is_main and (not resume or not (run_dir / "tokenizer").is_dir()):
         atomic_write_json(run_dir / "train_config.json", cfg_dict)
         tok_tmp = Path(tempfile.mkdtemp(prefix=".tokenizer.partial-", dir=run_dir))
         tokenizer.save_pretrained(str(tok_tmp))
@@ -431,6 +439,7 @@ def _train(
         pad_token_id=tokenizer.pad_token_id or 0, seed=cfg.seed,
     )
     model.to(dev)
+    ddp = parallel.wrap_ddp(model, world)  # DistributedDataParallel on several ranks
     optimizers = _build_optimizers(model, cfg)
     schedule = checkpoint_schedule(cfg.steps, cfg.n_checkpoints, cfg.late_checkpoints)
     start, tokens_seen, log_rows = 0, 0, []
@@ -478,7 +487,12 @@ def _train(
     state_base = {"arch": cfg.arch, "preset": cfg.preset, "seed": cfg.seed, "config_hash": chash,
                   "tie_embeddings": cfg.tie_embeddings, "optimizer": cfg.optimizer}
 
+    if not world.is_main:  # rank 0 alone logs, measures in-loop and writes
+        callbacks = []
+
     def save(step: int, loss: float) -> None:
+        if not world.is_main:
+            return
         with timer("checkpoints"):
             _save_checkpoint(run_dir, step, model, tokenizer, optimizers,
                              {**state_base, "step": step, "tokens_seen": tokens_seen, "loss": loss})
@@ -501,9 +515,17 @@ def _train(
             for o in optimizers:
                 for g in o.param_groups:
                     g["lr"] = cfg.lr * factor
-            out = model(input_ids=inputs.to(dev), labels=labels.to(dev))
-            loss = out.loss
-            if not torch.isfinite(loss):
+            if world.distributed:  # this rank's rows; gradient of the global mean loss
+                n_all = parallel.n_targets(labels, cfg.arch)
+                x, y = parallel.shard_rows(world, inputs, labels)
+                part = parallel.shard_loss(ddp, x.to(dev), y.to(dev), cfg.arch, n_all)
+                loss = part * world.size  # DDP averages gradients over the ranks
+                global_loss = float(world.sum_float64(part.detach().double().cpu()))
+            else:
+                out = model(input_ids=inputs.to(dev), labels=labels.to(dev))
+                loss = out.loss
+                global_loss = None
+            if not math.isfinite(float(loss.item()) if global_loss is None else global_loss):
                 raise ConfigError(f"training diverged at step {step} (loss {loss.item()}); lower lr")
             for o in optimizers:
                 o.zero_grad(set_to_none=True)
@@ -513,7 +535,7 @@ def _train(
             for o in optimizers:
                 o.step()
             tokens_seen += inputs.numel()
-            lv = float(loss.item())
+            lv = float(loss.item()) if global_loss is None else global_loss
             done = step + 1
             log_rows.append({"step": done, "loss": lv, "lr": cfg.lr * factor, "tokens_seen": tokens_seen})
             rate = (done - start) * inputs.numel() / max(1e-9, time.perf_counter() - t0)
@@ -529,6 +551,7 @@ def _train(
                 model.eval()
                 save(done, lv)
                 model.train()
+            distributed.fault_point("train_step", done)  # test hook (TANGENTLAB_FAULT)
     model.eval()
 
     ckpts = list_checkpoints(run_dir)
@@ -539,9 +562,10 @@ def _train(
                "tie_embeddings": cfg.tie_embeddings, "vocab_size": vocab,
                "checkpoint_steps": [s for s, _ in ckpts], "train_tokens": int(stream_np.size),
                "eval_documents": len(split.eval), "train_documents": len(split.train),
-               "resumed_from": start if resume else None},
+               "resumed_from": start if resume else None, "distributed": dist_record},
     )
-    write_manifest(run_dir, manifest)
+    if world.is_main:
+        write_manifest(run_dir, manifest)
     return run_dir
 
 
