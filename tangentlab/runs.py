@@ -74,7 +74,9 @@ STAGE_STATUSES: tuple[str, ...] = ("done", "failed", "skipped", "running")
 
 #: The standard columns of a tidy results table, in order. ``value`` is the measured number,
 #: ``prediction`` the theory's value for the same quantity where there is one, ``ci_low`` /
-#: ``ci_high`` its confidence interval, ``n`` the sample size behind it.
+#: ``ci_high`` its confidence interval (always an interval, never a min–max), ``band_low`` /
+#: ``band_high`` a spread such as the min and max over controls or checkpoints, ``n`` the sample
+#: size behind it.
 RESULT_COLUMNS: tuple[str, ...] = (
     "experiment",
     "model",
@@ -90,6 +92,8 @@ RESULT_COLUMNS: tuple[str, ...] = (
     "value",
     "ci_low",
     "ci_high",
+    "band_low",
+    "band_high",
     "n",
     "prediction",
     "seed",

@@ -2,6 +2,9 @@
 
 The same batches (windows of the eval split, and for an encoder the same MLM masks) are used at
 every checkpoint, so per-token statistics follow the *same occurrences* across the trajectory.
+The batches are split once, by a seeded permutation, into a *fit half* (activations: proxies,
+activation sample, frequency geometry) and a *test half* (gradients: energy tests, ΔIsoScore*,
+causal checks), so that a proxy never borrows the noise of the gradients it is tested on.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from typing import Any
 
 from tangentlab.errors import DataError
 
-__all__ = ["EvalData", "make_eval_data", "bucket_edges", "bucket_of"]
+__all__ = ["EvalData", "make_eval_data", "bucket_edges", "bucket_of", "split_halves"]
 
 
 @dataclass
@@ -19,8 +22,9 @@ class EvalData:
     """Fixed eval batches and per-token frequency information.
 
     Attributes:
-        batches: list of (input_ids, labels, masked, token_ids), each (B, T) tensors;
-            ``token_ids`` are the true tokens (inputs before MLM masking).
+        batches: list of :class:`~tangentlab.empirical.records.EvalBatch` (input_ids, labels,
+            masked, token_ids, each (B, T) tensors; ``token_ids`` are the true tokens, the inputs
+            before MLM masking).
         counts: training-split token counts, shape (vocab,), int64.
         frequency_source: where ``counts`` came from (run's frequency.csv or recomputed).
         edges: inner bucket edges on log(count + 1), ascending, shape (K - 1,).
@@ -32,6 +36,38 @@ class EvalData:
     frequency_source: str
     edges: Any
     labels: list[str]
+
+    @property
+    def fit_batches(self) -> list:
+        """The fit half: activations (proxies, activation sample, frequency geometry)."""
+        return [b for b in self.batches if b.half == "fit"]
+
+    @property
+    def test_batches(self) -> list:
+        """The test half: gradients (energy tests, ΔIsoScore*, causal checks)."""
+        return [b for b in self.batches if b.half == "test"]
+
+    def split_record(self) -> dict[str, Any]:
+        """What the manifest records about the split."""
+        return {"fit_batches": [b.index for b in self.fit_batches],
+                "test_batches": [b.index for b in self.test_batches],
+                "rule": "seeded permutation of the eval batches: the first floor(n/2) fit "
+                        "(activations), the rest test (gradients)"}
+
+
+def split_halves(n_batches: int, seed: int) -> tuple[list[int], list[int]]:
+    """Split batch indices ``0..n_batches-1`` into a fit half and a test half, deterministically.
+
+    A seeded permutation (``default_rng([seed, 13])``); the first ``n_batches // 2`` indices are
+    the fit half, the rest the test half; both returned sorted. Needs ``n_batches >= 2``.
+    """
+    import numpy as np
+
+    if n_batches < 2:
+        raise DataError(f"a fit/test split needs at least 2 eval batches, got {n_batches}")
+    perm = np.random.default_rng([int(seed), 13]).permutation(n_batches)
+    k = n_batches // 2
+    return sorted(int(i) for i in perm[:k]), sorted(int(i) for i in perm[k:])
 
 
 def bucket_edges(logf, n_buckets: int):
@@ -56,6 +92,7 @@ def make_eval_data(tokenizer, arch: str, *, texts, counts, frequency_source: str
     import numpy as np
     import torch
 
+    from tangentlab.empirical.records import EvalBatch
     from tangentlab.empirical.tokenizer import encode_stream
     from tangentlab.empirical.train import make_batch
 
@@ -72,6 +109,7 @@ def make_eval_data(tokenizer, arch: str, *, texts, counts, frequency_source: str
     special = [i for i in (tokenizer.pad_token_id, tokenizer.eos_token_id,
                            getattr(tokenizer, "cls_token_id", None),
                            getattr(tokenizer, "sep_token_id", None)) if i is not None]
+    fit_idx, _test_idx = split_halves(n_batches, seed)
     batches = []
     for b in range(n_batches):
         inp, lab, masked = make_batch(
@@ -79,8 +117,9 @@ def make_eval_data(tokenizer, arch: str, *, texts, counts, frequency_source: str
             mask_id=mask_id, vocab_size=len(tokenizer), mlm_probability=mlm_probability,
             special_ids=special)
         orig = torch.where(masked, lab, inp)  # the true token at each position
-        batches.append((inp, lab, masked, orig))
-    ids = torch.cat([b[3].reshape(-1) for b in batches]).numpy()
+        batches.append(EvalBatch(input_ids=inp, labels=lab, masked=masked, token_ids=orig,
+                                 index=b, half="fit" if b in fit_idx else "test"))
+    ids = torch.cat([b.token_ids.reshape(-1) for b in batches]).numpy()
     if ids.max() >= len(counts):
         raise DataError(
             f"the frequency table covers {len(counts)} ids but the tokenizer produced id {ids.max()}"

@@ -3,8 +3,10 @@
 At steps k, 2k, ... (and the final step) the callback captures one fixed eval batch at one site,
 fits a rank-r PCA proxy on the batch's activations (refit each time), and runs
 ``tangentlab.measure.control_test`` on the batch's gradient second moment against 20 matched-rank
-controls. Rows (step, site, energy_tangent, energy_control_mean, enrichment, p_value, oracle,
-position, loss) go to ``inloop.csv`` in the run directory (rewritten atomically each time).
+controls. The rows go to ``inloop.csv`` in the run directory through
+:func:`tangentlab.runs.write_results`, in the tidy one-number-per-row form of every results table
+(``experiment = empirical/inloop``, one row per metric: energy_tangent, energy_control_mean,
+enrichment, p_value, oracle, position, loss_per_token), rewritten atomically each time.
 """
 
 from __future__ import annotations
@@ -12,10 +14,24 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-__all__ = ["InLoopMeasure"]
+__all__ = ["InLoopMeasure", "INLOOP_METRICS", "INLOOP_NAME"]
 
-_COLUMNS = ("step", "site", "energy_tangent", "energy_control_mean", "enrichment", "p_value",
-            "oracle", "position", "loss_per_token")
+#: The file the callback writes in the training run directory.
+INLOOP_NAME = "inloop.csv"
+#: The metrics of each in-loop measurement, in the order they are written.
+INLOOP_METRICS = ("energy_tangent", "energy_control_mean", "enrichment", "p_value", "oracle",
+                  "position", "loss_per_token")
+_INT_COLUMNS = ("step", "n", "layer", "seed")
+
+
+def _parse_cell(column: str, cell: str) -> Any:
+    if cell == "":
+        return None
+    if column in _INT_COLUMNS:
+        return int(cell)
+    if column in ("value", "ci_low", "ci_high", "prediction"):
+        return float(cell)
+    return cell
 
 
 class InLoopMeasure:
@@ -24,7 +40,7 @@ class InLoopMeasure:
     def __init__(self, run_dir: str | Path, arch: str, batch, *, every: int, site: str,
                  rank: int, final_step: int, seed: int = 0, n_controls: int = 20,
                  start_step: int = 0):
-        self.path = Path(run_dir) / "inloop.csv"
+        self.path = Path(run_dir) / INLOOP_NAME
         self.arch = arch
         self.batch = batch
         self.every = int(every)
@@ -36,25 +52,22 @@ class InLoopMeasure:
         self.rows: list[dict[str, Any]] = self._read(start_step)
 
     def _read(self, upto: int) -> list[dict[str, Any]]:
+        """The rows already written for steps ≤ ``upto`` (a resumed run keeps them)."""
+        import csv
+
         if not self.path.is_file() or upto <= 0:
             return []
-        out = []
-        lines = self.path.read_text().splitlines()
-        for line in lines[1:]:
-            vals = line.split(",")
-            row = dict(zip(_COLUMNS, vals))
-            if int(row["step"]) <= upto:
-                out.append({k: (v if k == "site" else float(v)) for k, v in row.items()}
-                           | {"step": int(row["step"])})
-        return out
+        with self.path.open(newline="") as f:
+            rows = [{k: _parse_cell(k, v) for k, v in r.items()} for r in csv.DictReader(f)]
+        return [r for r in rows if r["step"] is not None and r["step"] <= upto]
 
-    def measure(self, model, step: int) -> dict[str, Any]:
-        """Run the test now on ``model`` and return the row (also appended and written)."""
+    def measure(self, model, step: int) -> list[dict[str, Any]]:
+        """Run the test now on ``model``; returns its rows (also appended and written)."""
         from tangentlab.empirical.capture import capture_batch
         from tangentlab.empirical.models import LoadedModel
         from tangentlab.empirical.sites import normalize_site
         from tangentlab.measure import control_test, make_proxy
-        from tangentlab.runs import atomic_write_text
+        from tangentlab.runs import write_results
 
         lm = LoadedModel(model=model, arch=self.arch, family=model.config.model_type, head=True,
                          tie_embeddings=False, path="")
@@ -66,16 +79,18 @@ class InLoopMeasure:
         G = cap.grads[site][rows].double().cpu().numpy()
         Q = make_proxy("pca", n_components=self.rank, random_state=self.seed).fit(H).basis()
         res = control_test(Q, G.T @ G / len(G), self.n_controls, self.seed)
-        row = {"step": int(step), "site": site, "energy_tangent": res.energy,
-               "energy_control_mean": res.control_mean, "enrichment": res.enrichment,
-               "p_value": res.p_value, "oracle": res.oracle, "position": res.position,
-               "loss_per_token": cap.loss_sum / max(cap.n_targets, 1)}
-        self.rows.append(row)
-        text = ",".join(_COLUMNS) + "\n" + "".join(
-            ",".join(str(r[c]) if c == "site" else repr(float(r[c])) if c != "step" else str(r[c])
-                     for c in _COLUMNS) + "\n" for r in self.rows)
-        atomic_write_text(self.path, text)
-        return row
+        values = {"energy_tangent": res.energy, "energy_control_mean": res.control_mean,
+                  "enrichment": res.enrichment, "p_value": res.p_value, "oracle": res.oracle,
+                  "position": res.position,
+                  "loss_per_token": cap.loss_sum / max(cap.n_targets, 1)}
+        new = [{"experiment": "empirical/inloop", "arch": self.arch, "step": int(step),
+                "site": site, "bucket": "all", "method": "pca", "proxy": "refit",
+                "metric": m, "value": float(values[m]), "seed": self.seed,
+                "n": int(cap.n_targets) if m == "loss_per_token" else int(len(G))}
+               for m in INLOOP_METRICS]
+        self.rows.extend(new)
+        write_results(self.rows, self.path)
+        return new
 
     def __call__(self, state) -> None:
         if self.every > 0 and (state.step % self.every == 0 or state.step == self.final_step):

@@ -22,7 +22,10 @@ For every checkpoint (ordered by step) and every site:
    controls' first directions.
 8. **Early / late** aggregates, and each token's centroid trajectory variance against frequency.
 
-docs/empirical.md states every metric and formula.
+The jobs live in separate modules: typed records (``records``), the row plan and capture pass
+(``collect``), the proxy schedule with its pre-pass over the fit window (``proxy_schedule``), the
+metric-row builders (``metrics``) and the causal check's forward passes (``causal``). This module
+holds the config and the orchestration. docs/empirical.md states every metric and formula.
 """
 
 from __future__ import annotations
@@ -34,12 +37,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tangentlab.errors import (
-    CheckpointError,
-    ConfigError,
-    InsufficientSamplesError,
-    RankError,
+from tangentlab.empirical.collect import collect_fit_half, collect_test_half
+from tangentlab.empirical.metrics import (
+    AGGREGATED_METRICS,
+    energy_rows,
+    frequency_rows,
+    isotropy_share_rows,
+    representation_rows,
 )
+from tangentlab.empirical.records import EvalBatch, RowBase, RowPlan, SiteStats
+from tangentlab.errors import CheckpointError, ConfigError, RankError
 
 __all__ = [
     "MeasureConfig",
@@ -47,8 +54,11 @@ __all__ = [
     "AGGREGATED_METRICS",
     "measure_trajectory",
     "resolve_measure_config",
+    "EvalBatch",
+    "RowPlan",
     "SiteStats",
-    "collect_site_stats",
+    "collect_fit_half",
+    "collect_test_half",
     "energy_rows",
     "isotropy_share_rows",
     "representation_rows",
@@ -62,20 +72,28 @@ class MeasureConfig:
 
     Sites and proxy: ``sites`` (comma list; negative block indices count from the end),
     ``rank`` r (needs 2r ≤ d for the controls), ``proxy`` (pca|seminmf|ica|sae),
-    ``fit_fraction`` (fixed-proxy window by step), ``refit`` (also refit per checkpoint),
+    ``fit_fraction`` (fixed-proxy window: steps ≤ fit_fraction × last step, each checkpoint
+    weighted by the span of steps it stands for), ``refit`` (also refit per checkpoint),
     ``exclude_positions`` (positions left out of proxy fitting and distance statistics).
-    Statistics: ``n_controls``, ``n_boot``, ``confidence``, ``n_buckets`` (quantile buckets of
-    log-frequency over eval occurrences), ``spread_k`` (equal-size subsample for the spread),
-    ``sample_rows`` (activation rows kept per checkpoint and site).
-    Token budget: ``n_batches`` × ``batch_size`` × ``seq_len`` tokens per checkpoint
-    (``seq_len`` 0 = the training seq_len, else 128, capped by the model's positions).
+    Eval batches: ``n_batches`` × ``batch_size`` × ``seq_len`` tokens per checkpoint (``seq_len``
+    0 = the training seq_len, else 128, capped by the model's positions), split by a seeded
+    permutation into a fit half (activations) and a test half (gradients); the intervals resample
+    the test half's batches, so keep n_batches ≥ 64 for ≥ 32 test batches.
+    Statistics: ``n_controls`` (controls of the point estimate and of each bootstrap redraw),
+    ``control_pool`` (the pool they are redrawn from), ``n_boot``, ``confidence``, ``interval``
+    (bootstrap|bca|jackknife), ``n_buckets`` (quantile buckets of log-frequency over eval
+    occurrences), ``spread_k`` (occurrences per token in the equal-size spread), ``sample_rows``
+    (activation rows kept per checkpoint and site), ``forced_tol`` (a gradient direction counts
+    as forced by a normalization layer when max |cos| < forced_tol).
     Causal check: ``causal`` on/off, ``causal_checkpoints`` (how many checkpoints, spread over the
-    trajectory, always the first and last), ``causal_controls``, ``causal_batches``,
+    trajectory, always the first and last), ``causal_controls`` (complement controls, and as
+    many variance-matched ones), ``causal_batches`` (the first test batches, at most the whole
+    test half; the bootstrap units),
     ``steer_sizes`` (step sizes in units of the site's RMS activation norm).
-    Other: ``early_fraction`` (early = 0 < step ≤ early_fraction × last step), ``corpus`` (empty:
-    the training run's corpus, else wikipedia), ``max_checkpoints`` (0 = all), ``threads`` (torch
-    intra-op threads; 0 = the training run's ``threads`` if recorded, else torch's default),
-    ``seed``.
+    Other: ``early_fraction`` (early = 0 < step ≤ early_fraction × last step, weighted by step
+    span), ``corpus`` (empty: the training run's corpus, else wikipedia), ``max_checkpoints``
+    (0 = all), ``threads`` (torch intra-op threads; 0 = the training run's ``threads`` if
+    recorded, else torch's default), ``seed``.
     """
 
     sites: tuple[str, ...] = ("blocks.0.resid_post", "blocks.-1.resid_post")
@@ -85,18 +103,21 @@ class MeasureConfig:
     refit: bool = True
     exclude_positions: tuple[int, ...] = ()
     n_controls: int = 20
-    n_boot: int = 200
+    control_pool: int = 200
+    n_boot: int = 1000
     confidence: float = 0.95
+    interval: str = "bootstrap"
     n_buckets: int = 5
     spread_k: int = 4
     sample_rows: int = 4096
-    n_batches: int = 8
-    batch_size: int = 16
+    forced_tol: float = 1e-3
+    n_batches: int = 64
+    batch_size: int = 4
     seq_len: int = 0
     causal: bool = True
     causal_checkpoints: int = 4
     causal_controls: int = 5
-    causal_batches: int = 2
+    causal_batches: int = 8
     steer_sizes: tuple[float, ...] = (0.25, 1.0)
     early_fraction: float = 0.3
     corpus: str = ""
@@ -114,8 +135,17 @@ class MeasureConfig:
             problems.append("fit_fraction must be in [0, 1]")
         if self.n_controls < 1 or self.n_boot < 2:
             problems.append("n_controls must be >= 1 and n_boot >= 2")
-        if self.n_batches < 2:
-            problems.append("n_batches must be >= 2 (the bootstrap resamples batches)")
+        if self.control_pool < self.n_controls:
+            problems.append(f"control_pool must be >= n_controls ({self.n_controls}), got "
+                            f"{self.control_pool}; the bootstrap redraws controls from the pool")
+        if self.interval not in ("bootstrap", "bca", "jackknife"):
+            problems.append(f"interval must be bootstrap, bca or jackknife, got {self.interval!r}")
+        if not 0 < self.forced_tol < 1:
+            problems.append(f"forced_tol must be in (0, 1), got {self.forced_tol}")
+        if self.n_batches < 4:
+            problems.append(f"n_batches must be >= 4 (a fit half and a test half of at least 2 "
+                            f"batches each; the bootstrap resamples test batches), got "
+                            f"{self.n_batches}")
         if self.batch_size < 1 or self.seq_len < 0 or self.sample_rows < 16:
             problems.append("batch_size >= 1, seq_len >= 0, sample_rows >= 16")
         if self.spread_k < 2 or self.n_buckets < 1:
@@ -128,381 +158,12 @@ class MeasureConfig:
             raise ConfigError("invalid measure config: " + "; ".join(problems))
 
 
-#: Overrides for the ``reproduce --quick`` path: a measure of a ``tiny`` trajectory in seconds.
+#: Overrides for the ``reproduce --quick`` path: a measure of a ``tiny`` trajectory in seconds
+#: (8 test batches: intervals wider and less reliable than the default's 32).
 QUICK_MEASURE: dict[str, Any] = {
-    "n_batches": 4, "batch_size": 8, "sample_rows": 1024, "n_boot": 100,
-    "causal_checkpoints": 2, "causal_batches": 1,
+    "n_batches": 16, "batch_size": 4, "sample_rows": 1024, "n_boot": 200,
+    "causal_checkpoints": 2, "causal_batches": 4,
 }
-
-
-#: Metrics averaged into the ``early`` / ``late`` rows (fixed proxy, every bucket).
-AGGREGATED_METRICS = (
-    "energy_tangent", "energy_control_mean", "enrichment", "p_value", "position",
-    "delta_isoscore_tangent", "delta_isoscore_control_mean", "freq_distance_pearson",
-    "freq_distance_spearman", "ablation_loss_tangent", "ablation_loss_control_mean",
-    "representation_isoscore_star", "representation_mean_cosine",
-)
-
-
-# --------------------------------------------------------------------------------------------
-# Capture and streaming statistics
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass
-class SiteStats:
-    """Streaming statistics of one site at one checkpoint (all float64, bounded memory).
-
-    ``grad`` / ``act``: MomentAccumulator of gradient / activation rows (grad grouped by bucket);
-    ``batch_sums``: (B, d, d) per-batch Σ g gᵀ; ``bucket_batch_sums``: {label: (B, d, d)};
-    ``sample``: (n_s, d) activation rows (fixed row selection), ``sample_tokens`` their ids;
-    ``tok_sum`` (U, d), ``tok_sq`` (U,), ``tok_n`` (U,): per-token Σh, Σ‖h‖², count over
-    non-excluded rows (U = distinct eval tokens, ``uniq`` their ids); ``tok_first`` (U, k, d) the
-    first k occurrences; ``loss_sum`` / ``n_targets`` the clean loss.
-    """
-
-    grad: Any
-    act: Any
-    batch_sums: Any
-    bucket_batch_sums: dict
-    sample: Any
-    sample_tokens: Any
-    tok_sum: Any
-    tok_sq: Any
-    tok_n: Any
-    tok_first: Any
-    loss_sum: float = 0.0
-    n_targets: int = 0
-
-
-def _row_plan(eval_data, arch: str, cfg: MeasureConfig):
-    """Per batch: row mask (B, T), token ids of rows, bucket index of rows, 'kept' mask for
-    fitting/distances (excluded positions removed), and the fixed sample selection."""
-    import numpy as np
-    import torch
-
-    plans = []
-    for inp, _lab, _masked, orig in eval_data.batches:
-        rows = torch.ones_like(inp, dtype=torch.bool)
-        if arch == "decoder":
-            rows[:, -1] = False
-        T = inp.shape[1]
-        pos = torch.arange(T)[None, :].expand_as(inp)
-        keep = torch.ones_like(rows)
-        for p in cfg.exclude_positions:
-            keep &= pos != (p % T)
-        tok = orig[rows].numpy()
-        kept = keep[rows].numpy()
-        bucket = np.searchsorted(eval_data.edges, np.log1p(eval_data.counts[tok]), side="right")
-        plans.append({"rows": rows, "tok": tok, "kept": kept, "bucket": bucket})
-    total_kept = sum(int(p["kept"].sum()) for p in plans)
-    rng = np.random.default_rng([cfg.seed, 7])
-    n_s = min(cfg.sample_rows, total_kept)
-    chosen = np.zeros(total_kept, dtype=bool)
-    chosen[rng.choice(total_kept, size=n_s, replace=False)] = True
-    offset = 0
-    for p in plans:
-        k = int(p["kept"].sum())
-        p["sample"] = chosen[offset:offset + k]
-        offset += k
-    uniq = np.unique(np.concatenate([p["tok"][p["kept"]] for p in plans]))
-    return plans, uniq
-
-
-def collect_site_stats(loaded, sites, eval_data, plans, uniq, cfg: MeasureConfig, *,
-                       with_grads: bool = True) -> dict[str, SiteStats]:
-    """Run the capture over the fixed eval batches; returns {site: SiteStats}."""
-    import numpy as np
-    import torch
-
-    from tangentlab.empirical.capture import capture_batch
-    from tangentlab.measure import MomentAccumulator
-
-    stats: dict[str, SiteStats] = {}
-    labels = eval_data.labels
-    U = len(uniq)
-    k = cfg.spread_k
-    for b, (batch, plan) in enumerate(zip(eval_data.batches, plans, strict=True)):
-        inp, lab, masked, _orig = batch
-        cap = capture_batch(loaded, sites, inp, lab, masked=masked, grads=with_grads)
-        rows = plan["rows"].to(cap.rows.device)
-        if not torch.equal(rows & cap.rows, rows):
-            rows = rows & cap.rows
-        tok_idx = np.searchsorted(uniq, plan["tok"])
-        kept = plan["kept"]
-        blabels = np.asarray(labels, dtype=object)[plan["bucket"]]
-        for site in cap.acts:
-            H = cap.acts[site][rows].to(torch.float64).cpu()
-            d = H.shape[1]
-            if site not in stats:
-                stats[site] = SiteStats(
-                    grad=MomentAccumulator(d, groups=labels), act=MomentAccumulator(d),
-                    batch_sums=np.zeros((len(plans), d, d)),
-                    bucket_batch_sums={lb: np.zeros((len(plans), d, d)) for lb in labels},
-                    sample=[], sample_tokens=[], tok_sum=np.zeros((U, d)), tok_sq=np.zeros(U),
-                    tok_n=np.zeros(U, dtype=np.int64), tok_first=np.zeros((U, k, d)),
-                )
-            st = stats[site]
-            st.act.update(H)
-            if site in cap.grads:
-                G = cap.grads[site][rows].to(torch.float64).cpu()
-                st.grad.update(G, groups=blabels)
-                st.batch_sums[b] = (G.T @ G).numpy()
-                for j, lb in enumerate(labels):
-                    sel = torch.from_numpy(np.flatnonzero(plan["bucket"] == j))
-                    if sel.numel():
-                        Gj = G.index_select(0, sel)
-                        st.bucket_batch_sums[lb][b] = (Gj.T @ Gj).numpy()
-            Hk = H.numpy()[kept]
-            tk = tok_idx[kept]
-            st.sample.append(Hk[plan["sample"]])
-            st.sample_tokens.append(plan["tok"][kept][plan["sample"]])
-            np.add.at(st.tok_sum, tk, Hk)
-            np.add.at(st.tok_sq, tk, np.einsum("nd,nd->n", Hk, Hk))
-            # first k occurrences of each token: occurrence index = earlier count + rank in batch
-            order = np.argsort(tk, kind="stable")
-            sorted_t = tk[order]
-            start = np.r_[0, np.flatnonzero(np.diff(sorted_t)) + 1]
-            rank = np.arange(len(tk)) - np.repeat(start, np.diff(np.r_[start, len(tk)]))
-            occ = np.empty(len(tk), dtype=np.int64)
-            occ[order] = rank
-            occ += st.tok_n[tk]
-            sel = occ < k
-            st.tok_first[tk[sel], occ[sel]] = Hk[sel]
-            st.tok_n += np.bincount(tk, minlength=U)
-        for st in stats.values():
-            if not math.isnan(cap.loss_sum):
-                st.loss_sum += cap.loss_sum
-                st.n_targets += cap.n_targets
-    for st in stats.values():
-        st.sample = np.concatenate(st.sample)
-        st.sample_tokens = np.concatenate(st.sample_tokens)
-    return stats
-
-
-# --------------------------------------------------------------------------------------------
-# Metrics of one checkpoint and site
-# --------------------------------------------------------------------------------------------
-
-
-def _row(base: Mapping[str, Any], metric: str, value: Any, **extra: Any) -> dict[str, Any]:
-    r = dict(base)
-    r["metric"] = metric
-    r["value"] = float(value) if value is not None else float("nan")
-    r.update(extra)
-    return r
-
-
-def energy_rows(Q, st: SiteStats, cfg: MeasureConfig, base: Mapping[str, Any]) -> list[dict]:
-    """Energy-test rows (overall and per bucket) for basis ``Q`` (d, r) on ``st``'s gradients."""
-    import numpy as np
-
-    from tangentlab.measure import control_test
-
-    out = []
-    groups = [("all", None, st.batch_sums)] + [
-        (lb, lb, st.bucket_batch_sums[lb]) for lb in st.grad.group_labels
-        if st.grad.group_count(lb) >= 2
-    ]
-    for label, group, batches in groups:
-        C = st.grad.second_moment(group)
-        if np.trace(C) <= 0:
-            continue
-        n = st.grad.count if group is None else st.grad.group_count(group)
-        nonzero = int(np.sum(np.einsum("bii->b", batches) > 0))
-        res = control_test(Q, C, cfg.n_controls, cfg.seed,
-                           batches=batches if nonzero >= 2 else None,
-                           n_boot=cfg.n_boot, confidence=cfg.confidence)
-        b = dict(base, bucket=label, n=n)
-        rel = res.controls / res.control_mean if res.control_mean > 0 else res.controls * np.nan
-        out += [
-            _row(b, "energy_tangent", res.energy, ci_low=res.energy_ci_low, ci_high=res.energy_ci_high),
-            _row(b, "energy_control_mean", res.control_mean,
-                 ci_low=float(np.min(res.controls)), ci_high=float(np.max(res.controls))),
-            _row(b, "enrichment", res.enrichment, ci_low=res.enrichment_ci_low,
-                 ci_high=res.enrichment_ci_high),
-            _row(b, "enrichment_ci_low", res.enrichment_ci_low),
-            _row(b, "enrichment_ci_high", res.enrichment_ci_high),
-            _row(b, "control_enrichment_low", float(np.min(rel))),
-            _row(b, "control_enrichment_high", float(np.max(rel))),
-            _row(b, "p_value", res.p_value),
-            _row(b, "baseline", res.baseline),
-            _row(b, "oracle", res.oracle),
-            _row(b, "position", res.position),
-        ]
-    return out
-
-
-def isotropy_share_rows(Q, st: SiteStats, cfg: MeasureConfig, base: Mapping[str, Any]) -> list[dict]:
-    """IsoScore* of the gradient covariance, and its change after projecting out Q vs controls."""
-    import numpy as np
-
-    from tangentlab.measure import complement_basis, isoscore_star, normal_controls
-
-    cov = st.grad.covariance()
-    before = isoscore_star(cov=cov)
-
-    def after(basis) -> float:
-        B = complement_basis(basis)
-        return isoscore_star(cov=B.T @ cov @ B)
-
-    d_t = after(Q) - before
-    d_n = np.array([after(c) - before for c in normal_controls(Q, cfg.n_controls, cfg.seed)])
-    lo, hi = np.quantile(d_n, [0.025, 0.975])
-    b = dict(base, bucket="all", n=st.grad.count)
-    return [
-        _row(b, "grad_isoscore_star", before),
-        _row(b, "delta_isoscore_tangent", d_t),
-        _row(b, "delta_isoscore_control_mean", float(d_n.mean()), ci_low=float(lo), ci_high=float(hi)),
-        _row(b, "delta_isoscore_p_value", (1 + int(np.sum(d_n >= d_t))) / (1 + len(d_n))),
-    ]
-
-
-def representation_rows(st: SiteStats, cfg: MeasureConfig, base: Mapping[str, Any]) -> list[dict]:
-    """IsoScore*, mean cosine (on the row sample) and effective rank (σ variant, centred)."""
-    import numpy as np
-
-    from tangentlab.measure import effective_rank, isoscore_star, mean_cosine
-
-    cov = st.act.covariance()
-    b = dict(base, bucket="all", n=st.act.count)
-    sample = st.sample[np.linalg.norm(st.sample, axis=1) > 0]
-    return [
-        _row(b, "representation_isoscore_star", isoscore_star(cov=cov)),
-        _row(b, "representation_mean_cosine",
-             mean_cosine(sample, seed=cfg.seed) if len(sample) >= 2 else float("nan"),
-             n=len(sample)),
-        _row(b, "representation_effective_rank", effective_rank(cov=cov, variant="sigma"),
-             variant="sigma,centred"),
-        _row(b, "representation_rms_norm", math.sqrt(float(np.trace(st.act.second_moment())))),
-    ]
-
-
-def _corr_with_ci(x, y, cfg: MeasureConfig):
-    """Pearson r, Spearman ρ and their bootstrap (over tokens) percentile intervals."""
-    import numpy as np
-    from scipy import stats as sps
-
-    from tangentlab.measure import bootstrap_ci
-
-    n = len(x)
-    if n < 4 or np.ptp(x) == 0 or np.ptp(y) == 0:
-        nan = float("nan")
-        return {"pearson": (nan, nan, nan), "spearman": (nan, nan, nan)}
-    rng = np.random.default_rng([cfg.seed, 11])
-    idx = rng.integers(0, n, size=(cfg.n_boot, n))
-    X, Y = x[idx], y[idx]
-
-    def rowcorr(A, B):
-        A = A - A.mean(axis=1, keepdims=True)
-        B = B - B.mean(axis=1, keepdims=True)
-        den = np.sqrt((A * A).sum(axis=1) * (B * B).sum(axis=1))
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return np.where(den > 0, (A * B).sum(axis=1) / den, np.nan)
-
-    reps = {"pearson": rowcorr(X, Y),
-            "spearman": rowcorr(sps.rankdata(X, axis=1), sps.rankdata(Y, axis=1))}
-    point = {"pearson": float(np.corrcoef(x, y)[0, 1]),
-             "spearman": float(sps.spearmanr(x, y).statistic)}
-    out = {}
-    for name in ("pearson", "spearman"):
-        try:
-            lo, hi = bootstrap_ci(reps[name], cfg.confidence)
-        except InsufficientSamplesError:
-            lo = hi = float("nan")
-        out[name] = (point[name], lo, hi)
-    return out
-
-
-def frequency_rows(st: SiteStats, counts, uniq, cfg: MeasureConfig, base: Mapping[str, Any]):
-    """Log-frequency vs spread correlations; returns (rows, per-token scatter data)."""
-    import numpy as np
-
-    k = cfg.spread_k
-    logf = np.log1p(counts[uniq]).astype(np.float64)
-    n = st.tok_n
-    # equal-size subsample: mean distance of the first k occurrences to their own centroid
-    ok = n >= k
-    first = st.tok_first[ok]
-    cen = first.mean(axis=1, keepdims=True)
-    spread_k = np.linalg.norm(first - cen, axis=2).mean(axis=1)
-    # raw (biased) RMS distance over all occurrences, and the unbiased variance estimate
-    ok2 = n >= 2
-    mean = st.tok_sum[ok2] / n[ok2, None]
-    ss = np.maximum(st.tok_sq[ok2] - n[ok2] * np.einsum("ud,ud->u", mean, mean), 0.0)
-    raw = np.sqrt(ss / n[ok2])
-    unbiased = ss / (n[ok2] - 1)
-    rows = []
-    b = dict(base, bucket="all")
-    for tag, x, y in (("", logf[ok], spread_k), ("_raw", logf[ok2], raw),
-                      ("_unbiased", logf[ok2], unbiased)):
-        c = _corr_with_ci(x, y, cfg)
-        for name in ("pearson", "spearman"):
-            v, lo, hi = c[name]
-            rows.append(_row(b, f"freq_distance{tag}_{name}", v, ci_low=lo, ci_high=hi, n=len(x)))
-    return rows, {"logf": logf[ok], "spread": spread_k}
-
-
-def _causal_rows(lm, site: str, Q, st: SiteStats, eval_data, cfg: MeasureConfig,
-                 base: Mapping[str, Any]) -> list[dict]:
-    """Mean-ablation and steering along span(Q) vs matched controls: change in loss per token.
-
-    Variants (all in one stacked pass per batch): clean; mean-ablate span(Q); mean-ablate each of
-    the first ``causal_controls`` controls; for each step size α: shift by α·rms·q₁ (Q's first
-    column) and by α·rms·c₁ (each control's first column), rms = RMS activation norm at the site.
-    """
-    import numpy as np
-
-    from tangentlab.empirical.capture import edited_losses
-    from tangentlab.measure import normal_controls
-
-    d, r = Q.shape
-    rms = math.sqrt(float(np.trace(st.act.second_moment())))
-    ctrls = normal_controls(Q, cfg.n_controls, cfg.seed)[: cfg.causal_controls]
-    subspaces = [Q] + list(ctrls)  # tangent first
-    bases, shifts = [np.zeros((d, r))], [np.zeros(d)]
-    bases += subspaces
-    shifts += [np.zeros(d)] * len(subspaces)
-    for alpha in cfg.steer_sizes:
-        for S in subspaces:
-            bases.append(np.zeros((d, r)))
-            shifts.append(alpha * rms * S[:, 0])
-    tot = np.zeros(len(bases))
-    cnt = np.zeros(len(bases))
-    for inp, lab, _masked, _ in eval_data.batches[: cfg.causal_batches]:
-        lsum, n = edited_losses(lm, site, inp, lab, bases=np.stack(bases), shifts=np.stack(shifts),
-                                mu=st.act.mean())
-        tot += lsum
-        cnt += n
-    loss = tot / np.maximum(cnt, 1)
-    clean = loss[0]
-    m = len(subspaces)
-    abl = loss[1:1 + m] - clean
-    b = dict(base, bucket="all", n=int(cnt[0]))
-    rows = [
-        _row(b, "causal_loss_clean", clean),
-        _row(b, "ablation_loss_tangent", abl[0]),
-        _row(b, "ablation_loss_control_mean", float(abl[1:].mean()), ci_low=float(abl[1:].min()),
-             ci_high=float(abl[1:].max())),
-    ]
-    for j, alpha in enumerate(cfg.steer_sizes):
-        st_ = loss[1 + m * (j + 1): 1 + m * (j + 2)] - clean
-        rows += [
-            _row(b, "steer_loss_tangent", st_[0], step_size=float(alpha)),
-            _row(b, "steer_loss_control_mean", float(st_[1:].mean()), ci_low=float(st_[1:].min()),
-                 ci_high=float(st_[1:].max()), step_size=float(alpha)),
-        ]
-    return rows
-
-
-# --------------------------------------------------------------------------------------------
-# The whole trajectory
-# --------------------------------------------------------------------------------------------
-
-
-def _layer_of(site: str):
-    m = re.match(r"blocks\.(\d+)\.", site)
-    return int(m.group(1)) if m else None
 
 
 def _spread_indices(n: int, k: int) -> set[int]:
@@ -550,41 +211,226 @@ def _eval_inputs(traj, tokenizer, cfg: MeasureConfig, vocab: int):
     return eval_texts, counts, source, corpus
 
 
-def _aggregate(rows: list[dict], cfg: MeasureConfig, max_step: int) -> list[dict]:
-    import numpy as np
 
-    cut = cfg.early_fraction * max_step
-    groups: dict[tuple, dict[str, list]] = {}
-    keep = {}
-    for r in rows:
-        if r["metric"] not in AGGREGATED_METRICS or r.get("proxy") not in (None, "fixed"):
-            continue
-        if not isinstance(r.get("step"), int) or r["step"] == 0:
-            continue
-        phase = "early" if r["step"] <= cut else "late"
-        key = (r["site"], r["bucket"], r["metric"], r.get("step_size"))
-        groups.setdefault(key, {"early": [], "late": []})[phase].append(r["value"])
-        keep[key] = r
-    out = []
-    for key, phases in groups.items():
-        for phase, vals in phases.items():
-            v = np.asarray([x for x in vals if x == x], dtype=float)
-            if not v.size:
-                continue
-            base = {k: keep[key].get(k) for k in ("experiment", "model", "arch", "layer", "site",
-                                                   "bucket", "method", "proxy", "seed")}
-            out.append(_row(dict(base, checkpoint=phase, step=None), key[2], float(v.mean()),
-                            ci_low=float(v.min()), ci_high=float(v.max()), n=int(v.size)))
-    return out
+
+def _layer_of(site: str):
+    m = re.match(r"blocks\.(\d+)\.", site)
+    return int(m.group(1)) if m else None
 
 
 def resolve_measure_config(overrides=None, config_path=None, seed=None) -> MeasureConfig:
+    """The measure config: defaults, then the TOML file's ``[measure]`` table, then ``overrides``."""
     from tangentlab.config import load_config
 
     ov = dict(overrides or {})
     if seed is not None:
         ov.setdefault("seed", seed)
     return load_config(MeasureConfig, config_path, ov, section="measure")
+
+
+@dataclass(frozen=True)
+class _Setup:
+    """What every checkpoint of one trajectory shares: the first model, sites and eval rows."""
+
+    first: Any
+    first_name: str
+    tokenizer: Any
+    sites: tuple[str, ...]
+    d: int
+    eval_data: Any
+    plans: tuple[RowPlan, ...]
+    uniq: Any
+    seq_len: int
+    corpus: str
+
+
+def _prepare(traj, cks, cfg: MeasureConfig, dev: str, timer) -> _Setup:
+    """Load the first checkpoint and its tokenizer, resolve the sites, build the eval rows."""
+    from tangentlab.empirical.collect import plan_rows
+    from tangentlab.empirical.data import make_eval_data
+    from tangentlab.empirical.models import load_model
+    from tangentlab.empirical.sites import normalize_site
+    from tangentlab.empirical.tokenizer import load_tokenizer
+
+    with timer("load"):
+        first = load_model(cks[0].path, device=dev, gguf_file=cks[0].gguf_file)
+        if cks[0].gguf_file:
+            from transformers import AutoTokenizer
+
+            tokenizer = AutoTokenizer.from_pretrained(str(cks[0].path), gguf_file=cks[0].gguf_file)
+        else:
+            tokenizer = load_tokenizer(traj.tokenizer_dir)
+    sites = tuple(normalize_site(first.model, s) for s in cfg.sites)
+    if len(set(sites)) != len(sites):
+        raise ConfigError(f"sites {cfg.sites} name the same site twice")
+    d = int(first.model.config.hidden_size)
+    if 2 * cfg.rank > d:
+        raise RankError(
+            f"rank {cfg.rank} is too large for hidden size d={d}: the matched-rank controls "
+            f"need 2r <= d, so use rank <= {d // 2}"
+        )
+    with timer("data"):
+        texts, counts, freq_source, corpus = _eval_inputs(traj, tokenizer, cfg, len(tokenizer))
+        mc = first.model.config
+        max_pos = getattr(mc, "max_position_embeddings", getattr(mc, "n_positions", 512))
+        seq_len = min(cfg.seq_len or int(traj.train_config.get("seq_len", 128)), int(max_pos))
+        eval_data = make_eval_data(
+            tokenizer, first.arch, texts=texts, counts=counts, frequency_source=freq_source,
+            n_batches=cfg.n_batches, batch_size=cfg.batch_size, seq_len=seq_len,
+            seed=cfg.seed, n_buckets=cfg.n_buckets,
+        )
+        plans, uniq = plan_rows(eval_data, first.arch, exclude_positions=cfg.exclude_positions,
+                                sample_rows=cfg.sample_rows, seed=cfg.seed)
+    return _Setup(first=first, first_name=cks[0].name, tokenizer=tokenizer, sites=sites, d=d, eval_data=eval_data,
+                  plans=tuple(plans), uniq=uniq, seq_len=seq_len, corpus=corpus)
+
+
+def _load(setup: _Setup, ck, dev: str):
+    """The model of checkpoint ``ck`` (the first one is already loaded)."""
+    from tangentlab.empirical.models import load_like
+
+    if ck.name == setup.first_name:
+        return setup.first
+    lm = load_like(setup.first, ck.path, device=dev)
+    if lm.arch != setup.first.arch:
+        raise CheckpointError(
+            f"checkpoint {ck.name!r} is a {lm.arch} but the trajectory is a {setup.first.arch}; "
+            "a trajectory cannot mix architectures")
+    return lm
+
+
+def _fixed_proxies(setup: _Setup, schedule, cks, dev: str, timer) -> dict[str, Any]:
+    """The pre-pass: forward passes over the fit half of the fit-window checkpoints, then the
+    fixed proxy of each site from their samples (weighted by step span)."""
+    samples: dict[str, dict[int, Any]] = {s: {} for s in setup.sites}
+    for ck in cks:
+        if not schedule.in_window(ck.step):
+            continue
+        with timer("load"):
+            lm = _load(setup, ck, dev)
+        with timer("capture"):
+            got = collect_fit_half(lm, setup.sites, setup.eval_data, setup.plans, setup.uniq,
+                                   sample_only=True)
+        for site in setup.sites:
+            samples[site][ck.step] = got[site].sample
+    with timer("proxy_fit"):
+        return {site: schedule.fit_fixed(samples[site]) for site in setup.sites}
+
+
+def _ones_space(d: int):
+    """The complement of 𝟙: ComplementSpace with basis U (d, d − 1)."""
+    import numpy as np
+
+    from tangentlab.measure import complement_space
+
+    return complement_space(np.ones((d, 1)) / math.sqrt(d))
+
+
+def _tested_subspaces(proxies, cfg: MeasureConfig, ones) -> tuple[dict, dict]:
+    """{proxy: (Q, pool)} and the 𝟙-constrained {proxy: (Qc, poolc)} of one site."""
+    from tangentlab.measure import normal_controls, restrict_to_complement
+
+    named = {"fixed": proxies.fixed}
+    if proxies.refit is not None:
+        named["refit"] = proxies.refit
+    plain = {k: (Q, normal_controls(Q, cfg.control_pool, cfg.seed)) for k, Q in named.items()}
+    constrained = {}
+    for k, Q in named.items():
+        Qc = restrict_to_complement(Q, ones)
+        constrained[k] = (Qc, normal_controls(Qc, cfg.control_pool, cfg.seed))
+    return plain, constrained
+
+
+def _site_rows(lm, st: SiteStats, proxies, tested, base: RowBase, setup: _Setup,
+               cfg: MeasureConfig, *, causal: bool, ones, timer) -> tuple[list[dict], dict]:
+    """Every row of one (checkpoint, site), and its frequency scatter data."""
+    import numpy as np
+
+    from tangentlab.empirical.causal import causal_losses
+    from tangentlab.empirical.metrics import (
+        causal_rows,
+        drift_rows,
+        forced_direction_rows,
+        loss_rows,
+        reachable_rows,
+    )
+    from tangentlab.errors import RankError
+    from tangentlab.measure import normal_controls, variance_matched_controls
+
+    with timer("metrics"):
+        rows = loss_rows(st, base) + representation_rows(st, cfg, base)
+        frows, scatter = frequency_rows(st, setup.eval_data.counts, setup.uniq, cfg, base)
+        rows += frows
+        if proxies is not None:
+            plain, _ = tested
+            for label, (Q, _pool) in plain.items():
+                pb = base.with_(proxy=label)
+                rows += energy_rows(st, label, cfg, pb) + isotropy_share_rows(Q, st, cfg, pb)
+            rows += drift_rows(proxies, base)
+            rows += forced_direction_rows(st, base, cfg.forced_tol)
+            f = st.forced
+            for label, (Q, pool) in plain.items():
+                pb = base.with_(proxy=label)
+                if f.get("ones_max", 1.0) < cfg.forced_tol:
+                    rows += energy_rows(st, label, cfg, pb, constrained=True, U=ones.basis)
+                per_row = ("centred" if f.get("centred_max", 1.0) < cfg.forced_tol else
+                           "raw" if f.get("raw_max", 1.0) < cfg.forced_tol else None)
+                if per_row is not None:
+                    rows += reachable_rows(st, label, Q, pool, per_row, cfg, pb)
+    if causal and proxies is not None:
+        with timer("causal"):
+            Q = proxies.fixed
+            cov = st.act.covariance()
+            complement = normal_controls(Q, cfg.n_controls, cfg.seed)[: cfg.causal_controls]
+            try:
+                matched = variance_matched_controls(Q, cov, cfg.causal_controls, cfg.seed).bases
+            except RankError:  # the complement holds less variance than Q: no match possible
+                matched = np.zeros((0, Q.shape[0], Q.shape[1]))
+            cl = causal_losses(lm, base.site, Q, complement, matched,
+                               rms=math.sqrt(float(np.trace(st.act.second_moment()))),
+                               mu=st.act.mean(), cov=cov,
+                               batches=setup.eval_data.test_batches[: cfg.causal_batches],
+                               steer_sizes=cfg.steer_sizes)
+            rows += causal_rows(cl, cfg, base.with_(proxy="fixed"))
+    return rows, scatter
+
+
+def _centroids(st: SiteStats, cfg: MeasureConfig):
+    """(tokens, equal-size centroids / rms) and all-occurrence centroids / rms (U, d)."""
+    import numpy as np
+
+    from tangentlab.errors import InsufficientSamplesError
+    from tangentlab.measure import equal_size_centroids
+
+    rms = max(math.sqrt(float(np.trace(st.act.second_moment()))), 1e-30)
+    try:
+        tokens, cen = equal_size_centroids(st.geo_rows, st.geo_tokens, cfg.spread_k,
+                                           [cfg.seed, 19])
+    except InsufficientSamplesError:
+        tokens, cen = np.zeros(0, dtype=np.int64), np.zeros((0, st.tok_sum.shape[1]))
+    raw = st.tok_sum / np.maximum(st.tok_n, 1)[:, None]
+    return tokens, cen / rms, raw / rms
+
+
+def _trajectory_site_rows(site: str, cents: list, st_last: SiteStats, setup: _Setup,
+                          cfg: MeasureConfig, base: RowBase) -> list[dict]:
+    """Centroid-trajectory variance against log-frequency: equal-size, then raw."""
+    import numpy as np
+
+    from tangentlab.empirical.metrics import trajectory_rows
+
+    counts = setup.eval_data.counts
+    tokens = cents[0][0]
+    if all(np.array_equal(c[0], tokens) for c in cents) and len(tokens):
+        rows = trajectory_rows(np.stack([c[1] for c in cents]),
+                               np.log1p(counts[tokens]).astype(float), base, cfg)
+    else:
+        rows = trajectory_rows(np.zeros((len(cents), 0, setup.d)), np.zeros(0), base, cfg)
+    ok = st_last.tok_n >= cfg.spread_k
+    raw = np.stack([c[2] for c in cents])[:, ok]
+    rows += trajectory_rows(raw, np.log1p(counts[setup.uniq[ok]]).astype(float), base, cfg,
+                            raw=True)
+    return rows
 
 
 def measure_trajectory(
@@ -597,32 +443,21 @@ def measure_trajectory(
     config_path: str | Path | None = None,
     gguf: bool = False,
 ) -> Path:
-    """Run the protocol over ``trajectory`` and write ``results.csv``, ``manifest.json`` and
-    figures to ``out_dir`` (built atomically: a failure leaves no partial output).
+    """Run the protocol over ``trajectory``; write ``results.csv``, ``manifest.json`` and figures.
 
-    Returns the run directory. See the module docstring and docs/empirical.md.
+    ``out_dir`` is built atomically (a failure leaves no partial output). Returns the run
+    directory. See the module docstring and docs/empirical.md.
     """
-    import numpy as np
     import torch
-    from threadpoolctl import threadpool_limits
 
-    from tangentlab._runtime import torch_threads
-    from tangentlab.empirical.data import make_eval_data
-    from tangentlab.empirical.figures import enrichment_figure, frequency_figure
-    from tangentlab.empirical.models import load_like, load_model, resolve_device
-    from tangentlab.empirical.sites import normalize_site, site_semantics
-    from tangentlab.empirical.tokenizer import load_tokenizer
+    from tangentlab._runtime import single_blas_thread, torch_threads
+    from tangentlab.empirical.collect import merge_halves
+    from tangentlab.empirical.metrics import aggregate_rows
+    from tangentlab.empirical.models import resolve_device
+    from tangentlab.empirical.proxy_schedule import ProxySchedule
     from tangentlab.empirical.trajectory import resolve_trajectory
-    from tangentlab.measure import make_proxy, subspace_drift
     from tangentlab.progress import progress
-    from tangentlab.runs import (
-        RESULTS_NAME,
-        Timer,
-        atomic_directory,
-        build_manifest,
-        write_manifest,
-        write_results,
-    )
+    from tangentlab.runs import RESULTS_NAME, Timer, atomic_directory
 
     cfg = resolve_measure_config(overrides, config_path, seed)
     traj = resolve_trajectory(trajectory, gguf=gguf)
@@ -634,167 +469,116 @@ def measure_trajectory(
     torch.manual_seed(cfg.seed)
     threads = cfg.threads or int(traj.train_config.get("threads", 0) or 0)
 
-    with threadpool_limits(limits=1, user_api="blas"), torch_threads(threads), \
-            atomic_directory(out_dir) as tmp:
-        with timer("load"):
-            first = load_model(cks[0].path, device=dev, gguf_file=cks[0].gguf_file)
-            if cks[0].gguf_file:
-                from transformers import AutoTokenizer
-
-                tokenizer = AutoTokenizer.from_pretrained(str(cks[0].path), gguf_file=cks[0].gguf_file)
-            else:
-                tokenizer = load_tokenizer(traj.tokenizer_dir)
-        sites = [normalize_site(first.model, s) for s in cfg.sites]
-        if len(set(sites)) != len(sites):
-            raise ConfigError(f"sites {cfg.sites} name the same site twice")
-        d = int(first.model.config.hidden_size)
-        if 2 * cfg.rank > d:
-            raise RankError(
-                f"rank {cfg.rank} is too large for hidden size d={d}: the matched-rank controls "
-                f"need 2r <= d, so use rank <= {d // 2}"
-            )
-        arch = first.arch
-        with timer("data"):
-            texts, counts, freq_source, corpus = _eval_inputs(traj, tokenizer, cfg, len(tokenizer))
-            max_pos = getattr(first.model.config, "max_position_embeddings",
-                              getattr(first.model.config, "n_positions", 512))
-            seq_len = min(cfg.seq_len or int(traj.train_config.get("seq_len", 128)), int(max_pos))
-            eval_data = make_eval_data(
-                tokenizer, arch, texts=texts, counts=counts, frequency_source=freq_source,
-                n_batches=cfg.n_batches, batch_size=cfg.batch_size, seq_len=seq_len,
-                seed=cfg.seed, n_buckets=cfg.n_buckets,
-            )
-            plans, uniq = _row_plan(eval_data, arch, cfg)
-        max_step = max(c.step for c in cks)
-        window = [c for c in cks if c.step <= cfg.fit_fraction * max_step] or [cks[0]]
+    with single_blas_thread(), torch_threads(threads), atomic_directory(out_dir) as tmp:
+        setup = _prepare(traj, cks, cfg, dev, timer)
+        schedule = ProxySchedule.plan([c.step for c in cks], method=cfg.proxy, rank=cfg.rank,
+                                      seed=cfg.seed, fraction=cfg.fit_fraction, refit=cfg.refit)
+        head = setup.first.head
+        fixed = _fixed_proxies(setup, schedule, cks, dev, timer) if head else {}
+        ones = _ones_space(setup.d)
         causal_idx = _spread_indices(len(cks), cfg.causal_checkpoints) if cfg.causal else set()
-
         rows: list[dict] = []
-        Q_fixed: dict[str, Any] = {}
-        pending: list = []
-        prev_refit: dict[str, Any] = {}
-        centroids: dict[str, list] = {s: [] for s in sites}
-        scatter: dict[str, dict] = {}
+        scatter: dict[str, dict] = {s: {} for s in setup.sites}
+        cents: dict[str, list] = {s: [] for s in setup.sites}
+        previous: dict[str, Any] = {}
         ck_info = []
-
-        def proxy_fit(X):
-            return make_proxy(cfg.proxy, n_components=cfg.rank, random_state=cfg.seed).fit(X).basis()
-
-        def finalize(ck, stats, lm) -> None:
-            for site in sites:
-                st = stats[site]
-                base = {"experiment": "empirical/measure", "model": traj.model_name, "arch": arch,
-                        "checkpoint": ck.name, "step": ck.step, "layer": _layer_of(site),
-                        "site": site, "seed": cfg.seed, "method": cfg.proxy}
-                with timer("metrics"):
-                    if st.n_targets:
-                        rows.append(_row(dict(base, bucket="all", n=st.n_targets), "loss_clean",
-                                         st.loss_sum / st.n_targets))
-                    rows.extend(representation_rows(st, cfg, base))
-                    frows, sc = frequency_rows(st, eval_data.counts, uniq, cfg, base)
-                    rows.extend(frows)
-                    scatter.setdefault(site, {})[ck.step] = sc
-                    cnt = np.maximum(st.tok_n, 1)[:, None]
-                    rms = math.sqrt(float(np.trace(st.act.second_moment())))
-                    centroids[site].append(st.tok_sum / cnt / max(rms, 1e-30))
-                    if first.head:
-                        proxies = [("fixed", Q_fixed[site])]
-                        if cfg.refit:
-                            proxies.append(("refit", proxy_fit(st.sample)))
-                        for label, Q in proxies:
-                            pb = dict(base, proxy=label)
-                            rows.extend(energy_rows(Q, st, cfg, pb))
-                            rows.extend(isotropy_share_rows(Q, st, cfg, pb))
-                        if cfg.refit:
-                            Qr = proxies[1][1]
-                            dr = subspace_drift(Q_fixed[site], Qr)
-                            b = dict(base, bucket="all", proxy="refit")
-                            rows.extend([
-                                _row(b, "proxy_drift_max_angle", dr.max_angle),
-                                _row(b, "proxy_drift_mean_cos2", dr.mean_cos2),
-                                _row(b, "proxy_drift_projection_distance", dr.projection_distance),
-                            ])
-                            if site in prev_refit:
-                                dp = subspace_drift(prev_refit[site], Qr)
-                                rows.append(_row(b, "refit_drift_from_previous_max_angle", dp.max_angle))
-                            prev_refit[site] = Qr
-                if lm is not None and first.head:
-                    with timer("causal"):
-                        rows.extend(_causal_rows(lm, site, Q_fixed[site], st, eval_data, cfg,
-                                                 dict(base, proxy="fixed")))
-
-        last_window = window[-1]
         for i, ck in enumerate(progress(cks, desc="measure")):
             with timer("load"):
-                lm = first if i == 0 else load_like(first, ck.path, device=dev)
-                if lm.arch != arch:
-                    raise CheckpointError(
-                        f"checkpoint {ck.name!r} is a {lm.arch} but the trajectory is a {arch}; "
-                        "a trajectory cannot mix architectures")
+                lm = _load(setup, ck, dev)
             with timer("capture"):
-                stats = collect_site_stats(lm, sites, eval_data, plans, uniq, cfg,
-                                           with_grads=lm.head)
-            ck_info.append({"checkpoint": ck.name, "step": ck.step, "path": str(ck.path),
-                            "tie_embeddings": lm.tie_embeddings, "in_fit_window": ck in window,
-                            "causal": i in causal_idx})
-            pending.append((ck, stats, lm if i in causal_idx else None))
-            if not Q_fixed and ck is last_window:
+                fit = collect_fit_half(lm, setup.sites, setup.eval_data, setup.plans, setup.uniq)
+            proxies, tested, test = {}, {}, {}
+            if head:
                 with timer("proxy_fit"):
-                    for site in sites:
-                        pooled = np.concatenate([s[site].sample for c, s, _ in pending if c in window])
-                        Q_fixed[site] = proxy_fit(pooled)
-            if Q_fixed:
-                for item in pending:
-                    finalize(*item)
-                pending.clear()
-
+                    for site in setup.sites:
+                        proxies[site] = schedule.proxies(fixed[site], fit[site].sample,
+                                                         previous.get(site))
+                        previous[site] = proxies[site].refit
+                        tested[site] = _tested_subspaces(proxies[site], cfg, ones)
+                with timer("capture"):
+                    test = collect_test_half(
+                        lm, setup.sites, setup.eval_data, setup.plans,
+                        subspaces={s: t[0] for s, t in tested.items()},
+                        constrain={s: (ones.basis, t[1]) for s, t in tested.items()},
+                        act_rows=cfg.sample_rows, seed=cfg.seed)
+            ck_info.append({"checkpoint": ck.name, "step": ck.step, "path": str(ck.path),
+                            "tie_embeddings": lm.tie_embeddings,
+                            "in_fit_window": schedule.in_window(ck.step), "causal": i in causal_idx})
+            stats = {}
+            for site in setup.sites:
+                stats[site] = st = merge_halves(fit[site], test.get(site))
+                base = RowBase(model=traj.model_name, arch=setup.first.arch, checkpoint=ck.name,
+                               step=ck.step, layer=_layer_of(site), site=site, seed=cfg.seed,
+                               method=cfg.proxy)
+                got, scatter[site][ck.step] = _site_rows(
+                    lm, st, proxies.get(site), tested.get(site), base, setup, cfg,
+                    causal=head and i in causal_idx, ones=ones, timer=timer)
+                rows += got
+                cents[site].append(_centroids(st, cfg))
         with timer("metrics"):
             if len(cks) >= 2:
-                for site in sites:
-                    rows.extend(_trajectory_rows(site, centroids[site], stats[site], eval_data,
-                                                 uniq, cfg, traj.model_name, arch, cks))
-            rows.extend(_aggregate(rows, cfg, max_step))
-        write_results(rows, tmp / RESULTS_NAME)
-        with timer("figures"):
-            if first.head:
-                enrichment_figure(rows, sites, tmp / "enrichment.png")
-            frequency_figure(scatter, sites, tmp / "frequency_distance.png")
-        manifest = build_manifest(
-            kind="empirical/measure", config=cfg, seeds={"seed": cfg.seed}, device=dev,
-            dtype=str(next(first.model.parameters()).dtype).replace("torch.", ""),
-            timings=timer.as_dict(),
-            extra={
-                "trajectory": str(trajectory), "model": traj.model_name, "arch": arch,
-                "family": first.family, "has_lm_head": first.head,
-                "activation_only": not first.head,
-                "tie_embeddings": first.tie_embeddings, "hidden_size": d, "checkpoints": ck_info,
-                "sites": {s: site_semantics(first.model, s) for s in sites},
-                "fit_window": {"fraction": cfg.fit_fraction, "max_step": max_step,
-                               "steps": [c.step for c in window]},
-                "early_late_cut_step": cfg.early_fraction * max_step,
-                "buckets": {"labels": eval_data.labels, "inner_edges_log1p_count":
-                            [float(e) for e in eval_data.edges]},
-                "frequency_source": eval_data.frequency_source, "corpus": corpus,
-                "eval_tokens_per_checkpoint": int(sum(b[0].numel() for b in eval_data.batches)),
-                "seq_len": seq_len, "torch_threads": torch.get_num_threads(),
-            },
-        )
-        write_manifest(tmp, manifest)
+                for site in setup.sites:
+                    tb = RowBase(model=traj.model_name, arch=setup.first.arch,
+                                 checkpoint="trajectory", step=schedule.max_step,
+                                 layer=_layer_of(site), site=site, seed=cfg.seed)
+                    rows += _trajectory_site_rows(site, cents[site], stats[site], setup, cfg, tb)
+            rows += aggregate_rows(rows, cfg.early_fraction * schedule.max_step,
+                                   schedule.max_step)
+        _write_outputs(tmp, rows, scatter, setup, schedule, cfg, trajectory, traj, ck_info,
+                       dev, timer, RESULTS_NAME)
     return Path(out_dir)
 
 
-def _trajectory_rows(site, cents, st_last, eval_data, uniq, cfg, model_name, arch, cks):
-    """Spearman/Pearson of each token's centroid trajectory variance against its log-frequency."""
-    import numpy as np
+def _write_outputs(tmp, rows, scatter, setup: _Setup, schedule, cfg: MeasureConfig, trajectory,
+                   traj, ck_info, dev, timer, results_name) -> None:
+    """results.csv, the two figures and manifest.json into the run folder ``tmp``."""
+    import torch
 
-    C = np.stack(cents)  # (T, U, d), each checkpoint's centroids / its RMS activation norm
-    ok = st_last.tok_n >= cfg.spread_k
-    var = ((C - C.mean(axis=0, keepdims=True)) ** 2).sum(axis=2).sum(axis=0) / (C.shape[0] - 1)
-    logf = np.log1p(eval_data.counts[uniq]).astype(float)
-    c = _corr_with_ci(logf[ok], var[ok], cfg)
-    base = {"experiment": "empirical/measure", "model": model_name, "arch": arch,
-            "checkpoint": "trajectory", "step": max(x.step for x in cks), "layer": _layer_of(site),
-            "site": site, "bucket": "all", "seed": cfg.seed, "n": int(ok.sum())}
-    return [_row(base, f"trajectory_variance_{name}", c[name][0], ci_low=c[name][1],
-                 ci_high=c[name][2]) for name in ("pearson", "spearman")]
+    from tangentlab.empirical.figures import enrichment_figure, frequency_figure
+    from tangentlab.empirical.metrics import GEOMETRY_RULE
+    from tangentlab.empirical.proxy_schedule import step_spans, weighted_median
+    from tangentlab.empirical.sites import site_semantics
+    from tangentlab.runs import build_manifest, write_manifest, write_results
+
+    first, sites, eval_data = setup.first, list(setup.sites), setup.eval_data
+    write_results(rows, tmp / results_name)
+    with timer("figures"):
+        if first.head:
+            enrichment_figure(rows, sites, tmp / "enrichment.png")
+        frequency_figure(scatter, sites, tmp / "frequency_distance.png")
+    cut = cfg.early_fraction * schedule.max_step
+    phases = {}
+    for phase, steps, lo, hi in (
+            ("early", [c["step"] for c in ck_info if 0 < c["step"] <= cut], 0.0, cut),
+            ("late", [c["step"] for c in ck_info if c["step"] > cut], cut, schedule.max_step)):
+        w = step_spans(steps, lo, hi) if steps else []
+        phases[phase] = {"steps": steps, "weights": w,
+                         "weighted_median_step": weighted_median(steps, w) if steps else None}
+    manifest = build_manifest(
+        kind="empirical/measure", config=cfg, seeds={"seed": cfg.seed}, device=dev,
+        dtype=str(next(first.model.parameters()).dtype).replace("torch.", ""),
+        timings=timer.as_dict(),
+        extra={
+            "trajectory": str(trajectory), "model": traj.model_name, "arch": first.arch,
+            "family": first.family, "has_lm_head": first.head,
+            "activation_only": not first.head,
+            "tie_embeddings": first.tie_embeddings, "hidden_size": setup.d,
+            "checkpoints": ck_info,
+            "sites": {s: site_semantics(first.model, s) for s in sites},
+            "fit_window": schedule.manifest(),
+            "early_late_cut_step": cut,
+            "phases": phases,
+            "split": eval_data.split_record(),
+            "geometry": {"rule": GEOMETRY_RULE, "k": cfg.spread_k,
+                         "excluded": "MLM-selected positions (masked, replaced or kept) and "
+                                     "exclude_positions; fit half only"},
+            "forced_direction_tol": cfg.forced_tol,
+            "buckets": {"labels": eval_data.labels, "inner_edges_log1p_count":
+                        [float(e) for e in eval_data.edges]},
+            "frequency_source": eval_data.frequency_source, "corpus": setup.corpus,
+            "eval_tokens_per_checkpoint": int(sum(b.input_ids.numel() for b in eval_data.batches)),
+            "seq_len": setup.seq_len, "torch_threads": torch.get_num_threads(),
+        },
+    )
+    write_manifest(tmp, manifest)
 

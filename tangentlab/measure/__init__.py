@@ -9,6 +9,13 @@ moments accumulate in float64. Bad input raises a typed :mod:`tangentlab.errors`
   :func:`subspace_drift`;
 - moments: :class:`MomentAccumulator`, :func:`outer_product_sum`;
 - energy: :func:`energy_fraction`, :func:`control_test`, :func:`oracle_energy`, ...;
+- batch tests: :func:`batch_energies`, :func:`batch_control_test` (intervals that cover);
+- frequency geometry: :func:`one_per_window`, :func:`equal_size_spread`,
+  :func:`equal_size_centroids`, :func:`correlation_with_ci`;
+- causal controls: :func:`variance_matched_controls`, :func:`removed_variance`,
+  :func:`mean_ablate`;
+- constrained gradients: :func:`forced_direction_cosines`, :func:`complement_space`,
+  :func:`restrict_to_complement`, :func:`reachable_baseline`, :func:`normalised_enrichment`;
 - isotropy: :func:`isoscore`, :func:`isoscore_star`, :func:`mean_cosine`,
   :func:`effective_rank`, :func:`participation_ratio`, :func:`top_variance_share`;
 - proxies: :class:`PCAProxy`, :class:`SemiNMFProxy`, :class:`ICAProxy`, :class:`TopKSAEProxy`,
@@ -33,6 +40,20 @@ Example::
 
 from __future__ import annotations
 
+from tangentlab.measure.constrained import (
+    ComplementSpace,
+    complement_space,
+    forced_direction_cosines,
+    normalised_enrichment,
+    reachable_baseline,
+    restrict_to_complement,
+)
+from tangentlab.measure.controls import (
+    MatchedControls,
+    mean_ablate,
+    removed_variance,
+    variance_matched_controls,
+)
 from tangentlab.measure.curvature import (
     SecondFundamentalFormFit,
     empirical_visibility,
@@ -42,13 +63,24 @@ from tangentlab.measure.curvature import (
     visibility_in_frame,
 )
 from tangentlab.measure.energy import (
+    BatchControlTestResult,
+    BatchEnergies,
     ControlTestResult,
+    batch_control_test,
+    batch_energies,
     bootstrap_ci,
     control_test,
     energy_fraction,
     energy_fractions,
     oracle_basis,
     oracle_energy,
+)
+from tangentlab.measure.geometry import (
+    correlation_with_ci,
+    equal_size_centroids,
+    equal_size_spread,
+    first_k_indices,
+    one_per_window,
 )
 from tangentlab.measure.isotropy import (
     covariance_of,
@@ -103,6 +135,28 @@ __all__ = [
     "bootstrap_ci",
     "ControlTestResult",
     "control_test",
+    "BatchEnergies",
+    "batch_energies",
+    "BatchControlTestResult",
+    "batch_control_test",
+    # causal controls matched on removed variance
+    "MatchedControls",
+    "variance_matched_controls",
+    "removed_variance",
+    "mean_ablate",
+    # constrained gradient space
+    "forced_direction_cosines",
+    "ComplementSpace",
+    "complement_space",
+    "restrict_to_complement",
+    "reachable_baseline",
+    "normalised_enrichment",
+    # frequency geometry
+    "one_per_window",
+    "first_k_indices",
+    "equal_size_spread",
+    "equal_size_centroids",
+    "correlation_with_ci",
     # isotropy
     "covariance_of",
     "isoscore",

@@ -10,6 +10,7 @@ from tangentlab.empirical.protocol import (
     isotropy_share_rows,
     measure_trajectory,
 )
+from tangentlab.empirical.records import RowBase
 from tangentlab.errors import ConfigError
 from tangentlab.measure import MomentAccumulator
 from tangentlab.runs import read_results
@@ -24,19 +25,22 @@ REQUIRED = [
 ]
 
 
-def _stats_from_rows(G, n_batches=4):
+def _stats_from_rows(G, Q, n_batches=32, pool=200):
+    """A site record of gradient rows ``G`` (n, d): per-batch energies of Q and its pool."""
+    from tangentlab.measure import batch_energies, normal_controls
+
     d = G.shape[1]
     labels = ["f1", "f2"]
     groups = np.array(labels)[np.arange(len(G)) % 2]
     acc = MomentAccumulator(d, groups=labels)
     acc.update(G, groups=groups)
     parts = np.array_split(np.arange(len(G)), n_batches)
-    bs = np.stack([G[p].T @ G[p] for p in parts])
-    bbs = {lb: np.stack([G[p][groups[p] == lb].T @ G[p][groups[p] == lb] for p in parts])
-           for lb in labels}
-    return SiteStats(grad=acc, act=MomentAccumulator(d), batch_sums=bs, bucket_batch_sums=bbs,
-                     sample=None, sample_tokens=None, tok_sum=None, tok_sq=None, tok_n=None,
-                     tok_first=None)
+    P = normal_controls(Q, pool, 0)
+    energies = {("fixed", "all"): batch_energies(Q, P, [G[p] for p in parts])}
+    for lb in labels:
+        energies[("fixed", lb)] = batch_energies(Q, P, [G[p][groups[p] == lb] for p in parts])
+    return SiteStats(act=None, sample=None, sample_tokens=None, tok_sum=None, tok_sq=None,
+                     tok_n=None, geo_rows=None, geo_tokens=None, grad=acc, energies=energies)
 
 
 def _metric(rows, name, bucket="all"):
@@ -48,11 +52,11 @@ def test_planted_tangent_energy_hits_the_p_floor_and_null_does_not():
     d, r = 24, 3
     Q = np.linalg.qr(rng.standard_normal((d, r)))[0]
     cfg = MeasureConfig(n_controls=20, n_boot=100)
-    base = {"site": "s", "step": 0}
+    base = RowBase(site="s", step=0)
     null = rng.standard_normal((2000, d))
     planted = null + 3.0 * rng.standard_normal((2000, r)) @ Q.T
-    p_rows = energy_rows(Q, _stats_from_rows(planted), cfg, base)
-    n_rows = energy_rows(Q, _stats_from_rows(null), cfg, base)
+    p_rows = energy_rows(_stats_from_rows(planted, Q), "fixed", cfg, base)
+    n_rows = energy_rows(_stats_from_rows(null, Q), "fixed", cfg, base)
     assert _metric(p_rows, "p_value")["value"] == pytest.approx(1 / 21)
     assert _metric(p_rows, "enrichment")["value"] > 5
     assert _metric(p_rows, "enrichment_ci_low")["value"] > 3
@@ -60,10 +64,10 @@ def test_planted_tangent_energy_hits_the_p_floor_and_null_does_not():
     assert _metric(n_rows, "p_value")["value"] > 1 / 21
     e = _metric(n_rows, "enrichment")
     assert e["ci_low"] < 1.0 < e["ci_high"]
-    iso_p = isotropy_share_rows(Q, _stats_from_rows(planted), cfg, base)
+    iso_p = isotropy_share_rows(Q, _stats_from_rows(planted, Q), cfg, base)
     # removing a planted high-variance subspace raises isotropy more than removing a control
     assert _metric(iso_p, "delta_isoscore_tangent")["value"] > _metric(
-        iso_p, "delta_isoscore_control_mean")["ci_high"]
+        iso_p, "delta_isoscore_control_mean")["band_high"]  # the controls' spread, not a CI
 
 
 def test_results_table_has_every_metric(measured):
@@ -100,6 +104,10 @@ def test_same_seed_same_results(measured, tiny_runs, tmp_path):
 def test_config_validation():
     with pytest.raises(ConfigError):
         MeasureConfig(n_batches=1)
+    with pytest.raises(ConfigError, match="fit half and a test half"):
+        MeasureConfig(n_batches=3)
+    with pytest.raises(ConfigError, match="control_pool"):
+        MeasureConfig(n_controls=20, control_pool=10)
     with pytest.raises(ConfigError):
         MeasureConfig(sites=())
 
@@ -118,7 +126,7 @@ def test_activation_only_model_without_lm_head(tiny_runs, tmp_path):
                          max_position_embeddings=64)).save_pretrained(d)
     tok.save_pretrained(d)
     out = measure_trajectory(d, tmp_path / "m", device="cpu", overrides={
-        "corpus": "bible", "max_docs": 60, "n_batches": 2, "batch_size": 4, "seq_len": 32,
+        "corpus": "bible", "max_docs": 60, "n_batches": 4, "batch_size": 4, "seq_len": 32,
         "threads": 1})
     metrics = set(read_results(out).metric)
     assert "representation_isoscore_star" in metrics and "freq_distance_spearman" in metrics

@@ -1,0 +1,267 @@
+"""From eval batches to site statistics: the row plan and the two capture passes of a checkpoint.
+
+- :func:`plan_rows` decides, once per trajectory, which positions of each eval batch are rows,
+  their token ids, context windows and frequency buckets, which rows are kept for fitting
+  (``exclude_positions``), the seeded fixed activation sample (fit half only; the same rows at
+  every checkpoint) and the geometry occurrences (fit half, at most one per window and token,
+  chosen at random; for an encoder never an MLM-selected position).
+- :func:`collect_fit_half` runs forward passes over the fit half: activation moments, the
+  sample, per-token sums and the geometry rows.
+- :func:`collect_test_half` runs forward + backward passes over the test half, with the
+  subspaces already known: the float64 gradient moments (oracle, ΔIsoScore*), per-batch scalars
+  (:func:`tangentlab.measure.batch_energies`) for every proxy and bucket, and the cosines of the
+  gradient rows with the directions a normalization layer may force them away from.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tangentlab.empirical.records import RowPlan, SiteStats
+
+__all__ = ["plan_rows", "collect_fit_half", "collect_test_half", "merge_halves",
+           "select_geometry_rows", "FORCED_DIRECTIONS"]
+
+#: The directions checked against the gradient rows (max and mean |cos| are recorded for each,
+#: by :func:`tangentlab.measure.forced_direction_cosines`): ``ones`` (𝟙/√d: forced to 0 before a
+#: LayerNorm), ``centred`` (h − mean(h)𝟙: forced to 0 before the last LayerNorm), ``raw`` (h:
+#: forced to 0 before an RMSNorm).
+FORCED_DIRECTIONS = ("ones", "centred", "raw")
+
+
+def select_geometry_rows(tokens, windows, eligible, seed: int):
+    """Rows that enter per-token geometry: at most one per (window, token), chosen at random.
+
+    ``tokens``, ``windows``: (n,) ints; ``eligible``: (n,) bool. Returns a bool mask (n,).
+    Uses :func:`tangentlab.measure.one_per_window` with ``seed``.
+    """
+    import numpy as np
+
+    from tangentlab.measure import one_per_window
+
+    out = np.zeros(len(tokens), dtype=bool)
+    if len(tokens):
+        out[one_per_window(np.asarray(tokens), np.asarray(windows), seed,
+                           keep=np.asarray(eligible, dtype=bool))] = True
+    return out
+
+
+def plan_rows(eval_data, arch: str, *, exclude_positions: Sequence[int], sample_rows: int,
+              seed: int) -> tuple[list[RowPlan], Any]:
+    """One :class:`RowPlan` per eval batch, and the sorted distinct token ids ``(U,)`` of the
+    fit half's geometry rows.
+
+    The fixed sample draws ``min(sample_rows, kept fit rows)`` rows uniformly without
+    replacement (seed ``[seed, 7]``) over the kept rows of the fit batches.
+    """
+    import numpy as np
+    import torch
+
+    raw = []
+    for batch in eval_data.batches:
+        inp, orig = batch.input_ids, batch.token_ids
+        rows = torch.ones_like(inp, dtype=torch.bool)
+        if arch == "decoder":
+            rows[:, -1] = False
+        B, T = inp.shape
+        pos = torch.arange(T)[None, :].expand_as(inp)
+        keep = torch.ones_like(rows)
+        for p in exclude_positions:
+            keep &= pos != (p % T)
+        tok = orig[rows].numpy()
+        kept = keep[rows].numpy()
+        window = (batch.index * B + torch.arange(B)[:, None].expand_as(inp))[rows].numpy()
+        geometry = kept & ~batch.masked.bool()[rows].numpy()
+        if batch.half != "fit":
+            geometry = np.zeros_like(geometry)
+        bucket = np.searchsorted(eval_data.edges, np.log1p(eval_data.counts[tok]), side="right")
+        raw.append((batch, rows, tok, kept, bucket, window, geometry))
+    fit_kept = sum(int(r[3].sum()) for r in raw if r[0].half == "fit")
+    rng = np.random.default_rng([seed, 7])
+    n_s = min(sample_rows, fit_kept)
+    chosen = np.zeros(fit_kept, dtype=bool)
+    chosen[rng.choice(fit_kept, size=n_s, replace=False)] = True
+    all_tok = np.concatenate([r[2] for r in raw])
+    all_win = np.concatenate([r[5] for r in raw])
+    all_geo = np.concatenate([r[6] for r in raw])
+    pick = select_geometry_rows(all_tok, all_win, all_geo, seed)
+    plans, offset, goff = [], 0, 0
+    for batch, rows, tok, kept, bucket, window, geometry in raw:
+        k = int(kept.sum())
+        if batch.half == "fit":
+            sample = chosen[offset:offset + k]
+            offset += k
+        else:
+            sample = np.zeros(k, dtype=bool)
+        n = len(tok)
+        plans.append(RowPlan(rows=rows, tok=tok, kept=kept, bucket=bucket, sample=sample,
+                             window=window, geometry=geometry, geo_pick=pick[goff:goff + n]))
+        goff += n
+    geo_tok = all_tok[all_geo]
+    uniq = np.unique(geo_tok) if geo_tok.size else np.zeros(0, dtype=np.int64)
+    return plans, uniq
+
+
+def _site_rows(cap, plan: RowPlan):
+    import torch
+
+    rows = plan.rows.to(cap.rows.device)
+    if not torch.equal(rows & cap.rows, rows):
+        rows = rows & cap.rows
+    return rows
+
+
+def collect_fit_half(loaded, sites: Sequence[str], eval_data, plans: Sequence[RowPlan],
+                     uniq, *, sample_only: bool = False) -> dict[str, SiteStats]:
+    """Forward passes over the fit half; returns {site: SiteStats} with the fit-half fields.
+
+    ``sample_only``: only the fixed activation sample (the proxy schedule's pre-pass).
+    """
+    import numpy as np
+    import torch
+
+    from tangentlab.empirical.capture import capture_batch
+    from tangentlab.measure import MomentAccumulator
+
+    parts: dict[str, dict[str, Any]] = {}
+    loss_sum, n_targets = 0.0, 0
+    U = len(uniq)
+    for batch, plan in zip(eval_data.batches, plans, strict=True):
+        if batch.half != "fit" or (sample_only and not plan.sample.any()):
+            continue
+        cap = capture_batch(loaded, sites, batch.input_ids, batch.labels, masked=batch.masked,
+                            grads=False)
+        if not math.isnan(cap.loss_sum):
+            loss_sum += cap.loss_sum
+            n_targets += cap.n_targets
+        rows = _site_rows(cap, plan)
+        for site in cap.acts:
+            H = cap.acts[site][rows].to(torch.float64).cpu()
+            d = H.shape[1]
+            p = parts.setdefault(site, {
+                "act": MomentAccumulator(d), "sample": [], "sample_tokens": [],
+                "tok_sum": np.zeros((U, d)), "tok_sq": np.zeros(U),
+                "tok_n": np.zeros(U, dtype=np.int64), "geo_rows": [], "geo_tokens": []})
+            Hn = H.numpy()
+            p["sample"].append(Hn[plan.kept][plan.sample])
+            p["sample_tokens"].append(plan.tok[plan.kept][plan.sample])
+            if sample_only:
+                continue
+            p["act"].update(H)
+            g = plan.geometry
+            tk = np.searchsorted(uniq, plan.tok[g])
+            Hg = Hn[g]
+            np.add.at(p["tok_sum"], tk, Hg)
+            np.add.at(p["tok_sq"], tk, np.einsum("nd,nd->n", Hg, Hg))
+            p["tok_n"] += np.bincount(tk, minlength=U)
+            p["geo_rows"].append(Hn[plan.geo_pick])
+            p["geo_tokens"].append(plan.tok[plan.geo_pick])
+    out = {}
+    for site, p in parts.items():
+        d = p["tok_sum"].shape[1]
+        out[site] = SiteStats(
+            act=p["act"], sample=np.concatenate(p["sample"]),
+            sample_tokens=np.concatenate(p["sample_tokens"]), tok_sum=p["tok_sum"],
+            tok_sq=p["tok_sq"], tok_n=p["tok_n"],
+            geo_rows=np.concatenate(p["geo_rows"]) if p["geo_rows"] else np.zeros((0, d)),
+            geo_tokens=(np.concatenate(p["geo_tokens"]) if p["geo_tokens"]
+                        else np.zeros(0, dtype=np.int64)),
+            loss_sum=loss_sum, n_targets=n_targets)
+    return out
+
+
+def _combine_cosines(acc: dict[str, float], got: Mapping[str, float]) -> dict[str, float]:
+    """Fold one batch's :func:`tangentlab.measure.forced_direction_cosines` into ``acc``."""
+    n_old, n_new = acc.get("n", 0), int(got["n"])
+    out = {"n": n_old + n_new, "n_zero": acc.get("n_zero", 0) + int(got["n_zero"]),
+           "unconstrained_typical": float(got["unconstrained_typical"])}
+    for name in FORCED_DIRECTIONS:
+        mx, mn = got[f"{name}_max"], got[f"{name}_mean"]
+        if n_new == 0:
+            mx, mn = float("-inf"), 0.0
+        out[f"{name}_max"] = max(acc.get(f"{name}_max", float("-inf")), mx)
+        tot = n_old + n_new
+        out[f"{name}_mean"] = ((acc.get(f"{name}_mean", 0.0) * n_old + mn * n_new) / tot
+                               if tot else float("nan"))
+    return out
+
+
+def collect_test_half(loaded, sites: Sequence[str], eval_data, plans: Sequence[RowPlan], *,
+                      subspaces: Mapping[str, Mapping[str, tuple]],
+                      constrain: Mapping[str, tuple] | None = None, act_rows: int = 1024,
+                      seed: int = 0) -> dict[str, dict[str, Any]]:
+    """Forward + backward passes over the test half, with the subspaces known.
+
+    ``subspaces``: {site: {proxy: (Q (d, r), pool (K, d, r))}}. ``constrain``: optional
+    {site: (U (d, d−k), {proxy: (Qc (d−k, r'), poolc (K, d−k, r'))})}: the energy test inside
+    the complement of a fixed forced subspace, on the rows G U (see
+    :mod:`tangentlab.measure.constrained`). ``act_rows``: activation rows of the test half kept
+    (seeded, spread evenly over the batches) for the per-row reachable baselines.
+
+    Returns {site: {"grad": MomentAccumulator grouped by bucket, "energies": {(proxy, bucket):
+    BatchEnergies}, "constrained": {(proxy, "all"): BatchEnergies}, "forced": cosine summary,
+    "test_acts": (n, d), "loss_sum", "n_targets"}}.
+    """
+    import numpy as np
+    import torch
+
+    from tangentlab.empirical.capture import capture_batch
+    from tangentlab.measure import MomentAccumulator, batch_energies, forced_direction_cosines
+
+    labels = list(eval_data.labels)
+    tests = [(b, p) for b, p in zip(eval_data.batches, plans, strict=True) if b.half == "test"]
+    per_batch = -(-act_rows // max(len(tests), 1))
+    parts: dict[str, dict[str, Any]] = {}
+    loss_sum, n_targets = 0.0, 0
+
+    def add(store: dict, key, be) -> None:
+        store[key] = be if key not in store else store[key].concat(be)
+
+    for batch, plan in tests:
+        cap = capture_batch(loaded, sites, batch.input_ids, batch.labels, masked=batch.masked,
+                            grads=True)
+        if not math.isnan(cap.loss_sum):
+            loss_sum += cap.loss_sum
+            n_targets += cap.n_targets
+        rows = _site_rows(cap, plan)
+        blabels = np.asarray(labels, dtype=object)[plan.bucket]
+        for site in cap.grads:
+            G = cap.grads[site][rows].to(torch.float64).cpu()
+            Hn = cap.acts[site][rows].to(torch.float64).cpu().numpy()
+            p = parts.setdefault(site, {"grad": MomentAccumulator(G.shape[1], groups=labels),
+                                        "energies": {}, "constrained": {}, "forced": {},
+                                        "acts": []})
+            p["grad"].update(G, groups=blabels)
+            Gn = G.numpy()
+            p["forced"] = _combine_cosines(p["forced"], forced_direction_cosines(Gn, Hn))
+            pick = np.random.default_rng([seed, 29, batch.index]).choice(
+                len(Hn), size=min(per_batch, len(Hn)), replace=False)
+            p["acts"].append(Hn[np.sort(pick)])
+            groups = [("all", Gn)] + [(lb, Gn[plan.bucket == j]) for j, lb in enumerate(labels)]
+            for proxy, (Q, pool) in subspaces.get(site, {}).items():
+                for lb, Gb in groups:
+                    add(p["energies"], (proxy, lb), batch_energies(Q, pool, [Gb]))
+            if constrain and site in constrain:
+                U, tested = constrain[site]
+                GU = Gn @ U
+                for proxy, (Qc, poolc) in tested.items():
+                    add(p["constrained"], (proxy, "all"), batch_energies(Qc, poolc, [GU]))
+    return {site: {"grad": p["grad"], "energies": p["energies"], "constrained": p["constrained"],
+                   "forced": p["forced"], "test_acts": np.concatenate(p["acts"]),
+                   "loss_sum": loss_sum, "n_targets": n_targets}
+            for site, p in parts.items()}
+
+
+def merge_halves(fit: SiteStats, test: Mapping[str, Any] | None) -> SiteStats:
+    """One site's record from its fit-half statistics and its test-half results (or None)."""
+    from dataclasses import replace
+
+    if test is None:
+        return fit
+    return replace(fit, grad=test["grad"], energies=dict(test["energies"]),
+                   constrained=dict(test["constrained"]), forced=dict(test["forced"]),
+                   test_acts=test["test_acts"],
+                   loss_sum=fit.loss_sum + test["loss_sum"],
+                   n_targets=fit.n_targets + test["n_targets"])

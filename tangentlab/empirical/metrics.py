@@ -1,0 +1,448 @@
+"""Metric-row builders of ``measure``: each takes typed inputs and returns tidy results rows.
+
+Every function here is pure (no model, no file): a basis ``Q`` (d, r), a
+:class:`~tangentlab.empirical.records.SiteStats`, the config and a
+:class:`~tangentlab.empirical.records.RowBase` in, a list of row dicts out. docs/empirical.md
+states every metric and formula.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from tangentlab.empirical.records import RowBase, SiteStats
+
+__all__ = [
+    "AGGREGATED_METRICS",
+    "ISO_NOTE",
+    "loss_rows",
+    "energy_rows",
+    "isotropy_share_rows",
+    "representation_rows",
+    "frequency_rows",
+    "forced_direction_rows",
+    "reachable_rows",
+    "drift_rows",
+    "causal_rows",
+    "trajectory_rows",
+    "aggregate_rows",
+    "corr_with_ci",
+]
+
+#: Metrics averaged into the ``early`` / ``late`` rows (fixed proxy, every bucket).
+AGGREGATED_METRICS = (
+    "energy_tangent", "energy_control_mean", "enrichment", "p_value", "position",
+    "delta_isoscore_tangent", "delta_isoscore_control_mean", "freq_distance_pearson",
+    "freq_distance_spearman", "ablation_loss_tangent", "ablation_loss_control_mean",
+    "ablation_loss_matched_mean", "representation_isoscore_star", "representation_mean_cosine",
+)
+
+#: The note on every ΔIsoScore* row: it is not an independent test.
+ISO_NOTE = ("depends on the enrichment: removing a subspace that holds more gradient energy "
+            "raises the isotropy of the rest; not an independent verdict")
+
+
+def loss_rows(st: SiteStats, base: RowBase) -> list[dict]:
+    """The clean loss per target over all eval batches (none without a loss)."""
+    if not st.n_targets:
+        return []
+    return [base.row("loss_clean", st.loss_sum / st.n_targets, bucket="all", n=st.n_targets)]
+
+
+def energy_rows(st: SiteStats, proxy: str, cfg, base: RowBase, *, constrained: bool = False,
+                U=None) -> list[dict]:
+    """Energy-test rows (overall and per bucket) of ``proxy`` from the per-batch scalars in ``st``.
+
+    ``batch_control_test`` resamples test batches and redraws ``n_controls`` controls from the
+    pool in every replicate (``cfg.interval``, ``cfg.n_boot``); the oracle comes from the float64
+    gradient moments of the same rows. ``constrained``: use ``st.constrained`` (the test inside
+    the complement of a fixed forced subspace, in the coordinates U (d, d−k) of that complement:
+    the oracle uses UᵀCU); those rows carry ``subspace="constrained"``.
+    """
+    import numpy as np
+
+    from tangentlab.measure import batch_control_test, oracle_energy
+
+    source = st.constrained if constrained else st.energies
+    out = []
+    for (px, label), be in source.items():
+        if px != proxy:
+            continue
+        group = None if label == "all" else label
+        n = st.grad.count if group is None else st.grad.group_count(group)
+        if n < 2 or not be.trace.sum() > 0 or int(np.sum(be.trace > 0)) < 2:
+            continue
+        C = st.grad.second_moment(group)
+        if U is not None:
+            C = U.T @ C @ U
+        res = batch_control_test(be, n_controls=cfg.n_controls, n_boot=cfg.n_boot,
+                                 confidence=cfg.confidence, seed=cfg.seed, interval=cfg.interval,
+                                 oracle=oracle_energy(C, be.r))
+        rel = res.controls / res.control_mean if res.control_mean > 0 else res.controls * np.nan
+        kw = {"bucket": label, "n": n}
+        if constrained:
+            kw["subspace"] = "constrained"
+        ci = {"interval": res.interval, "n_batches": res.n_batches}
+        out += [
+            base.row("energy_tangent", res.energy, ci_low=res.energy_ci_low,
+                     ci_high=res.energy_ci_high, **ci, **kw),
+            base.row("energy_control_mean", res.control_mean, band_low=res.control_band_low,
+                     band_high=res.control_band_high, **kw),
+            base.row("enrichment", res.enrichment, ci_low=res.enrichment_ci_low,
+                     ci_high=res.enrichment_ci_high, **ci, **kw),
+            base.row("enrichment_ci_low", res.enrichment_ci_low, **kw),
+            base.row("enrichment_ci_high", res.enrichment_ci_high, **kw),
+            base.row("control_enrichment_low", float(np.min(rel)), **kw),
+            base.row("control_enrichment_high", float(np.max(rel)), **kw),
+            base.row("p_value", res.p_value, **kw),
+            base.row("baseline", res.baseline, **kw),
+            base.row("oracle", res.oracle, **kw),
+            base.row("position", res.position, **kw),
+            base.row("bootstrap_replicates_kept", res.n_replicates_kept,
+                     n_replicates=res.n_replicates, **kw),
+        ]
+    return out
+
+
+def isotropy_share_rows(Q, st: SiteStats, cfg, base: RowBase) -> list[dict]:
+    """IsoScore* of the gradient covariance, and its change after projecting out Q vs controls.
+
+    The controls' 2.5–97.5% quantiles go to ``band_low``/``band_high`` (a spread, not an
+    interval). Every row carries ``note`` = :data:`ISO_NOTE`.
+    """
+    import numpy as np
+
+    from tangentlab.measure import complement_basis, isoscore_star, normal_controls
+
+    cov = st.grad.covariance()
+    before = isoscore_star(cov=cov)
+
+    def after(basis) -> float:
+        B = complement_basis(basis)
+        return isoscore_star(cov=B.T @ cov @ B)
+
+    d_t = after(Q) - before
+    d_n = np.array([after(c) - before for c in normal_controls(Q, cfg.n_controls, cfg.seed)])
+    lo, hi = np.quantile(d_n, [0.025, 0.975])
+    kw = {"bucket": "all", "n": st.grad.count, "note": ISO_NOTE}
+    return [
+        base.row("grad_isoscore_star", before, bucket="all", n=st.grad.count),
+        base.row("delta_isoscore_tangent", d_t, **kw),
+        base.row("delta_isoscore_control_mean", float(d_n.mean()), band_low=float(lo),
+                 band_high=float(hi), **kw),
+        base.row("delta_isoscore_p_value", (1 + int(np.sum(d_n >= d_t))) / (1 + len(d_n)), **kw),
+    ]
+
+
+def representation_rows(st: SiteStats, cfg, base: RowBase) -> list[dict]:
+    """IsoScore*, mean cosine (on the row sample) and effective rank (σ variant, centred)."""
+    import numpy as np
+
+    from tangentlab.measure import effective_rank, isoscore_star, mean_cosine
+
+    cov = st.act.covariance()
+    kw = {"bucket": "all", "n": st.act.count}
+    sample = st.sample[np.linalg.norm(st.sample, axis=1) > 0]
+    return [
+        base.row("representation_isoscore_star", isoscore_star(cov=cov), **kw),
+        base.row("representation_mean_cosine",
+                 mean_cosine(sample, seed=cfg.seed) if len(sample) >= 2 else float("nan"),
+                 bucket="all", n=len(sample)),
+        base.row("representation_effective_rank", effective_rank(cov=cov, variant="sigma"),
+                 variant="sigma,centred", **kw),
+        base.row("representation_rms_norm", math.sqrt(float(np.trace(st.act.second_moment()))),
+                 **kw),
+    ]
+
+
+def corr_with_ci(x, y, *, n_boot: int, confidence: float, seed) -> dict[str, tuple]:
+    """Pearson r and Spearman ρ with bootstrap (over tokens) intervals; NaN when n < 4 or a
+    variable is constant. ``x``, ``y``: (n,). See :func:`tangentlab.measure.correlation_with_ci`.
+    """
+    import numpy as np
+
+    from tangentlab.measure import correlation_with_ci
+
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    if len(x) < 4 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        nan = float("nan")
+        return {"pearson": (nan, nan, nan), "spearman": (nan, nan, nan)}
+    return correlation_with_ci(x, y, n_boot=n_boot, confidence=confidence, seed=seed)
+
+
+def _corr(x, y, cfg, tag: int):
+    return corr_with_ci(x, y, n_boot=cfg.n_boot, confidence=cfg.confidence,
+                        seed=[cfg.seed, 11, tag])
+
+
+#: The note on the variance-matched rows when no such control exists.
+NO_MATCH_NOTE = ("no variance-matched control: the complement of span(Q) holds less activation "
+                 "variance than Q itself")
+
+#: How the corrected per-token geometry picks its occurrences (recorded in the rows).
+GEOMETRY_RULE = "one random occurrence per (window, token), then k at random per token"
+
+
+def _correlation_rows(prefix: str, c: dict, n: int, base: RowBase, **extra) -> list[dict]:
+    return [base.row(f"{prefix}_{name}", c[name][0], bucket="all", ci_low=c[name][1],
+                     ci_high=c[name][2], n=n, statistic=name, **extra)
+            for name in ("pearson", "spearman")]
+
+
+def frequency_rows(st: SiteStats, counts, uniq, cfg, base: RowBase):
+    """Log-frequency vs spread correlations; returns (rows, per-token scatter data).
+
+    Corrected (``freq_distance_*``): the mean distance to their centroid of k occurrences per
+    token, drawn at random from the geometry occurrences (at most one per window and token; no
+    MLM-selected position). Raw (``freq_distance_raw_*``, RMS distance over all geometry rows)
+    and ``freq_distance_unbiased_*`` (variance with n − 1) stay beside it. Each row says its
+    ``statistic`` (pearson or spearman). ``counts``: (vocab,); ``uniq``: (U,) ids of ``st.tok_*``.
+    """
+    import numpy as np
+
+    from tangentlab.measure import equal_size_spread
+
+    k = cfg.spread_k
+    rows = []
+    try:
+        tokens, spread = equal_size_spread(st.geo_rows, st.geo_tokens, k, [cfg.seed, 19])
+    except Exception as e:  # no token with k occurrences: report NaN rows, say why
+        from tangentlab.errors import InsufficientSamplesError
+
+        if not isinstance(e, InsufficientSamplesError):
+            raise
+        tokens, spread = np.zeros(0, dtype=np.int64), np.zeros(0)
+    logf_k = np.log1p(counts[tokens]).astype(np.float64)
+    rows += _correlation_rows("freq_distance", _corr(logf_k, spread, cfg, 0), len(tokens), base,
+                              rule=GEOMETRY_RULE)
+    logf = np.log1p(counts[uniq]).astype(np.float64)
+    n = st.tok_n
+    ok2 = n >= 2
+    mean = st.tok_sum[ok2] / n[ok2, None]
+    ss = np.maximum(st.tok_sq[ok2] - n[ok2] * np.einsum("ud,ud->u", mean, mean), 0.0)
+    raw = np.sqrt(ss / n[ok2])
+    unbiased = ss / (n[ok2] - 1)
+    for j, (tag, y) in enumerate((("_raw", raw), ("_unbiased", unbiased)), start=1):
+        rows += _correlation_rows(f"freq_distance{tag}", _corr(logf[ok2], y, cfg, j),
+                                  int(ok2.sum()), base, rule="all geometry rows")
+    return rows, {"logf": logf_k, "spread": spread}
+
+
+def forced_direction_rows(st: SiteStats, base: RowBase, tol: float) -> list[dict]:
+    """Max and mean |cos| between the gradient rows and 𝟙, the centred activation and the
+    activation; the max rows say whether the direction is ``forced`` (max |cos| < ``tol``)."""
+    f = st.forced
+    rows = []
+    for name in ("ones", "centred", "raw"):
+        if f"{name}_max" not in f:
+            continue
+        kw = {"bucket": "all", "n": int(f["n"])}
+        rows += [base.row(f"grad_cos_{name}_max", f[f"{name}_max"],
+                          forced=bool(f[f"{name}_max"] < tol), **kw),
+                 base.row(f"grad_cos_{name}_mean", f[f"{name}_mean"],
+                          band_high=f["unconstrained_typical"], **kw)]
+    return rows
+
+
+def reachable_rows(st: SiteStats, proxy: str, Q, pool, forced: str, cfg, base: RowBase
+                   ) -> list[dict]:
+    """The energy test against per-row reachable baselines (``forced`` = ``raw`` or ``centred``).
+
+    Each subspace's energy (all test batches) is divided by its own reachable baseline
+    (:func:`tangentlab.measure.reachable_baseline` on the test half's activation rows), and the
+    tangent's ratio by the mean of the first ``n_controls`` controls' ratios
+    (:func:`tangentlab.measure.normalised_enrichment`). Rows carry ``subspace="constrained"``.
+    """
+    from tangentlab.measure import normalised_enrichment, reachable_baseline
+
+    be = st.energies.get((proxy, "all"))
+    if be is None or not be.trace.sum() > 0:
+        return []
+    tot = float(be.trace.sum())
+    e_t = float(be.tangent.sum()) / tot
+    e_c = be.controls[:, : cfg.n_controls].sum(axis=0) / tot
+    b_t = reachable_baseline(Q, st.test_acts, forced=forced)
+    b_c = reachable_baseline(pool[: cfg.n_controls], st.test_acts, forced=forced)
+    kw = {"bucket": "all", "n": st.grad.count, "subspace": "constrained", "forced": forced}
+    return [base.row("baseline_reachable", b_t, **kw),
+            base.row("enrichment_reachable", normalised_enrichment(e_t, b_t, e_c, b_c), **kw)]
+
+
+def drift_rows(proxies, base: RowBase) -> list[dict]:
+    """Principal-angle drift of the refit proxy from the fixed one (and from the previous refit).
+
+    ``proxies``: a :class:`~tangentlab.empirical.proxy_schedule.CheckpointProxies`.
+    """
+    if proxies.drift is None:
+        return []
+    b = base.with_(proxy="refit")
+    dr = proxies.drift
+    rows = [
+        b.row("proxy_drift_max_angle", dr.max_angle, bucket="all"),
+        b.row("proxy_drift_mean_cos2", dr.mean_cos2, bucket="all"),
+        b.row("proxy_drift_projection_distance", dr.projection_distance, bucket="all"),
+    ]
+    if proxies.drift_previous is not None:
+        rows.append(b.row("refit_drift_from_previous_max_angle", proxies.drift_previous.max_angle,
+                          bucket="all"))
+    return rows
+
+
+def _percentile_ci(reps, confidence: float) -> tuple[float, float]:
+    import numpy as np
+
+    reps = np.asarray(reps, dtype=np.float64)
+    reps = reps[np.isfinite(reps)]
+    if reps.size < 2:
+        return float("nan"), float("nan")
+    a = (1 - confidence) / 2
+    lo, hi = np.quantile(reps, [a, 1 - a])
+    return float(lo), float(hi)
+
+
+def causal_rows(cl, cfg, base: RowBase) -> list[dict]:
+    """Rows of the causal check from :class:`~tangentlab.empirical.causal.CausalLosses`.
+
+    Loss increases (per target) over the clean loss for the tangent, the complement controls
+    and the variance-matched controls, with percentile bootstrap intervals over the test batches
+    (``cfg.n_boot`` replicates, the controls held fixed); the activation variance each edit
+    removes; the increase per unit of removed variance; and the steering rows. Control spreads
+    (min–max) go to ``band_low``/``band_high``.
+    """
+    import numpy as np
+
+    L, Nt = cl.loss_sums, cl.counts  # (nb, K)
+    nb = L.shape[0]
+
+    def increases(w):  # w: (R, nb) batch weights -> (R, K) loss increase of each variant
+        with np.errstate(divide="ignore", invalid="ignore"):
+            loss = (w @ L) / (w @ Nt)
+        return loss - loss[:, :1]
+
+    point = increases(np.ones((1, nb)))[0]
+    rng = np.random.default_rng([cfg.seed, 23])
+    W = np.stack([np.bincount(rng.integers(0, nb, size=nb), minlength=nb)
+                  for _ in range(cfg.n_boot)]).astype(np.float64) if nb >= 2 else None
+    reps = increases(W) if W is not None else None
+    t, comp, matched = cl.index_tangent, cl.index_complement, cl.index_matched
+    kw = {"bucket": "all", "n": int(Nt[:, 0].sum()), "n_batches": nb}
+
+    def stat(f, name, **extra):
+        v = float(f(point[None])[0])
+        lo, hi = (_percentile_ci(f(reps), cfg.confidence) if reps is not None
+                  else (float("nan"), float("nan")))
+        return base.row(name, v, ci_low=lo, ci_high=hi, **kw, **extra)
+
+    rv = cl.removed_variance  # (K,) for every variant (0 for clean and steering)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_var = point / rv
+    clean = float((L[:, 0].sum()) / Nt[:, 0].sum())
+    rows = [
+        base.row("causal_loss_clean", clean, **kw),
+        stat(lambda x: x[:, t], "ablation_loss_tangent"),
+        stat(lambda x: x[:, comp].mean(axis=1), "ablation_loss_control_mean",
+             band_low=float(point[comp].min()), band_high=float(point[comp].max()),
+             controls="complement"),
+    ]
+    if len(matched):
+        rows += [
+            stat(lambda x: x[:, matched].mean(axis=1), "ablation_loss_matched_mean",
+                 band_low=float(point[matched].min()), band_high=float(point[matched].max()),
+                 controls="variance-matched"),
+            stat(lambda x: x[:, t] - x[:, matched].mean(axis=1), "ablation_loss_excess_matched",
+                 controls="variance-matched"),
+            base.row("removed_variance_matched_mean", float(rv[matched].mean()),
+                     band_low=float(rv[matched].min()), band_high=float(rv[matched].max()), **kw),
+            base.row("ablation_loss_per_variance_matched_mean", float(per_var[matched].mean()),
+                     band_low=float(per_var[matched].min()),
+                     band_high=float(per_var[matched].max()), **kw),
+        ]
+    else:  # say so instead of leaving the rows out
+        rows += [base.row(m, None, note=NO_MATCH_NOTE, controls="variance-matched", **kw)
+                 for m in ("ablation_loss_matched_mean", "ablation_loss_excess_matched",
+                           "removed_variance_matched_mean",
+                           "ablation_loss_per_variance_matched_mean")]
+    rows += [
+        base.row("removed_variance_tangent", float(rv[t]), **kw),
+        base.row("removed_variance_control_mean", float(rv[comp].mean()),
+                 band_low=float(rv[comp].min()), band_high=float(rv[comp].max()), **kw),
+        base.row("ablation_loss_per_variance_tangent", float(per_var[t]), **kw),
+        base.row("ablation_loss_per_variance_control_mean", float(per_var[comp].mean()),
+                 band_low=float(per_var[comp].min()), band_high=float(per_var[comp].max()), **kw),
+    ]
+    for alpha, (st_t, st_c) in zip(cl.steer_sizes, cl.index_steer):
+        rows += [
+            stat(lambda x, i=st_t: x[:, i], "steer_loss_tangent", step_size=float(alpha)),
+            stat(lambda x, i=st_c: x[:, i].mean(axis=1), "steer_loss_control_mean",
+                 band_low=float(point[st_c].min()), band_high=float(point[st_c].max()),
+                 step_size=float(alpha)),
+        ]
+    return rows
+
+
+def trajectory_rows(centroids, logf, base: RowBase, cfg, *, raw: bool = False) -> list[dict]:
+    """Pearson/Spearman of each token's centroid trajectory variance against its log-frequency.
+
+    ``centroids``: (T, t, d), each checkpoint's per-token centroids divided by its RMS
+    activation norm (equal-size k-subsample centroids, the same occurrences at every checkpoint;
+    ``raw``: all-occurrence centroids, the old statistic, as ``trajectory_variance_raw_*``);
+    ``logf``: (t,) log(1 + count).
+    """
+    import numpy as np
+
+    C = np.asarray(centroids)
+    var = ((C - C.mean(axis=0, keepdims=True)) ** 2).sum(axis=2).sum(axis=0) / (C.shape[0] - 1)
+    prefix = "trajectory_variance_raw" if raw else "trajectory_variance"
+    return _correlation_rows(prefix, _corr(logf, var, cfg, 5 if raw else 4), len(logf), base,
+                             rule="all geometry rows" if raw else GEOMETRY_RULE)
+
+
+def aggregate_rows(rows: Sequence[dict], cut: float, max_step: int) -> list[dict]:
+    """Early (0 < step ≤ ``cut``) and late (step > ``cut``) aggregates of
+    :data:`AGGREGATED_METRICS` (fixed proxy or none; step 0 left out).
+
+    Each checkpoint is weighted by the span of training steps it stands for inside its phase
+    (:func:`~tangentlab.empirical.proxy_schedule.step_spans` over ``[0, cut]`` or
+    ``[cut, max_step]``), so "early" means the first part of *training*, not of the checkpoint
+    list. ``value`` is the weighted mean, ``band_low``/``band_high`` the min and max over
+    checkpoints, ``effective_step`` the weighted median step, ``n`` the number of checkpoints.
+    """
+    import numpy as np
+
+    from tangentlab.empirical.proxy_schedule import step_spans, weighted_median
+
+    groups: dict[tuple, dict[str, dict[int, float]]] = {}
+    keep = {}
+    for r in rows:
+        if r["metric"] not in AGGREGATED_METRICS or r.get("proxy") not in (None, "fixed"):
+            continue
+        if r.get("subspace") is not None:
+            continue
+        if not isinstance(r.get("step"), int) or r["step"] == 0:
+            continue
+        phase = "early" if r["step"] <= cut else "late"
+        key = (r["site"], r["bucket"], r["metric"], r.get("step_size"))
+        groups.setdefault(key, {"early": {}, "late": {}})[phase][r["step"]] = r["value"]
+        keep[key] = r
+    out = []
+    for key, phases in groups.items():
+        for phase, by_step in phases.items():
+            steps = sorted(s for s, v in by_step.items() if v == v)
+            if not steps:
+                continue
+            lo, hi = (0.0, cut) if phase == "early" else (cut, float(max_step))
+            w = np.asarray(step_spans(steps, lo, hi), dtype=np.float64)
+            if not w.sum() > 0:
+                w = np.ones(len(steps))
+            v = np.asarray([by_step[s] for s in steps], dtype=np.float64)
+            base = {k: keep[key].get(k) for k in ("experiment", "model", "arch", "layer", "site",
+                                                   "bucket", "method", "proxy", "seed",
+                                                   "step_size", "statistic", "note", "rule",
+                                                   "controls")}
+            out.append(dict(base, checkpoint=phase, step=None, metric=key[2],
+                            value=float(w @ v / w.sum()), band_low=float(v.min()),
+                            band_high=float(v.max()), n=len(steps),
+                            effective_step=weighted_median(steps, w)))
+    return out

@@ -1,0 +1,184 @@
+"""Gradients that live in a constrained space (issue 10, item 6).
+
+Normalization layers force structure into the gradients of the residual stream that feeds them:
+
+- wherever the stream reaches the loss only through LayerNorms, every gradient row is orthogonal
+  to the all-ones vector 1 (a *fixed* forced direction);
+- at the last block (the stream's only consumer is the final LayerNorm) it is also orthogonal to
+  the row's *feature-centred* activation ``h_i - mean_features(h_i) 1`` (a *per-row* direction);
+- before an RMSNorm that is the only consumer, ``g_i`` is orthogonal to ``h_i`` itself.
+
+A subspace fitted on activations that contains such a direction loses gradient energy for a
+reason unrelated to tangents. Check the constraint numerically
+(:func:`forced_direction_cosines`), then compare inside the space the gradients can reach:
+
+- fixed forced subspace N ``(d, k)``: :func:`complement_space` gives an orthonormal basis U
+  ``(d, d - k)`` of its complement; rows ``G U`` and the restricted basis
+  :func:`restrict_to_complement` (span of ``U^T Q``, rank ``r' <= r``: directions of Q inside
+  span(N) are dropped) go through the usual energy, control and oracle code unchanged, and the
+  baseline becomes ``r' / (d - k)``;
+- per-row forced directions: :func:`reachable_baseline` replaces r/d by
+  ``mean_i tr(Q^T (I - P_i) Q) / (d - k_i)`` (P_i the projector onto row i's forced directions),
+  and :func:`normalised_enrichment` compares subspaces each against its own reachable baseline.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tangentlab.errors import RankError, ShapeError
+from tangentlab.measure._validate import as_basis, as_points, to_float64
+
+__all__ = [
+    "forced_direction_cosines",
+    "ComplementSpace",
+    "complement_space",
+    "restrict_to_complement",
+    "reachable_baseline",
+    "normalised_enrichment",
+]
+
+
+def _unit_rows(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    nrm = np.linalg.norm(X, axis=1)
+    ok = nrm > 0
+    out = np.zeros_like(X)
+    out[ok] = X[ok] / nrm[ok, None]
+    return out, ok
+
+
+def forced_direction_cosines(G: Any, H: Any) -> dict[str, float]:
+    """Per-row |cosine| of gradient rows with the directions normalization layers force.
+
+    Args:
+        G: gradient rows ``(n, d)``; H: the activations at the same site ``(n, d)``.
+
+    Returns a dict of floats: ``ones_max``/``ones_mean`` (|cos(g_i, 1)|), ``centred_max``/
+    ``centred_mean`` (|cos(g_i, h_i - mean_features(h_i) 1)|), ``raw_max``/``raw_mean``
+    (|cos(g_i, h_i)|), ``n`` (rows used) and ``n_zero`` (rows left out because g_i or the
+    direction is zero, e.g. a causal LM's last position). A cosine near machine precision means
+    the constraint holds at that site; compare with ``1 / sqrt(d)``, the typical |cos| of
+    unconstrained rows.
+    """
+    Gm = as_points(G, name="G")
+    Hm = as_points(H, name="H", dim=Gm.shape[1])
+    if Hm.shape[0] != Gm.shape[0]:
+        raise ShapeError(f"G and H need the same rows, got {Gm.shape[0]} and {Hm.shape[0]}")
+    d = Gm.shape[1]
+    gu, gok = _unit_rows(Gm)
+    ones = np.ones(d) / np.sqrt(d)
+    hc, cok = _unit_rows(Hm - Hm.mean(axis=1, keepdims=True))
+    hr, rok = _unit_rows(Hm)
+    ok = gok & cok & rok
+    out: dict[str, float] = {}
+    for name, vals in (("ones", gu @ ones), ("centred", np.einsum("nd,nd->n", gu, hc)),
+                       ("raw", np.einsum("nd,nd->n", gu, hr))):
+        a = np.abs(vals[ok])
+        out[f"{name}_max"] = float(a.max()) if a.size else float("nan")
+        out[f"{name}_mean"] = float(a.mean()) if a.size else float("nan")
+    out["n"] = int(ok.sum())
+    out["n_zero"] = int((~ok).sum())
+    out["unconstrained_typical"] = float(1 / np.sqrt(d))
+    return out
+
+
+@dataclass(frozen=True)
+class ComplementSpace:
+    """The orthogonal complement of a fixed forced subspace N.
+
+    Attributes:
+        basis: U ``(d, d - k)`` orthonormal, spanning the complement of span(N).
+        forced: N ``(d, k)`` orthonormal.
+    """
+
+    basis: np.ndarray
+    forced: np.ndarray
+
+    @property
+    def dim(self) -> int:
+        return int(self.basis.shape[1])
+
+    def coordinates(self, X: Any) -> np.ndarray:
+        """Rows ``(n, d)`` in complement coordinates: ``X U``, shape ``(n, d - k)``."""
+        Xm = to_float64(X, "X")
+        if Xm.ndim != 2 or Xm.shape[1] != self.basis.shape[0]:
+            raise ShapeError(f"X must have shape (n, {self.basis.shape[0]}); got {Xm.shape}")
+        return Xm @ self.basis
+
+
+def complement_space(N: Any) -> ComplementSpace:
+    """:class:`ComplementSpace` of span(N); N ``(d, k)`` orthonormal (e.g. ``ones(d)/sqrt(d)``)."""
+    Nb = as_basis(N, name="N")
+    d, k = Nb.shape
+    if k >= d:
+        raise RankError(f"N spans all of R^{d}; nothing remains to measure in")
+    full, _ = np.linalg.qr(Nb, mode="complete")
+    return ComplementSpace(basis=np.ascontiguousarray(full[:, k:]), forced=Nb)
+
+
+def restrict_to_complement(Q: Any, N: Any, tol: float = 1e-8) -> np.ndarray:
+    """Orthonormal basis ``(d - k, r')`` of span(U^T Q) in the complement coordinates of N.
+
+    ``r' = r`` minus the number of directions of span(Q) that lie (to ``tol`` in singular value)
+    inside span(N): those directions can hold no gradient energy there, so they are not part of
+    the subspace's reachable part. Raises RankError if nothing of Q remains.
+    """
+    space = N if isinstance(N, ComplementSpace) else complement_space(N)
+    Qb = as_basis(Q, d=space.basis.shape[0])
+    A = space.basis.T @ Qb  # (d - k, r)
+    U, s, _ = np.linalg.svd(A, full_matrices=False)
+    keep = s > tol
+    if not keep.any():
+        raise RankError("span(Q) lies inside the forced subspace: no reachable part remains")
+    return np.ascontiguousarray(U[:, keep])
+
+
+def reachable_baseline(Q: Any, H: Any, *, forced: str = "raw") -> float | np.ndarray:
+    """Isotropic baseline of Q inside the per-row reachable space (replaces r/d).
+
+    Args:
+        Q: ``(d, r)`` orthonormal, or a stack ``(n, d, r)`` (e.g. controls).
+        H: activations ``(n_rows, d)``.
+        forced: ``"raw"`` (RMSNorm: g_i ⟂ h_i, k_i = 1), ``"centred"`` (last LayerNorm:
+            g_i ⟂ 1 and ⟂ the feature-centred h_i, k_i = 2).
+
+    Returns ``mean_i tr(Q^T (I - P_i) Q) / (d - k)`` (float, or ``(n,)`` for a stack): the mean
+    energy of Q under gradients isotropic within each row's reachable space.
+    """
+    Hm = as_points(H, name="H")
+    d = Hm.shape[1]
+    arr = to_float64(Q, "Q")
+    single = arr.ndim == 2
+    if single:
+        arr = as_basis(arr, d=d)[None]
+    if arr.ndim != 3 or arr.shape[1] != d:
+        raise ShapeError(f"Q must be (d, r) or (n, d, r) with d={d}; got {arr.shape}")
+    r = arr.shape[2]
+    if forced == "raw":
+        dirs = [_unit_rows(Hm)[0]]
+    elif forced == "centred":
+        dirs = [np.tile(np.ones(d) / np.sqrt(d), (Hm.shape[0], 1)),
+                _unit_rows(Hm - Hm.mean(axis=1, keepdims=True))[0]]
+    else:
+        raise ShapeError(f"forced must be 'raw' or 'centred', got {forced!r}")
+    k = len(dirs)
+    lost = np.zeros(arr.shape[0])
+    for D in dirs:  # (n_rows, d): mean_i ||Q^T u_i||^2 = tr(Q^T (mean_i u_i u_i^T) Q)
+        M = D.T @ D / D.shape[0]
+        lost += np.einsum("ndr,de,ner->n", arr, M, arr)
+    out = (r - lost) / (d - k)
+    return float(out[0]) if single else out
+
+
+def normalised_enrichment(energy: float, baseline: float, control_energies: Any,
+                          control_baselines: Any) -> float:
+    """``(E_T / b_T) / mean_j (E_Nj / b_Nj)``: each subspace against its own reachable baseline."""
+    ce = to_float64(control_energies, "control_energies").ravel()
+    cb = to_float64(control_baselines, "control_baselines").ravel()
+    if ce.shape != cb.shape:
+        raise ShapeError("control_energies and control_baselines need the same length")
+    den = float(np.mean(ce / cb))
+    return float(energy / baseline / den) if den > 0 else float("inf")

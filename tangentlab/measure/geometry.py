@@ -1,0 +1,222 @@
+"""Frequency geometry without the biases of row order and occurrence count (issue 10, item 4).
+
+A token's spread (mean distance of its occurrences to their own centroid) is biased twice:
+
+- by its occurrence count (a centroid of few points sits closer to them): compare tokens on
+  *equal-size* random subsamples of k occurrences (:func:`equal_size_spread`,
+  :func:`equal_size_centroids`);
+- by window-shared context: a frequent token's first k occurrences in row order often come from
+  one context window and share its context, which shrinks their spread and fakes a negative
+  frequency-spread correlation. :func:`one_per_window` keeps at most one occurrence per
+  (window, token), chosen at random, before subsampling.
+
+Masked or replaced MLM positions should be left out too: pass ``keep=False`` for them.
+
+Example::
+
+    >>> import numpy as np
+    >>> from tangentlab.measure.geometry import one_per_window, equal_size_spread
+    >>> tok = np.array([0, 0, 1, 0, 1, 1]); win = np.array([0, 0, 0, 1, 1, 1])
+    >>> idx = one_per_window(tok, win, seed=0)
+    >>> sorted(zip(win[idx].tolist(), tok[idx].tolist()))
+    [(0, 0), (0, 1), (1, 0), (1, 1)]
+    >>> H = np.arange(12.0).reshape(6, 2)
+    >>> tokens, spread = equal_size_spread(H[idx], tok[idx], k=2, seed=0)
+    >>> tokens.tolist()
+    [0, 1]
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tangentlab.errors import InsufficientSamplesError, ShapeError, ValidationError
+from tangentlab.measure._validate import as_points, check_positive_int, to_float64
+
+__all__ = [
+    "one_per_window",
+    "first_k_indices",
+    "equal_size_spread",
+    "equal_size_centroids",
+    "correlation_with_ci",
+]
+
+
+def _labels(x: Any, name: str, n: int | None = None) -> np.ndarray:
+    if hasattr(x, "detach"):
+        x = x.detach().cpu().numpy()
+    arr = np.asarray(x)
+    if arr.ndim != 1:
+        raise ShapeError(f"{name} must be one label per row, shape (n,); got shape {arr.shape}")
+    if arr.dtype.kind not in "iu":
+        if arr.dtype.kind == "f" and arr.size and np.all(np.isfinite(arr)) and \
+                np.all(arr == np.round(arr)):
+            arr = arr.astype(np.int64)
+        elif arr.size:
+            raise ValidationError(f"{name} must hold integer ids, got dtype {arr.dtype}")
+        else:
+            arr = arr.astype(np.int64)
+    if n is not None and arr.shape[0] != n:
+        raise ShapeError(f"{name} has {arr.shape[0]} entries but {n} rows are given")
+    return arr.astype(np.int64)
+
+
+def one_per_window(token_ids: Any, window_ids: Any, seed: Any, keep: Any = None) -> np.ndarray:
+    """Row indices keeping at most one occurrence per (window, token), chosen at random.
+
+    Args:
+        token_ids: shape ``(n,)`` integer token id of each row.
+        window_ids: shape ``(n,)`` integer id of each row's context window (or document).
+        seed: seed of the random choice.
+        keep: optional boolean mask ``(n,)``; rows with ``False`` (e.g. masked or replaced MLM
+            positions) are never chosen.
+
+    Returns:
+        int64 indices into the rows, ascending, one per distinct (window, token) pair among the
+        kept rows.
+    """
+    tok = _labels(token_ids, "token_ids")
+    win = _labels(window_ids, "window_ids", n=tok.shape[0])
+    rows = np.arange(tok.shape[0])
+    if keep is not None:
+        mask = np.asarray(keep.detach().cpu().numpy() if hasattr(keep, "detach") else keep)
+        if mask.shape != tok.shape or mask.dtype != bool:
+            raise ShapeError(f"keep must be a boolean mask of shape {tok.shape}; got "
+                             f"{mask.dtype} {mask.shape}")
+        rows = rows[mask]
+    if rows.size == 0:
+        return rows.astype(np.int64)
+    rng = np.random.default_rng(seed)
+    order = rows[rng.permutation(rows.size)]  # random order, then the first of each pair
+    pairs = np.stack([win[order], tok[order]], axis=1)
+    _, first = np.unique(pairs, axis=0, return_index=True)
+    return np.sort(order[first]).astype(np.int64)
+
+
+def first_k_indices(token_ids: Any, k: int) -> np.ndarray:
+    """The *old, biased* rule, kept for the raw statistic: each token's first k rows in row order.
+
+    Returns ascending int64 indices (tokens with fewer than k rows keep all of theirs). Compare
+    with :func:`one_per_window` followed by :func:`equal_size_spread`.
+    """
+    tok = _labels(token_ids, "token_ids")
+    k = check_positive_int(k, "k")
+    order = np.argsort(tok, kind="stable")
+    sorted_tok = tok[order]
+    starts = np.searchsorted(sorted_tok, sorted_tok, side="left")
+    rank = np.arange(tok.size) - starts
+    return np.sort(order[rank < k]).astype(np.int64)
+
+
+def _subsamples(H: Any, token_ids: Any, k: int, seed: Any):
+    X = as_points(H, name="H")
+    tok = _labels(token_ids, "token_ids", n=X.shape[0])
+    k = check_positive_int(k, "k")
+    uniq, counts = np.unique(tok, return_counts=True)
+    tokens = uniq[counts >= k]
+    if tokens.size == 0:
+        raise InsufficientSamplesError(
+            f"no token has k={k} occurrences (most: {int(counts.max()) if counts.size else 0}); "
+            "lower k or pass more rows"
+        )
+    rng = np.random.default_rng(seed)
+    order = np.argsort(tok, kind="stable")
+    starts = np.searchsorted(tok[order], tokens, side="left")
+    cnt = counts[counts >= k]
+    picks = np.empty((tokens.size, k), dtype=np.int64)
+    for i, (s, c) in enumerate(zip(starts, cnt)):
+        picks[i] = order[s + rng.choice(c, size=k, replace=False)]
+    return X, tokens, picks
+
+
+def equal_size_spread(H: Any, token_ids: Any, k: int, seed: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Spread of every token with at least k occurrences, on a random subsample of exactly k.
+
+    Args:
+        H: activations, shape ``(n, d)``.
+        token_ids: shape ``(n,)``.
+        k: occurrences per token (>= 2 for a non-zero spread); tokens with fewer are left out.
+        seed: seed of the subsample.
+
+    Returns:
+        ``(tokens, spread)``: token ids ascending, shape ``(t,)``; spread ``(t,)`` float64, the
+        mean Euclidean distance of the k sampled occurrences to their own centroid. Equal k makes
+        spreads comparable across frequencies (the count bias is the same for every token).
+    """
+    X, tokens, picks = _subsamples(H, token_ids, k, seed)
+    P = X[picks]  # (t, k, d)
+    cen = P.mean(axis=1, keepdims=True)
+    return tokens, np.linalg.norm(P - cen, axis=2).mean(axis=1)
+
+
+def equal_size_centroids(H: Any, token_ids: Any, k: int, seed: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Centroids of a random k-subsample of every token with at least k occurrences.
+
+    Returns ``(tokens (t,), centroids (t, d))``: equal-size centroids, so their sampling noise
+    (variance / k) is the same for every token, e.g. for a centroid-trajectory statistic.
+    """
+    X, tokens, picks = _subsamples(H, token_ids, k, seed)
+    return tokens, X[picks].mean(axis=1)
+
+
+def _rank(a: np.ndarray) -> np.ndarray:
+    from scipy.stats import rankdata
+
+    return rankdata(a, axis=-1)
+
+
+def _pearson_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    xc = x - x.mean(axis=-1, keepdims=True)
+    yc = y - y.mean(axis=-1, keepdims=True)
+    den = np.sqrt((xc * xc).sum(-1) * (yc * yc).sum(-1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, (xc * yc).sum(-1) / den, np.nan)
+
+
+def correlation_with_ci(x: Any, y: Any, *, n_boot: int = 1000, confidence: float = 0.95,
+                        seed: Any = 0) -> dict[str, tuple[float, float, float]]:
+    """Pearson and Spearman correlation with percentile bootstrap intervals over pairs (tokens).
+
+    Args:
+        x, y: shape ``(n,)`` each (e.g. log-frequency and spread per token), n >= 3.
+        n_boot: bootstrap replicates (each resamples the n pairs with replacement).
+        confidence: two-sided level in (0, 1).
+        seed: seed of the resampling.
+
+    Returns:
+        ``{"pearson": (value, low, high), "spearman": (value, low, high)}``. Replicates with a
+        constant resample (undefined correlation) are left out of the percentiles; if fewer than
+        2 remain the interval is NaN.
+    """
+    xa = to_float64(x, "x").ravel()
+    ya = to_float64(y, "y").ravel()
+    if xa.shape != ya.shape:
+        raise ShapeError(f"x and y must have the same length, got {xa.size} and {ya.size}")
+    if xa.size < 3:
+        raise InsufficientSamplesError(f"a correlation needs at least 3 pairs, got {xa.size}")
+    if not (np.all(np.isfinite(xa)) and np.all(np.isfinite(ya))):
+        from tangentlab.errors import NonFiniteError
+
+        raise NonFiniteError("x or y holds NaN or Inf; drop those tokens first")
+    n_boot = check_positive_int(n_boot, "n_boot", minimum=2)
+    if not 0 < confidence < 1:
+        raise ValidationError(f"confidence must lie in (0, 1), got {confidence!r}")
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, xa.size, size=(n_boot, xa.size))
+    a = (1 - confidence) / 2
+    out = {}
+    for name, (xv, yv) in (("pearson", (xa, ya)), ("spearman", (_rank(xa), _rank(ya)))):
+        val = float(_pearson_rows(xv, yv))
+        if name == "pearson":
+            reps = _pearson_rows(xa[idx], ya[idx])
+        else:
+            reps = _pearson_rows(_rank(xa[idx]), _rank(ya[idx]))
+        reps = reps[np.isfinite(reps)]
+        if reps.size >= 2:
+            lo, hi = np.quantile(reps, [a, 1 - a])
+        else:
+            lo = hi = float("nan")
+        out[name] = (val, float(lo), float(hi))
+    return out

@@ -1,0 +1,330 @@
+"""Issue 10, empirical side: one test per finding, each failing under the old protocol's rule.
+
+- finding 1 (frequency geometry): window-shared context under first-k; masked MLM positions;
+- finding 2 (fit window by step): step-span weights of the fit window and of early/late;
+- finding 3 (intervals): per-batch scalars, replicates kept, no per-batch d×d matrices;
+- finding 4 (causal): variance-matched controls, padded and scaled bases, intervals;
+- finding 5 (fit/test split): proxies and samples never see a test batch, gradients never a fit one;
+- finding 6 (constrained gradients): measured cosines and constrained rows;
+- finding 7 (labels): min–max in band_*, never in ci_*; statistic and dependence notes.
+"""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from tangentlab.empirical.collect import plan_rows, select_geometry_rows
+from tangentlab.empirical.data import EvalData, split_halves
+from tangentlab.empirical.metrics import aggregate_rows, causal_rows, frequency_rows
+from tangentlab.empirical.protocol import MeasureConfig
+from tangentlab.empirical.proxy_schedule import ProxySchedule, step_spans
+from tangentlab.empirical.records import EvalBatch, RowBase, SiteStats
+from tangentlab.measure import equal_size_spread, first_k_indices
+from tangentlab.runs import read_results
+
+# -- finding 1: frequency geometry ---------------------------------------------------------------
+
+
+def _window_context_toy(seed, n_win=300, L=64, V=150, d=16):
+    """Null toy: spread does not depend on frequency, but each window adds a shared context."""
+    rng = np.random.default_rng(seed)
+    p = 1 / np.arange(1, V + 1) ** 1.1
+    p /= p.sum()
+    tok = rng.choice(V, size=(n_win, L), p=p).ravel()
+    win = np.repeat(np.arange(n_win), L)
+    H = (3 * rng.standard_normal((V, d)))[tok] + rng.standard_normal((n_win, d))[win] \
+        + 0.5 * rng.standard_normal((n_win * L, d))
+    return tok, win, H
+
+
+def _stats_for_geometry(H, tok, mask):
+    U = np.unique(tok)
+    idx = np.searchsorted(U, tok)
+    d = H.shape[1]
+    tok_sum = np.zeros((len(U), d))
+    np.add.at(tok_sum, idx, H)
+    tok_sq = np.zeros(len(U))
+    np.add.at(tok_sq, idx, (H * H).sum(1))
+    st = SiteStats(act=None, sample=None, sample_tokens=None, tok_sum=tok_sum, tok_sq=tok_sq,
+                   tok_n=np.bincount(idx, minlength=len(U)), geo_rows=H[mask],
+                   geo_tokens=tok[mask])
+    return st, U
+
+
+def test_one_per_window_removes_the_window_context_bias_of_first_k():
+    """Old rule (first k occurrences in row order): biased ρ < 0 in a null toy; ours: ≈ 0."""
+    cfg = MeasureConfig(n_boot=20)
+    old, new = [], []
+    for seed in range(5):
+        tok, win, H = _window_context_toy(seed)
+        counts = np.bincount(tok, minlength=150)
+        idx = first_k_indices(tok, cfg.spread_k)  # the old protocol's selection
+        t, spread = equal_size_spread(H[idx], tok[idx], cfg.spread_k, 0)
+        from scipy.stats import spearmanr
+
+        old.append(spearmanr(np.log1p(counts[t]), spread).statistic)
+        mask = select_geometry_rows(tok, win, np.ones(len(tok), bool), seed)
+        st, U = _stats_for_geometry(H, tok, mask)
+        rows, _ = frequency_rows(st, counts, U, MeasureConfig(n_boot=20, seed=seed),
+                                 RowBase(site="s"))
+        new.append([r for r in rows if r["metric"] == "freq_distance_spearman"][0]["value"])
+    assert np.mean(old) < -0.1, old  # the toy does show the bias
+    assert abs(np.mean(new)) < 0.06, new
+
+
+def _fake_eval(arch, n_batches=4, B=3, T=10, seed=0, vocab=20):
+    g = torch.Generator().manual_seed(seed)
+    fit, _ = split_halves(n_batches, seed)
+    batches = []
+    for b in range(n_batches):
+        tok = torch.randint(4, vocab, (B, T), generator=g)
+        masked = (torch.rand(B, T, generator=g) < 0.3) if arch == "encoder" else \
+            torch.zeros(B, T, dtype=torch.bool)
+        inp = torch.where(masked, torch.full_like(tok, 3), tok)
+        lab = torch.where(masked, tok, torch.full_like(tok, -100)) if arch == "encoder" else tok
+        batches.append(EvalBatch(input_ids=inp, labels=lab, masked=masked, token_ids=tok,
+                                 index=b, half="fit" if b in fit else "test"))
+    counts = np.arange(vocab, dtype=np.int64) * 10
+    return EvalData(batches=batches, counts=counts, frequency_source="test",
+                    edges=np.array([3.0, 4.0]), labels=["f1", "f2", "f3"])
+
+
+def test_masked_positions_never_enter_per_token_geometry():
+    ev = _fake_eval("encoder")
+    plans, uniq = plan_rows(ev, "encoder", exclude_positions=(), sample_rows=1000, seed=0)
+    n_masked_fit = 0
+    for batch, plan in zip(ev.batches, plans):
+        masked = batch.masked[plan.rows].numpy()
+        assert not (plan.geometry & masked).any()
+        assert not (plan.geo_pick & masked).any()
+        if batch.half == "fit":
+            n_masked_fit += int(masked.sum())
+            # at most one pick per (window, token)
+            pairs = set()
+            for w, t in zip(plan.window[plan.geo_pick], plan.tok[plan.geo_pick]):
+                assert (w, t) not in pairs
+                pairs.add((w, t))
+            assert plan.geo_pick.any()
+    assert n_masked_fit > 0  # the test data has masked positions to leave out
+
+
+# -- finding 2: fit window and early/late by training step ----------------------------------------
+
+
+LOG_STEPS = [0, 1, 2, 3, 5, 9, 16, 27, 48, 85, 160]
+
+
+def test_fit_window_is_weighted_by_the_steps_each_checkpoint_stands_for():
+    """Old rule: every window checkpoint gave the same rows, so 6 of 9 came from warm-up."""
+    sch = ProxySchedule.plan(LOG_STEPS, method="pca", rank=2, seed=0, fraction=0.3)
+    assert sch.window_steps == (0, 1, 2, 3, 5, 9, 16, 27, 48)
+    w = np.asarray(sch.window_weights)
+    assert w.sum() == pytest.approx(0.3 * 160)
+    assert w[-1] == pytest.approx(48 - (27 + 48) / 2)  # 48 stands for [37.5, 48]
+    # pooled sample: rows of checkpoint s are all equal to s, so the pooled mean is the mean step
+    samples = {s: np.full((400, 3), float(s)) for s in sch.window_steps}
+    pooled = sch.pooled(samples)
+    assert len(pooled) == 400
+    assert pooled[:, 0].mean() == pytest.approx(np.dot(w, sch.window_steps) / w.sum(), abs=0.2)
+    assert pooled[:, 0].mean() > 20  # equal rows per checkpoint would give 12.3
+    assert sch.effective_step >= 27 and sch.manifest()["weighted_median_step"] == sch.effective_step
+
+
+def test_early_late_aggregates_are_weighted_by_step_span():
+    rows = [{"experiment": "e", "site": "s", "bucket": "all", "proxy": "fixed", "step": s,
+             "metric": "enrichment", "value": float(v)}
+            for s, v in zip([0, 1, 2, 3, 40, 100], [9.0, 1.0, 1.0, 1.0, 5.0, 2.0])]
+    agg = {r["checkpoint"]: r for r in aggregate_rows(rows, cut=50, max_step=100)}
+    spans = step_spans([1, 2, 3, 40], 0, 50)
+    assert agg["early"]["value"] == pytest.approx(np.dot(spans, [1, 1, 1, 5]) / sum(spans))
+    assert agg["early"]["value"] > 3  # the plain mean over checkpoints would be 2.0
+    assert agg["early"]["band_low"] == 1.0 and agg["early"]["band_high"] == 5.0
+    assert "ci_low" not in agg["early"]  # a min-max spread is a band, not an interval
+    assert agg["early"]["effective_step"] == 40 and agg["late"]["n"] == 1
+
+
+# -- finding 5: fit half and test half --------------------------------------------------------------
+
+
+def test_split_is_deterministic_disjoint_and_complete():
+    fit, test = split_halves(64, seed=3)
+    assert (fit, test) == split_halves(64, seed=3)
+    assert not set(fit) & set(test) and sorted(fit + test) == list(range(64))
+    assert len(fit) == 32 and fit != split_halves(64, seed=4)[0]
+    ev = _fake_eval("decoder")
+    plans, _ = plan_rows(ev, "decoder", exclude_positions=(), sample_rows=1000, seed=0)
+    for batch, plan in zip(ev.batches, plans):
+        if batch.half == "test":
+            assert not plan.sample.any() and not plan.geometry.any()
+        else:
+            assert plan.sample.all()  # 1000 > the fit rows: every kept fit row is sampled
+
+
+def test_proxy_rows_and_gradient_rows_come_from_disjoint_batches(tiny_runs, tmp_path, monkeypatch):
+    """Every capture with gradients is of a test batch; every forward-only one of a fit batch."""
+    import tangentlab.empirical.capture as capture
+    from tangentlab.empirical.protocol import measure_trajectory
+
+    from .conftest import TEST_MEASURE
+
+    seen = []
+    real = capture.capture_batch
+
+    def spy(loaded, sites, input_ids, *args, grads=True, **kw):
+        seen.append((input_ids.data_ptr(), bool(grads)))
+        return real(loaded, sites, input_ids, *args, grads=grads, **kw)
+
+    monkeypatch.setattr(capture, "capture_batch", spy)
+    out = measure_trajectory(tiny_runs["decoder"], tmp_path / "m", device="cpu", seed=0,
+                             overrides=dict(TEST_MEASURE, causal=False, max_checkpoints=2))
+    man = json.loads((out / "manifest.json").read_text())
+    fit, test = man["split"]["fit_batches"], man["split"]["test_batches"]
+    assert fit and test and not set(fit) & set(test)
+    grad_ptrs = {p for p, g in seen if g}
+    fwd_ptrs = {p for p, g in seen if not g}
+    assert grad_ptrs and fwd_ptrs and not grad_ptrs & fwd_ptrs
+    assert len(grad_ptrs) == len(test) and len(fwd_ptrs) == len(fit)
+
+
+# -- findings 3, 6, 7 on a measured run -------------------------------------------------------------
+
+
+def test_measured_rows_have_honest_intervals_bands_and_constraints(measured):
+    for arch, run in measured.items():
+        df = read_results(run)
+        assert {"band_low", "band_high"} <= set(df.columns)
+        cols = list(df.columns)
+        assert cols.index("band_low") == cols.index("ci_high") + 1
+        ctrl = df[df.metric == "energy_control_mean"]
+        assert ctrl.ci_low.isna().all() and ctrl.band_low.notna().all()
+        assert (ctrl.band_low <= ctrl.value + 1e-12).all() and (ctrl.value <= ctrl.band_high + 1e-12).all()
+        agg = df[df.checkpoint.isin(["early", "late"])]
+        assert agg.ci_low.isna().all() and agg.band_low.notna().all()
+        iso = df[df.metric.str.startswith("delta_isoscore")]
+        assert iso.note.str.contains("enrichment").all()
+        corr = df[df.metric.str.startswith(("freq_distance", "trajectory_variance"))]
+        assert (corr.statistic == corr.metric.str.rsplit("_", n=1).str[-1]).all()
+        kept = df[df.metric == "bootstrap_replicates_kept"]
+        assert len(kept) and (kept.value <= kept.n_replicates).all() and (kept.value > 0).all()
+        enr = df[(df.metric == "enrichment") & df.ci_low.notna()]
+        assert (enr.interval == "bootstrap").all() and (enr.n_batches >= 2).all()
+        # finding 6, checked on the rows: the decoder (GPT-2, pre-LN) residual stream reaches the
+        # loss only through LayerNorms, so its gradients are orthogonal to 1; the encoder's
+        # (BERT, post-LN) resid_post also feeds linear maps directly, so nothing is forced there
+        ones = df[df.metric == "grad_cos_ones_max"]
+        forced = ones.forced.astype(str) == "true"
+        con = df[(df.subspace == "constrained") & (df.metric == "enrichment")]
+        if arch == "decoder":
+            assert len(ones) and (ones.value < 1e-4).all() and forced.all()
+            assert len(con) and con.ci_low.notna().all()
+            base = df[(df.subspace == "constrained") & (df.metric == "baseline")]
+            assert np.allclose(base.value, 8 / 31)  # r / (d - 1) inside the complement of 1
+        else:
+            assert len(ones) and (ones.value > 1e-2).all() and not forced.any()
+            assert con.empty
+        # finding 4: causal rows with intervals and removed variance
+        for m in ("ablation_loss_tangent", "ablation_loss_control_mean", "removed_variance_tangent",
+                  "ablation_loss_per_variance_tangent", "ablation_loss_matched_mean"):
+            assert m in set(df.metric), (arch, m)
+        abl = df[(df.metric == "ablation_loss_tangent") & df.checkpoint.str.startswith("step_")]
+        assert len(abl) and abl.ci_low.notna().all()
+
+
+def test_per_batch_storage_is_scalars_not_matrices(measured, tiny_runs):
+    """The site record keeps (batches × pool) scalars; no (batches × d × d) arrays."""
+    from tangentlab.empirical.collect import collect_fit_half, collect_test_half, merge_halves
+    from tangentlab.empirical.data import make_eval_data
+    from tangentlab.empirical.models import load_model
+    from tangentlab.empirical.tokenizer import load_tokenizer
+    from tangentlab.measure import normal_controls
+
+    run = tiny_runs["decoder"]
+    tok = load_tokenizer(run / "tokenizer")
+    lm = load_model(sorted((run / "checkpoints").iterdir())[-1], device="cpu")
+    from tangentlab.empirical.corpus import load_texts
+
+    ev = make_eval_data(tok, "decoder", texts=load_texts(run / "eval.jsonl"),
+                        counts=np.ones(len(tok), dtype=np.int64) * 5, frequency_source="t",
+                        n_batches=6, batch_size=2, seq_len=16, seed=0, n_buckets=2)
+    plans, uniq = plan_rows(ev, "decoder", exclude_positions=(), sample_rows=64, seed=0)
+    site = "blocks.1.resid_post"
+    fit = collect_fit_half(lm, [site], ev, plans, uniq)
+    d = fit[site].sample.shape[1]
+    Q = np.linalg.qr(np.random.default_rng(0).standard_normal((d, 4)))[0]
+    test = collect_test_half(lm, [site], ev, plans,
+                             subspaces={site: {"fixed": (Q, normal_controls(Q, 50, 0))}})
+    st = merge_halves(fit[site], test[site])
+    be = st.energies[("fixed", "all")]
+    assert be.controls.shape == (len(ev.test_batches), 50)
+    per_batch_bytes = sum(b.controls.nbytes + b.tangent.nbytes + b.trace.nbytes
+                          for b in st.energies.values())
+    assert per_batch_bytes < len(ev.test_batches) * d * d * 8  # one d×d per batch would exceed
+    assert all(getattr(st, f, None) is None or np.ndim(getattr(st, f)) < 3
+               for f in ("tok_sum", "sample", "geo_rows"))
+
+
+# -- finding 4: causal rows and edited losses -------------------------------------------------------
+
+
+def test_causal_rows_compare_with_variance_matched_controls():
+    from tangentlab.empirical.causal import CausalLosses
+
+    nb, K = 6, 1 + 1 + 2 + 2
+    rng = np.random.default_rng(0)
+    loss = np.full((nb, K), 100.0) + rng.normal(0, 0.5, (nb, K))
+    loss[:, 1] += 30  # the tangent hurts, removing 4 units of variance
+    loss[:, 4:6] += 28  # matched controls remove as much and hurt about as much
+    cl = CausalLosses(loss_sums=loss, counts=np.full((nb, K), 50.0),
+                      removed_variance=np.array([0, 4.0, 0.5, 0.6, 4.0, 4.0]), index_tangent=1,
+                      index_complement=np.array([2, 3]), index_matched=np.array([4, 5]),
+                      index_steer=(), steer_sizes=())
+    rows = {r["metric"]: r for r in causal_rows(cl, MeasureConfig(n_boot=200), RowBase(site="s"))}
+    t, m = rows["ablation_loss_tangent"], rows["ablation_loss_matched_mean"]
+    assert t["ci_low"] < t["value"] < t["ci_high"] and m["ci_low"] < m["value"] < m["ci_high"]
+    assert m["band_low"] <= m["value"] <= m["band_high"] and "ci_low" not in rows["removed_variance_matched_mean"]
+    assert rows["removed_variance_matched_mean"]["value"] == pytest.approx(4.0)
+    per_t = rows["ablation_loss_per_variance_tangent"]["value"]
+    per_c = rows["ablation_loss_per_variance_control_mean"]["value"]
+    per_m = rows["ablation_loss_per_variance_matched_mean"]["value"]
+    assert per_t == pytest.approx(t["value"] / 4.0)
+    # against complement controls the tangent looks causal; per unit of variance it does not
+    assert t["value"] > 5 * rows["ablation_loss_control_mean"]["value"]
+    assert abs(per_t - per_m) < 0.2 * per_t and per_c < per_t
+    exc = rows["ablation_loss_excess_matched"]
+    assert exc["ci_low"] < exc["value"] < exc["ci_high"]
+
+
+def test_edited_losses_handles_zero_padded_and_scaled_columns(tiny_runs):
+    from tangentlab.empirical.capture import capture_batch, edited_losses
+    from tangentlab.empirical.models import load_model
+
+    run = tiny_runs["decoder"]
+    lm = load_model(sorted((run / "checkpoints").iterdir())[-1], device="cpu")
+    g = torch.Generator().manual_seed(0)
+    inp = torch.randint(5, 100, (2, 12), generator=g)
+    site = "blocks.0.resid_post"
+    d = lm.model.config.hidden_size
+    rng = np.random.default_rng(1)
+    Q = np.linalg.qr(rng.standard_normal((d, 3)))[0]
+    mu = rng.standard_normal(d) * 0.1
+    s = 0.6
+    padded = np.concatenate([Q, np.zeros((d, 2))], axis=1)  # rank 3 written as rank 5
+    scaled = np.concatenate([Q[:, :2], s * Q[:, 2:3], np.zeros((d, 2))], axis=1)
+
+    def manual(B):
+        Bt = torch.as_tensor(B, dtype=torch.float32)
+        m = torch.as_tensor(mu, dtype=torch.float32)
+        cap = capture_batch(lm, [site], inp, inp, grads=False,
+                            edit={site: lambda h: h - ((h - m) @ Bt) @ Bt.T})
+        return cap.loss_sum
+
+    plain, _ = edited_losses(lm, site, inp, inp, bases=Q[None], shifts=np.zeros((1, d)), mu=mu)
+    loss, n = edited_losses(lm, site, inp, inp, bases=np.stack([padded, scaled]),
+                            shifts=np.zeros((2, d)), mu=mu)
+    assert loss[0] == pytest.approx(plain[0], rel=1e-6)  # zero columns edit nothing
+    assert loss[0] == pytest.approx(manual(Q), rel=1e-5)
+    # the scaled column shrinks that direction's component by 1 - s^2, exactly as applied by hand
+    assert loss[1] == pytest.approx(manual(scaled), rel=1e-5)
+    assert loss[1] != pytest.approx(loss[0], rel=1e-6)
