@@ -135,6 +135,14 @@ class World:
         _collective(lambda dist: dist.all_gather_object(out, obj))
         return out
 
+    def gather_object(self, obj: Any, dst: int = 0) -> list[Any] | None:
+        """Every rank's ``obj`` in rank order on rank ``dst``; None on the other ranks."""
+        if not self.distributed:
+            return [obj]
+        out: list[Any] | None = [None] * self.size if self.rank == dst else None
+        _collective(lambda dist: dist.gather_object(obj, out, dst=dst))
+        return out
+
     def all_gather_arrays(self, array) -> list:
         """Every rank's numpy ``array`` in rank order. The first axis may differ between ranks;
         the other axes and the dtype must agree. Sent as tensors (no pickling)."""
@@ -479,6 +487,8 @@ def run_rank(func: Callable[[Any], int], args: Any) -> int:
                     message = f"{message} (on rank {r} of {world.size})"
             sys.stderr.write(f"tangentlab: error: {message}\n")
             sys.stderr.flush()
+            if code not in (1, 2, 3):  # 1-3: rank 0 has printed the line (see launch)
+                code = 1
             if os.environ.get("TANGENTLAB_DEBUG"):
                 import traceback
 
@@ -578,12 +588,11 @@ def launch(argv: Sequence[str], nproc: int, *, port: int | None = None) -> int:
         failures = exc.failures
         codes = {r: f.exitcode for r, f in failures.items()}
         first = min(failures.values(), key=lambda f: f.timestamp)
-        if 0 not in codes or codes[0] < 0 or codes[0] == 143:
-            # rank 0 ended without reporting (killed, or SIGTERM before it could): say it here
-            if codes.get(0, 0) not in (2, 3):
-                sys.stderr.write(
-                    f"tangentlab: error: rank {first.local_rank} of {nproc} stopped with exit code "
-                    f"{first.exitcode}; no results were written\n")
+        if codes.get(0) not in (1, 2, 3):
+            # rank 0 ended without reporting (killed, or stopped before it could): say it here
+            sys.stderr.write(
+                f"tangentlab: error: rank {first.local_rank} of {nproc} stopped with exit code "
+                f"{first.exitcode}; no results were written\n")
         code = first.exitcode
         return code if code > 0 else 1
     return 0

@@ -191,7 +191,7 @@ def _combine_cosines(acc: dict[str, float], got: Mapping[str, float]) -> dict[st
 def collect_test_half(loaded, sites: Sequence[str], eval_data, plans: Sequence[RowPlan], *,
                       subspaces: Mapping[str, Mapping[str, tuple]],
                       constrain: Mapping[str, tuple] | None = None, act_rows: int = 1024,
-                      seed: int = 0) -> dict[str, dict[str, Any]]:
+                      seed: int = 0, n_test_batches: int | None = None) -> dict[str, dict[str, Any]]:
     """Forward + backward passes over the test half, with the subspaces known.
 
     ``subspaces``: {site: {proxy: (Q (d, r), pool (K, d, r))}}. ``constrain``: optional
@@ -212,7 +212,8 @@ def collect_test_half(loaded, sites: Sequence[str], eval_data, plans: Sequence[R
 
     labels = list(eval_data.labels)
     tests = [(b, p) for b, p in zip(eval_data.batches, plans, strict=True) if b.half == "test"]
-    per_batch = -(-act_rows // max(len(tests), 1))
+    # n_test_batches: the whole test half's count when these batches are one rank's share
+    per_batch = -(-act_rows // max(n_test_batches or len(tests), 1))
     parts: dict[str, dict[str, Any]] = {}
     loss_sum, n_targets = 0.0, 0
 

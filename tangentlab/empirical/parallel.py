@@ -84,3 +84,207 @@ def shard_loss(module, inputs, labels, arch: str, total_targets: int):
     loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1),
                            ignore_index=-100, reduction="sum")
     return loss / max(1, int(total_targets))
+
+
+# ---------------------------------------------------------------------------------------------
+# Measurement: data-parallel (ranks split each checkpoint's eval batches) and checkpoint-parallel
+# (ranks take whole checkpoints). :func:`tangentlab.distributed.choose_mode` picks one.
+# ---------------------------------------------------------------------------------------------
+
+
+def output_directory(out_dir, world):
+    """Rank 0: :func:`tangentlab.runs.atomic_directory` (built under a temporary name, renamed
+    at the end, removed on failure). Other ranks: no folder at all (yields None)."""
+    import contextlib
+
+    from tangentlab.runs import atomic_directory
+
+    return atomic_directory(out_dir) if world.is_main else contextlib.nullcontext(None)
+
+
+def checkpoint_share(world, mode: str, n: int) -> list[int]:
+    """The checkpoint indices this rank measures: all of them, or its contiguous share in
+    checkpoint-parallel mode."""
+    return world.shard(list(range(n))) if mode == "checkpoint" else list(range(n))
+
+
+class DataShare:
+    """This rank's contiguous share of the fit half and of the test half of the eval batches,
+    and the merges of every rank's statistics on rank 0.
+
+    Merges, all in rank order (= batch order, since shares are contiguous): moment accumulators
+    (:meth:`MomentAccumulator.merge`, float64), per-token sums (float64, added rank by rank),
+    counts (exact), samples, geometry rows and test activation rows (concatenated: exact),
+    per-batch energies (:meth:`BatchEnergies.concat`: exact), forced-direction cosines (max
+    exact, mean re-weighted). Only the float64 sums can differ from one process, by rounding.
+    """
+
+    def __init__(self, world, eval_data, plans):
+        import dataclasses
+
+        batches = list(eval_data.batches)
+        fit = [i for i, b in enumerate(batches) if b.half == "fit"]
+        test = [i for i, b in enumerate(batches) if b.half == "test"]
+        mine = sorted(world.shard(fit) + world.shard(test))
+        self.world = world
+        self.n_test = len(test)
+        self.eval_data = dataclasses.replace(eval_data, batches=[batches[i] for i in mine])
+        self.plans = [plans[i] for i in mine]
+
+    def fit_half(self, lm, sites, uniq, *, sample_only: bool = False):
+        """:func:`collect_fit_half` over this rank's fit batches; the merged {site: SiteStats}
+        on rank 0, None elsewhere."""
+        from tangentlab.empirical.collect import collect_fit_half
+
+        local = collect_fit_half(lm, sites, self.eval_data, self.plans, uniq,
+                                 sample_only=sample_only)
+        parts = self.world.gather_object(local)
+        return None if parts is None else merge_fit_parts(parts, sites)
+
+    def test_half(self, lm, sites, **kwargs):
+        """:func:`collect_test_half` over this rank's test batches; merged on rank 0, None
+        elsewhere."""
+        from tangentlab.empirical.collect import collect_test_half
+
+        local = collect_test_half(lm, sites, self.eval_data, self.plans,
+                                  n_test_batches=self.n_test, **kwargs)
+        parts = self.world.gather_object(local)
+        return None if parts is None else merge_test_parts(parts, sites)
+
+
+def _sum_in_order(arrays):
+    import numpy as np
+
+    total = np.array(arrays[0], dtype=np.float64, copy=True)
+    for a in arrays[1:]:
+        total += a
+    return total
+
+
+def _concat(arrays):
+    import numpy as np
+
+    return arrays[0] if len(arrays) == 1 else np.concatenate(arrays, axis=0)
+
+
+def merge_fit_parts(parts, sites):
+    """One {site: SiteStats} from the ranks' fit-half records (rank order)."""
+    import dataclasses
+
+    out = {}
+    for site in sites:
+        got = [p[site] for p in parts if site in p]
+        if not got:
+            continue
+        act = got[0].act.copy()
+        for g in got[1:]:
+            act.merge(g.act)
+        out[site] = dataclasses.replace(
+            got[0], act=act,
+            sample=_concat([g.sample for g in got]),
+            sample_tokens=_concat([g.sample_tokens for g in got]),
+            tok_sum=_sum_in_order([g.tok_sum for g in got]),
+            tok_sq=_sum_in_order([g.tok_sq for g in got]),
+            tok_n=sum(g.tok_n for g in got[1:]) + got[0].tok_n,
+            geo_rows=_concat([g.geo_rows for g in got]),
+            geo_tokens=_concat([g.geo_tokens for g in got]),
+            loss_sum=float(_sum_in_order([[g.loss_sum] for g in got])[0]),
+            n_targets=int(sum(g.n_targets for g in got)),
+        )
+    return out
+
+
+def merge_test_parts(parts, sites):
+    """One {site: test-half result} from the ranks' :func:`collect_test_half` results."""
+    from tangentlab.empirical.collect import _combine_cosines
+
+    out = {}
+    for site in sites:
+        got = [p[site] for p in parts if site in p]
+        if not got:
+            continue
+        grad = got[0]["grad"].copy()
+        for g in got[1:]:
+            grad.merge(g["grad"])
+        merged = {}
+        for name in ("energies", "constrained"):
+            table = {}
+            for g in got:
+                for key, be in g[name].items():
+                    table[key] = be if key not in table else table[key].concat(be)
+            merged[name] = table
+        forced: dict = {}
+        for g in got:
+            forced = _combine_cosines(forced, g["forced"]) if g["forced"] else forced
+        out[site] = {"grad": grad, "energies": merged["energies"],
+                     "constrained": merged["constrained"], "forced": forced,
+                     "test_acts": _concat([g["test_acts"] for g in got]),
+                     "loss_sum": float(_sum_in_order([[g["loss_sum"]] for g in got])[0]),
+                     "n_targets": int(sum(g["n_targets"] for g in got))}
+    return out
+
+
+def fixed_proxies(world, mode: str, share, setup, schedule, cks, timer, load):
+    """The fixed proxy of every site, fitted on rank 0 from the fit window's samples and
+    broadcast. Data mode: every rank captures its share of each window checkpoint's batches;
+    checkpoint mode: each rank captures whole window checkpoints (its contiguous share)."""
+    from tangentlab.empirical.collect import collect_fit_half
+
+    window = [ck for ck in cks if schedule.in_window(ck.step)]
+    samples: dict = {s: {} for s in setup.sites}
+    if mode == "data":
+        for ck in window:
+            with timer("load"):
+                lm = load(ck)
+            with timer("capture"):
+                got = share.fit_half(lm, setup.sites, setup.uniq, sample_only=True)
+            if got is not None:
+                for site in setup.sites:
+                    samples[site][ck.step] = got[site].sample
+    else:
+        local = {}
+        for ck in world.shard(window):
+            with timer("load"):
+                lm = load(ck)
+            with timer("capture"):
+                got = collect_fit_half(lm, setup.sites, setup.eval_data, setup.plans,
+                                       setup.uniq, sample_only=True)
+            local[ck.step] = {site: got[site].sample for site in setup.sites}
+        for part in world.gather_object(local) or []:
+            for step, by_site in part.items():
+                for site, x in by_site.items():
+                    samples[site][step] = x
+    fixed = None
+    if world.is_main:
+        with timer("proxy_fit"):
+            fixed = {site: schedule.fit_fixed(samples[site]) for site in setup.sites}
+    return world.broadcast_object(fixed)
+
+
+def previous_refits(setup, schedule, fixed, ck, timer, load) -> dict:
+    """The refit proxies of checkpoint ``ck`` (the one before this rank's first), from a
+    forward-only pass: what a single process carries over for the drift from the previous
+    checkpoint."""
+    from tangentlab.empirical.collect import collect_fit_half
+
+    with timer("load"):
+        lm = load(ck)
+    with timer("capture"):
+        got = collect_fit_half(lm, setup.sites, setup.eval_data, setup.plans, setup.uniq,
+                               sample_only=True)
+    with timer("proxy_fit"):
+        return {site: schedule.proxies(fixed[site], got[site].sample, None).refit
+                for site in setup.sites}
+
+
+def gather_checkpoints(world, done: list) -> list:
+    """Every rank's checkpoint results on rank 0, in checkpoint order ([] elsewhere). Only the
+    last checkpoint keeps its site statistics (the trajectory rows need them)."""
+    import dataclasses
+
+    parts = world.gather_object(done)
+    if parts is None:
+        return []
+    out = [r for part in parts for r in part]
+    return [dataclasses.replace(r, stats=None) if i < len(out) - 1 else r
+            for i, r in enumerate(out)]

@@ -30,6 +30,7 @@ holds the config and the orchestration. docs/empirical.md states every metric an
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Mapping
@@ -450,18 +451,21 @@ def measure_trajectory(
     """
     import torch
 
+    from tangentlab import distributed
     from tangentlab._runtime import single_blas_thread, torch_threads
-    from tangentlab.empirical.collect import merge_halves
+    from tangentlab.empirical import parallel
     from tangentlab.empirical.metrics import aggregate_rows
     from tangentlab.empirical.models import resolve_device
     from tangentlab.empirical.proxy_schedule import ProxySchedule
     from tangentlab.empirical.trajectory import resolve_trajectory
     from tangentlab.progress import progress
-    from tangentlab.runs import RESULTS_NAME, Timer, atomic_directory
+    from tangentlab.runs import RESULTS_NAME, Timer
 
+    world = distributed.ensure(device)  # one process, or one rank of torchrun / --nproc
     cfg = resolve_measure_config(overrides, config_path, seed)
     traj = resolve_trajectory(trajectory, gguf=gguf)
-    dev = resolve_device(device)
+    dev = world.device if world.distributed else resolve_device(device)
+    dist_record = parallel.world_record(world, dev)
     cks = traj.checkpoints
     if cfg.max_checkpoints and len(cks) > cfg.max_checkpoints:
         cks = [cks[i] for i in sorted(_spread_indices(len(cks), cfg.max_checkpoints))]
@@ -469,52 +473,46 @@ def measure_trajectory(
     torch.manual_seed(cfg.seed)
     threads = cfg.threads or int(traj.train_config.get("threads", 0) or 0)
 
-    with single_blas_thread(), torch_threads(threads), atomic_directory(out_dir) as tmp:
+    with single_blas_thread(), torch_threads(threads), \
+            parallel.output_directory(out_dir, world) as tmp:
         setup = _prepare(traj, cks, cfg, dev, timer)
         schedule = ProxySchedule.plan([c.step for c in cks], method=cfg.proxy, rank=cfg.rank,
                                       seed=cfg.seed, fraction=cfg.fit_fraction, refit=cfg.refit)
         head = setup.first.head
-        fixed = _fixed_proxies(setup, schedule, cks, dev, timer) if head else {}
+        mode = distributed.choose_mode(len(cks), len(setup.eval_data.batches), world.size)
+        share = parallel.DataShare(world, setup.eval_data, setup.plans) if mode == "data" else None
+        if not head:
+            fixed = {}
+        elif mode == "single":
+            fixed = _fixed_proxies(setup, schedule, cks, dev, timer)
+        else:  # the fit window's samples from every rank; rank 0 fits and broadcasts
+            fixed = parallel.fixed_proxies(world, mode, share, setup, schedule, cks, timer,
+                                           lambda ck: _load(setup, ck, dev))
         ones = _ones_space(setup.d)
         causal_idx = _spread_indices(len(cks), cfg.causal_checkpoints) if cfg.causal else set()
-        rows: list[dict] = []
-        scatter: dict[str, dict] = {s: {} for s in setup.sites}
-        cents: dict[str, list] = {s: [] for s in setup.sites}
+        mine = parallel.checkpoint_share(world, mode, len(cks))
         previous: dict[str, Any] = {}
-        ck_info = []
-        for i, ck in enumerate(progress(cks, desc="measure")):
-            with timer("load"):
-                lm = _load(setup, ck, dev)
-            with timer("capture"):
-                fit = collect_fit_half(lm, setup.sites, setup.eval_data, setup.plans, setup.uniq)
-            proxies, tested, test = {}, {}, {}
-            if head:
-                with timer("proxy_fit"):
-                    for site in setup.sites:
-                        proxies[site] = schedule.proxies(fixed[site], fit[site].sample,
-                                                         previous.get(site))
-                        previous[site] = proxies[site].refit
-                        tested[site] = _tested_subspaces(proxies[site], cfg, ones)
-                with timer("capture"):
-                    test = collect_test_half(
-                        lm, setup.sites, setup.eval_data, setup.plans,
-                        subspaces={s: t[0] for s, t in tested.items()},
-                        constrain={s: (ones.basis, t[1]) for s, t in tested.items()},
-                        act_rows=cfg.sample_rows, seed=cfg.seed)
-            ck_info.append({"checkpoint": ck.name, "step": ck.step, "path": str(ck.path),
-                            "tie_embeddings": lm.tie_embeddings,
-                            "in_fit_window": schedule.in_window(ck.step), "causal": i in causal_idx})
-            stats = {}
-            for site in setup.sites:
-                stats[site] = st = merge_halves(fit[site], test.get(site))
-                base = RowBase(model=traj.model_name, arch=setup.first.arch, checkpoint=ck.name,
-                               step=ck.step, layer=_layer_of(site), site=site, seed=cfg.seed,
-                               method=cfg.proxy)
-                got, scatter[site][ck.step] = _site_rows(
-                    lm, st, proxies.get(site), tested.get(site), base, setup, cfg,
-                    causal=head and i in causal_idx, ones=ones, timer=timer)
-                rows += got
-                cents[site].append(_centroids(st, cfg))
+        if mode == "checkpoint" and head and cfg.refit and mine and mine[0] > 0:
+            previous = parallel.previous_refits(setup, schedule, fixed, cks[mine[0] - 1], timer,
+                                                lambda ck: _load(setup, ck, dev))
+        done = []
+        for i in progress(mine, desc="measure"):
+            distributed.fault_point("measure_checkpoint", i)  # test hook (TANGENTLAB_FAULT)
+            got = _measure_checkpoint(i, cks[i], setup, schedule, fixed, ones, causal_idx,
+                                      previous, cfg, traj, dev, timer, share)
+            if got is not None:  # None: a rank other than 0 in data-parallel mode
+                if done:  # only the last checkpoint keeps its O(d²) statistics
+                    done[-1] = dataclasses.replace(done[-1], stats=None)
+                done.append(got)
+        if mode == "checkpoint":
+            done = parallel.gather_checkpoints(world, done)
+        if not world.is_main:
+            return Path(out_dir)
+        rows = [r for ckr in done for r in ckr.rows]
+        scatter = {s: {ckr.step: ckr.scatter[s] for ckr in done} for s in setup.sites}
+        cents = {s: [ckr.centroids[s] for ckr in done] for s in setup.sites}
+        stats = done[-1].stats
+        ck_info = [ckr.info for ckr in done]
         with timer("metrics"):
             if len(cks) >= 2:
                 for site in setup.sites:
@@ -524,13 +522,84 @@ def measure_trajectory(
                     rows += _trajectory_site_rows(site, cents[site], stats[site], setup, cfg, tb)
             rows += aggregate_rows(rows, cfg.early_fraction * schedule.max_step,
                                    schedule.max_step)
+        parallel_record = dict(dist_record, mode=mode)
         _write_outputs(tmp, rows, scatter, setup, schedule, cfg, trajectory, traj, ck_info,
-                       dev, timer, RESULTS_NAME)
+                       dev, timer, RESULTS_NAME, parallel_record)
     return Path(out_dir)
 
 
+@dataclass(frozen=True)
+class _CheckpointResult:
+    """What one checkpoint contributes: its rows, and per site its frequency scatter and
+    centroids; ``stats`` {site: SiteStats}; ``info`` its manifest entry."""
+
+    step: int
+    rows: list
+    scatter: dict
+    centroids: dict
+    stats: dict
+    info: dict
+
+
+def _measure_checkpoint(i: int, ck, setup: _Setup, schedule, fixed, ones, causal_idx, previous,
+                        cfg: MeasureConfig, traj, dev: str, timer, share=None):
+    """Capture and measure checkpoint ``i`` (``previous``: the last refit per site, updated).
+
+    ``share``: a :class:`tangentlab.empirical.parallel.DataShare` in data-parallel mode (this
+    rank's eval batches, merged on rank 0); returns None on the other ranks.
+    """
+    from tangentlab.empirical.collect import merge_halves
+
+    with timer("load"):
+        lm = _load(setup, ck, dev)
+    head = setup.first.head
+    with timer("capture"):
+        if share is None:
+            fit = collect_fit_half(lm, setup.sites, setup.eval_data, setup.plans, setup.uniq)
+        else:
+            fit = share.fit_half(lm, setup.sites, setup.uniq)
+    proxies, tested, test = {}, {}, {}
+    if head:
+        with timer("proxy_fit"):
+            if share is None or share.world.is_main:
+                for site in setup.sites:
+                    proxies[site] = schedule.proxies(fixed[site], fit[site].sample,
+                                                     previous.get(site))
+                    previous[site] = proxies[site].refit
+            if share is not None:
+                proxies = share.world.broadcast_object(proxies)
+            for site in setup.sites:
+                tested[site] = _tested_subspaces(proxies[site], cfg, ones)
+        with timer("capture"):
+            kwargs = dict(subspaces={s: t[0] for s, t in tested.items()},
+                          constrain={s: (ones.basis, t[1]) for s, t in tested.items()},
+                          act_rows=cfg.sample_rows, seed=cfg.seed)
+            if share is None:
+                test = collect_test_half(lm, setup.sites, setup.eval_data, setup.plans, **kwargs)
+            else:
+                test = share.test_half(lm, setup.sites, **kwargs)
+    if share is not None and not share.world.is_main:
+        return None
+    info = {"checkpoint": ck.name, "step": ck.step, "path": str(ck.path),
+            "tie_embeddings": lm.tie_embeddings,
+            "in_fit_window": schedule.in_window(ck.step), "causal": i in causal_idx}
+    rows, scatter, cents, stats = [], {}, {}, {}
+    for site in setup.sites:
+        stats[site] = st = merge_halves(fit[site], test.get(site))
+        base = RowBase(model=traj.model_name, arch=setup.first.arch, checkpoint=ck.name,
+                       step=ck.step, layer=_layer_of(site), site=site, seed=cfg.seed,
+                       method=cfg.proxy)
+        got, scatter[site] = _site_rows(
+            lm, st, proxies.get(site), tested.get(site), base, setup, cfg,
+            causal=head and i in causal_idx, ones=ones, timer=timer)
+        rows += got
+        cents[site] = _centroids(st, cfg)
+    return _CheckpointResult(step=ck.step, rows=rows, scatter=scatter, centroids=cents,
+                             stats=stats, info=info)
+
+
 def _write_outputs(tmp, rows, scatter, setup: _Setup, schedule, cfg: MeasureConfig, trajectory,
-                   traj, ck_info, dev, timer, results_name) -> None:
+                   traj, ck_info, dev, timer, results_name, parallel_record=None) -> None:
     """results.csv, the two figures and manifest.json into the run folder ``tmp``."""
     import torch
 
@@ -578,6 +647,7 @@ def _write_outputs(tmp, rows, scatter, setup: _Setup, schedule, cfg: MeasureConf
             "frequency_source": eval_data.frequency_source, "corpus": setup.corpus,
             "eval_tokens_per_checkpoint": int(sum(b.input_ids.numel() for b in eval_data.batches)),
             "seq_len": setup.seq_len, "torch_threads": torch.get_num_threads(),
+            "distributed": parallel_record,
         },
     )
     write_manifest(tmp, manifest)
