@@ -33,6 +33,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -466,6 +467,7 @@ def measure_trajectory(
     traj = resolve_trajectory(trajectory, gguf=gguf)
     dev = world.device if world.distributed else resolve_device(device)
     dist_record = parallel.world_record(world, dev)
+    t_start = time.perf_counter()
     cks = traj.checkpoints
     if cfg.max_checkpoints and len(cks) > cfg.max_checkpoints:
         cks = [cks[i] for i in sorted(_spread_indices(len(cks), cfg.max_checkpoints))]
@@ -522,7 +524,8 @@ def measure_trajectory(
                     rows += _trajectory_site_rows(site, cents[site], stats[site], setup, cfg, tb)
             rows += aggregate_rows(rows, cfg.early_fraction * schedule.max_step,
                                    schedule.max_step)
-        parallel_record = dict(dist_record, mode=mode)
+        parallel_record = dict(dist_record, mode=mode,  # wall: rank 0, set-up to last rows
+                               wall_s=round(time.perf_counter() - t_start, 3))
         _write_outputs(tmp, rows, scatter, setup, schedule, cfg, trajectory, traj, ck_info,
                        dev, timer, RESULTS_NAME, parallel_record)
     return Path(out_dir)
