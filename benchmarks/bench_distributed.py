@@ -10,7 +10,7 @@ launcher on loopback):
   the whole command's wall time (with interpreter start and launch), the throughput ratio
   (target >= 1.6x) and the largest relative difference between the two ``results.csv``.
 - **train**: ``tangentlab empirical train --nproc 1`` and ``--nproc 2`` at the same global batch
-  (DDP). Prints the training loop's steps/s (``manifest.json`` ``timings.train``), the ratio
+  (DDP). Prints the training loop's steps/s (``manifest.json`` ``timings_s.train``), the ratio
   (target >= 1.5x) and the largest relative loss difference at equal steps.
 
 Figures are meaningful only on a quiet machine: the script prints ``uptime`` first and warns when
@@ -116,7 +116,7 @@ def bench_measure(work: Path, trajectory: Path | None, repeats: int) -> None:
             man = json.loads((out / "manifest.json").read_text())
             walls[n], outs[n] = man["distributed"]["wall_s"], out
             mode = man["distributed"]["mode"]
-            timings = {k: round(v, 2) for k, v in man.get("timings", {}).items()}
+            timings = {k: round(v, 2) for k, v in man.get("timings_s", {}).items()}
             print(f"  measure run {rep + 1}, {n} rank(s) [{mode}]: measurement {walls[n]:.2f} s, "
                   f"command {cmds[n]:.2f} s; rank-0 components {timings}", flush=True)
         diff = _largest_difference(_rows(outs[1]), _rows(outs[2]))
@@ -143,10 +143,10 @@ def bench_train(work: Path, repeats: int) -> None:
             cmd = _cli(["empirical", "train", "--arch", "decoder", "--preset", "tiny", "--out",
                         str(out), "--device", "cpu", "--nproc", str(n), *_sets(TRAIN)])
             man = json.loads((out / "manifest.json").read_text())
-            t = man["timings"]["train"]
+            t = man["timings_s"]["train"]
             rates[n], logs[n] = TRAIN["steps"] / t, _train_log(out)
             print(f"  train run {rep + 1}, {n} rank(s): {rates[n]:.3f} steps/s (loop {t:.2f} s, "
-                  f"command {cmd:.2f} s); components {({k: round(v, 2) for k, v in man['timings'].items()})}",
+                  f"command {cmd:.2f} s); components {({k: round(v, 2) for k, v in man['timings_s'].items()})}",
                   flush=True)
         diff = max(abs(logs[1][s] - logs[2][s]) / abs(logs[1][s]) for s in logs[1])
         ratios.append(rates[2] / rates[1])
