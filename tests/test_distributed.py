@@ -128,3 +128,21 @@ def test_a_failing_rank_ends_every_rank_with_one_line(tmp_path, mode):
     else:
         assert "another rank stopped part-way" in lines[0]
     assert not out.exists()
+
+
+def test_autocast_region_keeps_float64_statistics():
+    import torch
+
+    from tangentlab.empirical.parallel import autocast
+
+    a32 = torch.ones(4, 4)
+    a64 = torch.ones(4, 4, dtype=torch.float64)
+    with autocast("cpu", "bf16"):
+        assert (a32 @ a32).dtype == torch.bfloat16  # the forward's products run in bf16
+        assert (a64 @ a64).dtype == torch.float64  # float64 statistics are never cast
+    with autocast("cpu", None):
+        assert (a32 @ a32).dtype == torch.float32
+    with pytest.raises(ConfigError, match="needs a GPU"):
+        autocast("cpu", "fp16")
+    with pytest.raises(ConfigError, match="bf16, fp16"):
+        autocast("cpu", "int8")

@@ -44,7 +44,8 @@ def _measure(args: argparse.Namespace) -> int:
         if value is not None:
             ov[key] = value
     run = measure_trajectory(args.trajectory, args.out, device=args.device, seed=args.seed,
-                             overrides=ov, config_path=args.config, gguf=args.gguf)
+                             overrides=ov, config_path=args.config, gguf=args.gguf,
+                             autocast=args.autocast)
     print(run)
     return 0
 
@@ -87,6 +88,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="positions left out of proxy fitting and distances, e.g. 0")
     m.add_argument("--gguf", action="store_true", help="TRAJECTORY is a GGUF file")
     add_device_args(m, nproc=True)
+    m.add_argument("--autocast", choices=["bf16", "fp16"], default=None,
+                   help="forward passes under torch.autocast in this dtype (statistics stay float64)")
     m.add_argument("--seed", type=int, default=0)
     add_common_run_args(m)
     m.set_defaults(func=_measure)

@@ -128,7 +128,10 @@ def collect_fit_half(loaded, sites: Sequence[str], eval_data, plans: Sequence[Ro
     parts: dict[str, dict[str, Any]] = {}
     loss_sum, n_targets = 0.0, 0
     U = len(uniq)
-    for batch, plan in zip(eval_data.batches, plans, strict=True):
+    from tangentlab.progress import progress
+
+    for batch, plan in progress(list(zip(eval_data.batches, plans, strict=True)),
+                                desc="fit batches"):  # per-batch progress (rank 0 only)
         if batch.half != "fit" or (sample_only and not plan.sample.any()):
             continue
         cap = capture_batch(loaded, sites, batch.input_ids, batch.labels, masked=batch.masked,
@@ -220,7 +223,9 @@ def collect_test_half(loaded, sites: Sequence[str], eval_data, plans: Sequence[R
     def add(store: dict, key, be) -> None:
         store[key] = be if key not in store else store[key].concat(be)
 
-    for batch, plan in tests:
+    from tangentlab.progress import progress
+
+    for batch, plan in progress(tests, desc="test batches"):  # per-batch progress (rank 0 only)
         cap = capture_batch(loaded, sites, batch.input_ids, batch.labels, masked=batch.masked,
                             grads=True)
         if not math.isnan(cap.loss_sum):

@@ -21,12 +21,42 @@ from typing import Any
 from tangentlab.errors import ConfigError
 
 __all__ = [
+    "AUTOCAST_DTYPES",
+    "autocast",
     "world_record",
     "wrap_ddp",
     "shard_rows",
     "n_targets",
     "shard_loss",
 ]
+
+
+#: ``--autocast`` choices: the dtype of the autocast region of the forward pass.
+AUTOCAST_DTYPES = ("bf16", "fp16")
+
+
+def autocast(device: str, kind: str | None):
+    """A ``torch.autocast`` region for the forward (and its backward) on ``device`` in ``kind``
+    (``bf16`` | ``fp16``), or a no-op for None / empty.
+
+    Autocast runs the matrix products in the low precision and keeps reductions, softmax,
+    normalization and the residual additions in float32, so residual-stream sites (and their
+    gradients) stay float32; every statistic is then accumulated in float64 as always. A site
+    that is itself a matrix product's output (``attn_out``, ``mlp_out``) is captured in ``kind``.
+    """
+    import contextlib
+
+    if not kind:
+        return contextlib.nullcontext()
+    if kind not in AUTOCAST_DTYPES:
+        raise ConfigError(f"autocast must be one of {', '.join(AUTOCAST_DTYPES)}; got {kind!r}")
+    import torch
+
+    dtype = torch.bfloat16 if kind == "bf16" else torch.float16
+    dev_type = str(device).split(":")[0]
+    if dev_type == "cpu" and kind == "fp16":
+        raise ConfigError("autocast fp16 needs a GPU; on the CPU use --autocast bf16")
+    return torch.autocast(device_type=dev_type, dtype=dtype)
 
 
 def world_record(world, device: str) -> dict[str, Any]:

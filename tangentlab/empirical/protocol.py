@@ -444,8 +444,13 @@ def measure_trajectory(
     overrides: Mapping[str, Any] | None = None,
     config_path: str | Path | None = None,
     gguf: bool = False,
+    autocast: str | None = None,
 ) -> Path:
     """Run the protocol over ``trajectory``; write ``results.csv``, ``manifest.json`` and figures.
+
+    ``autocast``: ``bf16`` | ``fp16`` runs each capture's forward (and backward) under
+    ``torch.autocast`` (:func:`tangentlab.empirical.parallel.autocast`); statistics stay float64.
+    Under torchrun (or ``--nproc``) the ranks split the work: see :mod:`tangentlab.distributed`.
 
     ``out_dir`` is built atomically (a failure leaves no partial output). Returns the run
     directory. See the module docstring and docs/empirical.md.
@@ -475,7 +480,8 @@ def measure_trajectory(
     torch.manual_seed(cfg.seed)
     threads = cfg.threads or int(traj.train_config.get("threads", 0) or 0)
 
-    with single_blas_thread(), torch_threads(threads), \
+    parallel.autocast(dev, autocast)  # a bad choice fails before any work
+    with single_blas_thread(), torch_threads(threads), parallel.autocast(dev, autocast), \
             parallel.output_directory(out_dir, world) as tmp:
         setup = _prepare(traj, cks, cfg, dev, timer)
         schedule = ProxySchedule.plan([c.step for c in cks], method=cfg.proxy, rank=cfg.rank,
@@ -524,7 +530,8 @@ def measure_trajectory(
                     rows += _trajectory_site_rows(site, cents[site], stats[site], setup, cfg, tb)
             rows += aggregate_rows(rows, cfg.early_fraction * schedule.max_step,
                                    schedule.max_step)
-        parallel_record = dict(dist_record, mode=mode,  # wall: rank 0, set-up to last rows
+        parallel_record = dict(dist_record, mode=mode, autocast=autocast or None,
+                               # wall: rank 0, from set-up to the last row
                                wall_s=round(time.perf_counter() - t_start, 3))
         _write_outputs(tmp, rows, scatter, setup, schedule, cfg, trajectory, traj, ck_info,
                        dev, timer, RESULTS_NAME, parallel_record)
