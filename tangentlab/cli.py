@@ -29,6 +29,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "tangentlab.commands.empirical",
     "tangentlab.commands.report",
     "tangentlab.commands.reproduce",
+    "tangentlab.commands.validate",
 )
 
 

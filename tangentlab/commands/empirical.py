@@ -2,7 +2,7 @@
 
     tangentlab empirical train --arch encoder|decoder [--preset P] [--corpus C] --out DIR [--resume]
     tangentlab empirical measure TRAJECTORY --out DIR [--sites S,...] [--rank r] [--proxy NAME]
-                                 [--fit-fraction F] [--controls N] [--gguf]
+                                 [--fit-fraction F] [--controls N] [--gguf] [--resume]
     tangentlab empirical fetch smollm2 --out DIR
 """
 
@@ -45,7 +45,7 @@ def _measure(args: argparse.Namespace) -> int:
             ov[key] = value
     run = measure_trajectory(args.trajectory, args.out, device=args.device, seed=args.seed,
                              overrides=ov, config_path=args.config, gguf=args.gguf,
-                             autocast=args.autocast)
+                             resume=args.resume, autocast=args.autocast)
     print(run)
     return 0
 
@@ -87,6 +87,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     m.add_argument("--exclude-positions", dest="exclude_positions",
                    help="positions left out of proxy fitting and distances, e.g. 0")
     m.add_argument("--gguf", action="store_true", help="TRAJECTORY is a GGUF file")
+    m.add_argument("--resume", action="store_true",
+                   help="continue an interrupted measurement from its finished checkpoints")
     add_device_args(m, nproc=True)
     m.add_argument("--autocast", choices=["bf16", "fp16"], default=None,
                    help="forward passes under torch.autocast in this dtype (statistics stay float64)")

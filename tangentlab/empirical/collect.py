@@ -9,7 +9,8 @@
   sample, per-token sums and the geometry rows.
 - :func:`collect_test_half` runs forward + backward passes over the test half, with the
   subspaces already known: the float64 gradient moments (oracle, ΔIsoScore*), per-batch scalars
-  (:func:`tangentlab.measure.batch_energies`) for every proxy and bucket, and the cosines of the
+  (:func:`tangentlab.measure.grouped_batch_energies`: one projection per batch for all buckets;
+  the overall energies are the sums over buckets) for every proxy and bucket, and the cosines of the
   gradient rows with the directions a normalization layer may force them away from.
 """
 
@@ -194,14 +195,17 @@ def _combine_cosines(acc: dict[str, float], got: Mapping[str, float]) -> dict[st
 def collect_test_half(loaded, sites: Sequence[str], eval_data, plans: Sequence[RowPlan], *,
                       subspaces: Mapping[str, Mapping[str, tuple]],
                       constrain: Mapping[str, tuple] | None = None, act_rows: int = 1024,
-                      seed: int = 0, n_test_batches: int | None = None) -> dict[str, dict[str, Any]]:
+                      seed: int = 0, chunk: int = 8,
+                      n_test_batches: int | None = None) -> dict[str, dict[str, Any]]:
     """Forward + backward passes over the test half, with the subspaces known.
 
     ``subspaces``: {site: {proxy: (Q (d, r), pool (K, d, r))}}. ``constrain``: optional
     {site: (U (d, d−k), {proxy: (Qc (d−k, r'), poolc (K, d−k, r'))})}: the energy test inside
     the complement of a fixed forced subspace, on the rows G U (see
     :mod:`tangentlab.measure.constrained`). ``act_rows``: activation rows of the test half kept
-    (seeded, spread evenly over the batches) for the per-row reachable baselines.
+    (seeded, spread evenly over the batches) for the per-row reachable baselines. ``chunk``:
+    gradient rows of up to this many batches are buffered before their per-batch energies are
+    taken in one call (the energies do not depend on it; memory grows with it).
 
     Returns {site: {"grad": MomentAccumulator grouped by bucket, "energies": {(proxy, bucket):
     BatchEnergies}, "constrained": {(proxy, "all"): BatchEnergies}, "forced": cosine summary,
@@ -211,7 +215,13 @@ def collect_test_half(loaded, sites: Sequence[str], eval_data, plans: Sequence[R
     import torch
 
     from tangentlab.empirical.capture import capture_batch
-    from tangentlab.measure import MomentAccumulator, batch_energies, forced_direction_cosines
+    from tangentlab.measure import (
+        BatchEnergies,
+        MomentAccumulator,
+        batch_energies,
+        forced_direction_cosines,
+        grouped_batch_energies,
+    )
 
     labels = list(eval_data.labels)
     tests = [(b, p) for b, p in zip(eval_data.batches, plans, strict=True) if b.half == "test"]
@@ -222,6 +232,30 @@ def collect_test_half(loaded, sites: Sequence[str], eval_data, plans: Sequence[R
 
     def add(store: dict, key, be) -> None:
         store[key] = be if key not in store else store[key].concat(be)
+
+    def flush(site: str, p: dict) -> None:
+        """Per-batch energies of the buffered batches (one call per proxy and bucket)."""
+        if not p["pending"]:
+            return
+        nb = len(p["pending"])
+        for proxy, (Q, pool) in subspaces.get(site, {}).items():
+            by = grouped_batch_energies(Q, pool, [G for G, _ in p["pending"]],
+                                        [b for _, b in p["pending"]])
+            K, (d, r) = pool.shape[0], Q.shape
+            zero = BatchEnergies(tangent=np.zeros(nb), controls=np.zeros((nb, K)),
+                                 trace=np.zeros(nb), rows=np.zeros(nb, dtype=np.int64), d=d, r=r)
+            parts_j = [by.get(j, zero) for j in range(len(labels))]
+            add(p["energies"], (proxy, "all"), BatchEnergies(
+                tangent=sum(e.tangent for e in parts_j), controls=sum(e.controls for e in parts_j),
+                trace=sum(e.trace for e in parts_j), rows=sum(e.rows for e in parts_j), d=d, r=r))
+            for j, lb in enumerate(labels):
+                add(p["energies"], (proxy, lb), parts_j[j])
+        if constrain and site in constrain:
+            U, tested = constrain[site]
+            GU = [G @ U for G, _ in p["pending"]]
+            for proxy, (Qc, poolc) in tested.items():
+                add(p["constrained"], (proxy, "all"), batch_energies(Qc, poolc, GU))
+        p["pending"] = []
 
     from tangentlab.progress import progress
 
@@ -238,22 +272,18 @@ def collect_test_half(loaded, sites: Sequence[str], eval_data, plans: Sequence[R
             Hn = cap.acts[site][rows].to(torch.float64).cpu().numpy()
             p = parts.setdefault(site, {"grad": MomentAccumulator(G.shape[1], groups=labels),
                                         "energies": {}, "constrained": {}, "forced": {},
-                                        "acts": []})
+                                        "acts": [], "pending": []})
             p["grad"].update(G, groups=blabels)
             Gn = G.numpy()
             p["forced"] = _combine_cosines(p["forced"], forced_direction_cosines(Gn, Hn))
             pick = np.random.default_rng([seed, 29, batch.index]).choice(
                 len(Hn), size=min(per_batch, len(Hn)), replace=False)
             p["acts"].append(Hn[np.sort(pick)])
-            groups = [("all", Gn)] + [(lb, Gn[plan.bucket == j]) for j, lb in enumerate(labels)]
-            for proxy, (Q, pool) in subspaces.get(site, {}).items():
-                for lb, Gb in groups:
-                    add(p["energies"], (proxy, lb), batch_energies(Q, pool, [Gb]))
-            if constrain and site in constrain:
-                U, tested = constrain[site]
-                GU = Gn @ U
-                for proxy, (Qc, poolc) in tested.items():
-                    add(p["constrained"], (proxy, "all"), batch_energies(Qc, poolc, [GU]))
+            p["pending"].append((Gn, plan.bucket))
+            if len(p["pending"]) >= chunk:
+                flush(site, p)
+    for site, p in parts.items():
+        flush(site, p)
     return {site: {"grad": p["grad"], "energies": p["energies"], "constrained": p["constrained"],
                    "forced": p["forced"], "test_acts": np.concatenate(p["acts"]),
                    "loss_sum": loss_sum, "n_targets": n_targets}

@@ -22,7 +22,8 @@ def enrichment_figure(rows, sites, path: str | Path) -> Path:
 
     The shaded band is the range of the individual controls' energies divided by their mean
     (what enrichment would look like for a control subspace); error bars are the bootstrap
-    interval over batches. Step 0 is drawn at x = 0 of a symlog axis.
+    interval over test batches (controls redrawn). Step 0 is drawn at x = 0 of a symlog axis.
+    Rows of the constrained space (``subspace`` set) are left out.
     """
     plt = _plt()
     fig, axes = plt.subplots(1, len(sites), figsize=(4.5 * len(sites), 3.4), squeeze=False)
@@ -31,6 +32,7 @@ def enrichment_figure(rows, sites, path: str | Path) -> Path:
             pts = sorted((r["step"], r["value"], r.get("ci_low"), r.get("ci_high")) for r in rows
                          if r["metric"] == metric and r["site"] == site and r.get("proxy") == "fixed"
                          and r["bucket"] == "all" and isinstance(r.get("step"), int)
+                         and r.get("subspace") is None
                          and r.get("checkpoint") not in ("early", "late", "trajectory"))
             return pts
         enr = series("enrichment")

@@ -1,12 +1,15 @@
 """In-loop measurement: the energy test inside our own training loop, every ``k`` steps.
 
-At steps k, 2k, ... (and the final step) the callback captures one fixed eval batch at one site,
-fits a rank-r PCA proxy on the batch's activations (refit each time), and runs
-``tangentlab.measure.control_test`` on the batch's gradient second moment against 20 matched-rank
-controls. The rows go to ``inloop.csv`` in the run directory through
+At steps k, 2k, ... (and the final step) the callback captures one fixed eval batch at one site.
+The batch's sequences are split once, by the same seeded rule as ``measure``
+(:func:`tangentlab.empirical.data.split_halves`), into a fit half and a test half: a rank-r PCA
+proxy is fitted on the fit half's activations (refit each time), and
+``tangentlab.measure.control_test`` runs on the test half's gradient second moment against 20
+matched-rank controls, so the proxy never borrows the noise of the gradients it is tested on. The rows go to ``inloop.csv`` in the run directory through
 :func:`tangentlab.runs.write_results`, in the tidy one-number-per-row form of every results table
 (``experiment = empirical/inloop``, one row per metric: energy_tangent, energy_control_mean,
-enrichment, p_value, oracle, position, loss_per_token), rewritten atomically each time.
+enrichment, p_value, oracle, position, loss_per_token; ``split`` names the fit and test
+sequences), rewritten atomically each time.
 """
 
 from __future__ import annotations
@@ -64,6 +67,7 @@ class InLoopMeasure:
     def measure(self, model, step: int) -> list[dict[str, Any]]:
         """Run the test now on ``model``; returns its rows (also appended and written)."""
         from tangentlab.empirical.capture import capture_batch
+        from tangentlab.empirical.data import split_halves
         from tangentlab.empirical.models import LoadedModel
         from tangentlab.empirical.sites import normalize_site
         from tangentlab.measure import control_test, make_proxy
@@ -74,9 +78,13 @@ class InLoopMeasure:
         site = normalize_site(model, self.site)
         inp, lab, masked = self.batch
         cap = capture_batch(lm, [site], inp, lab, masked=masked)
-        rows = cap.rows
-        H = cap.acts[site][rows].double().cpu().numpy()
-        G = cap.grads[site][rows].double().cpu().numpy()
+        fit_seq, test_seq = split_halves(inp.shape[0], self.seed)
+        fit_rows = cap.rows.clone()
+        fit_rows[test_seq] = False
+        test_rows = cap.rows.clone()
+        test_rows[fit_seq] = False
+        H = cap.acts[site][fit_rows].double().cpu().numpy()
+        G = cap.grads[site][test_rows].double().cpu().numpy()
         Q = make_proxy("pca", n_components=self.rank, random_state=self.seed).fit(H).basis()
         res = control_test(Q, G.T @ G / len(G), self.n_controls, self.seed)
         values = {"energy_tangent": res.energy, "energy_control_mean": res.control_mean,
@@ -86,6 +94,8 @@ class InLoopMeasure:
         new = [{"experiment": "empirical/inloop", "arch": self.arch, "step": int(step),
                 "site": site, "bucket": "all", "method": "pca", "proxy": "refit",
                 "metric": m, "value": float(values[m]), "seed": self.seed,
+                "split": "fit sequences " + " ".join(map(str, fit_seq)) + "; test sequences "
+                         + " ".join(map(str, test_seq)),
                 "n": int(cap.n_targets) if m == "loss_per_token" else int(len(G))}
                for m in INLOOP_METRICS]
         self.rows.extend(new)

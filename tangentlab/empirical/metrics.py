@@ -250,24 +250,31 @@ def reachable_rows(st: SiteStats, proxy: str, Q, pool, forced: str, cfg, base: R
                    ) -> list[dict]:
     """The energy test against per-row reachable baselines (``forced`` = ``raw`` or ``centred``).
 
-    Each subspace's energy (all test batches) is divided by its own reachable baseline
-    (:func:`tangentlab.measure.reachable_baseline` on the test half's activation rows), and the
-    tangent's ratio by the mean of the first ``n_controls`` controls' ratios
-    (:func:`tangentlab.measure.normalised_enrichment`). Rows carry ``subspace="constrained"``.
+    Each subspace's per-batch energies are divided by its own reachable baseline
+    (:func:`tangentlab.measure.reachable_baseline` on the test half's activation rows, for Q and
+    for every control of the pool), so the enrichment of the rescaled energies is
+    :func:`tangentlab.measure.normalised_enrichment`; ``batch_control_test`` on them gives its
+    interval (test batches resampled, controls redrawn) and p-value. Rows carry
+    ``subspace="constrained"`` and ``forced``.
     """
-    from tangentlab.measure import normalised_enrichment, reachable_baseline
+    from dataclasses import replace
+
+    from tangentlab.measure import batch_control_test, reachable_baseline
 
     be = st.energies.get((proxy, "all"))
-    if be is None or not be.trace.sum() > 0:
+    if be is None or not be.trace.sum() > 0 or be.n_batches < 2:
         return []
-    tot = float(be.trace.sum())
-    e_t = float(be.tangent.sum()) / tot
-    e_c = be.controls[:, : cfg.n_controls].sum(axis=0) / tot
-    b_t = reachable_baseline(Q, st.test_acts, forced=forced)
-    b_c = reachable_baseline(pool[: cfg.n_controls], st.test_acts, forced=forced)
+    b_t = float(reachable_baseline(Q, st.test_acts, forced=forced))
+    b_c = reachable_baseline(pool, st.test_acts, forced=forced)
+    scaled = replace(be, tangent=be.tangent / b_t, controls=be.controls / b_c[None, :])
+    res = batch_control_test(scaled, n_controls=cfg.n_controls, n_boot=cfg.n_boot,
+                             confidence=cfg.confidence, seed=cfg.seed, interval=cfg.interval)
     kw = {"bucket": "all", "n": st.grad.count, "subspace": "constrained", "forced": forced}
     return [base.row("baseline_reachable", b_t, **kw),
-            base.row("enrichment_reachable", normalised_enrichment(e_t, b_t, e_c, b_c), **kw)]
+            base.row("enrichment_reachable", res.enrichment, ci_low=res.enrichment_ci_low,
+                     ci_high=res.enrichment_ci_high, interval=res.interval,
+                     n_batches=res.n_batches, **kw),
+            base.row("p_value_reachable", res.p_value, **kw)]
 
 
 def drift_rows(proxies, base: RowBase) -> list[dict]:

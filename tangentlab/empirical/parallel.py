@@ -307,14 +307,28 @@ def previous_refits(setup, schedule, fixed, ck, timer, load) -> dict:
                 for site in setup.sites}
 
 
-def gather_checkpoints(world, done: list) -> list:
-    """Every rank's checkpoint results on rank 0, in checkpoint order ([] elsewhere). Only the
-    last checkpoint keeps its site statistics (the trajectory rows need them)."""
-    import dataclasses
-
-    parts = world.gather_object(done)
+def gather_checkpoints(world, rows: list, info: list, per_ck: list):
+    """Every rank's checkpoint results (rows, manifest records, per-site arrays) on rank 0, in
+    checkpoint order (ranks hold contiguous blocks); empty lists elsewhere."""
+    parts = world.gather_object((rows, info, per_ck))
     if parts is None:
-        return []
-    out = [r for part in parts for r in part]
-    return [dataclasses.replace(r, stats=None) if i < len(out) - 1 else r
-            for i, r in enumerate(out)]
+        return [], [], []
+    return ([r for p in parts for r in p[0]], [x for p in parts for x in p[1]],
+            [x for p in parts for x in p[2]])
+
+
+class NoPartial:
+    """The partial folder of a rank other than 0: nothing saved, nothing to resume (rank 0 alone
+    writes; see :class:`tangentlab.empirical.partial.PartialRun`)."""
+
+    def has(self, index: int) -> bool:  # noqa: ARG002
+        return False
+
+    def save(self, *args, **kwargs) -> None:
+        return None
+
+    def load(self, index: int):
+        raise ConfigError(f"rank without a partial folder asked for checkpoint {index}")
+
+    def clear(self) -> None:
+        return None

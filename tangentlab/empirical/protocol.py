@@ -1,36 +1,41 @@
 """The paper's tangent-proxy protocol over a trajectory of checkpoints (``measure``).
 
-For every checkpoint (ordered by step) and every site:
+Once per trajectory: fixed eval batches, split by a seeded permutation into a **fit half**
+(activations) and a **test half** (gradients); a row plan per batch (tokens, windows, buckets,
+the fixed activation sample, the geometry occurrences: at most one per window and token, never an
+MLM-selected position); and the proxy schedule, whose fixed proxy Q_T (d×r) is fitted in a
+forward-only pre-pass on the fit-window checkpoints (steps ≤ ``fit_fraction`` × last step, each
+weighted by the span of steps it stands for).
 
-1. **Capture** (one forward + one backward of the model's own summed loss per fixed eval batch):
-   gradient rows g_i = ∂L/∂h_i and activation rows h_i of the real tokens (decoder: positions
-   with a target). Streams into ``MomentAccumulator`` s (overall and per frequency bucket), per-batch
-   outer-product sums (for the bootstrap over batches), per-token sums (centroids), the first
-   ``spread_k`` occurrences of each token (equal-size spread), and a seeded fixed-size sample of
-   activation rows (the same rows at every checkpoint). Memory does not grow with the tokens.
-2. **Tangent proxy** Q_T (d×r): ``fixed`` = fitted once on the activation samples pooled from the
-   checkpoints with step ≤ ``fit_fraction`` × last step (by *step*, not by checkpoint count);
-   ``refit`` = fitted on this checkpoint's own sample. Excluded positions are left out of fitting.
-3. **Energy test** (``tangentlab.measure.control_test``): energy of Q_T in C = GᵀG/N against
-   ``n_controls`` matched-rank normal controls, overall and per bucket, bootstrap over batches.
-4. **Anisotropy share**: IsoScore* of the gradient covariance before and after projecting out
-   Q_T (in the (d−r)-dim complement coordinates), against each control.
-5. **Representation anisotropy**: IsoScore*, mean cosine, effective rank of the activations.
-6. **Frequency and geometry**: per token, log-frequency against the spread of its occurrences.
-7. **Causal check** (on ``causal_checkpoints`` of the checkpoints): loss increase after mean-
-   ablating span(Q_T) vs each control; loss after steering along Q_T's first direction vs the
-   controls' first directions.
-8. **Early / late** aggregates, and each token's centroid trajectory variance against frequency.
+Then every checkpoint, in one pass with its subspaces known:
 
-The jobs live in separate modules: typed records (``records``), the row plan and capture pass
-(``collect``), the proxy schedule with its pre-pass over the fit window (``proxy_schedule``), the
-metric-row builders (``metrics``) and the causal check's forward passes (``causal``). This module
-holds the config and the orchestration. docs/empirical.md states every metric and formula.
+1. **Fit half** (forward): activation moments, the sample (refit proxy, representation metrics),
+   per-token geometry (equal-size spread and centroids of one-per-window occurrences).
+2. **Test half** (forward + backward of the model's own summed loss): float64 gradient moments
+   per bucket (oracle, ΔIsoScore*), per-batch scalars (each proxy's and each pool control's
+   projected energy, and the trace, per batch and bucket), cosines with the directions a
+   normalization layer forces, and the energies inside the complement of 𝟙.
+3. **Rows**: energy test with intervals over test batches that redraw the controls
+   (``batch_control_test``), overall and per bucket, fixed and refit; the constrained-space
+   versions where a direction is measured to be forced; ΔIsoScore* (marked as depending on the
+   enrichment); representation anisotropy; frequency–spread correlations (Pearson and Spearman,
+   corrected and raw); proxy drift; and on ``causal_checkpoints`` the causal check: mean-ablation
+   of span(Q_T) against complement and variance-matched controls, with bootstrap intervals over
+   test batches, removed variance and loss per unit of it, and steering.
+4. Each finished checkpoint is saved to a partial folder (``resume=True`` continues after a kill).
+
+Finally: centroid-trajectory variance against frequency, and step-span-weighted early/late
+aggregates (min–max in ``band_low``/``band_high``).
+
+The jobs live in separate modules: typed records (``records``), the row plan and the two capture
+passes (``collect``), the proxy schedule (``proxy_schedule``), the metric-row builders
+(``metrics``), the causal check's forward passes (``causal``) and the partial folder
+(``partial``). This module holds the config and the orchestration. docs/empirical.md states every
+metric and formula.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import re
 import time
@@ -48,7 +53,7 @@ from tangentlab.empirical.metrics import (
     representation_rows,
 )
 from tangentlab.empirical.records import EvalBatch, RowBase, RowPlan, SiteStats
-from tangentlab.errors import CheckpointError, ConfigError, RankError
+from tangentlab.errors import CheckpointError, ConfigError, RankError, TangentlabError
 
 __all__ = [
     "MeasureConfig",
@@ -414,25 +419,106 @@ def _centroids(st: SiteStats, cfg: MeasureConfig):
     return tokens, cen / rms, raw / rms
 
 
-def _trajectory_site_rows(site: str, cents: list, st_last: SiteStats, setup: _Setup,
-                          cfg: MeasureConfig, base: RowBase) -> list[dict]:
-    """Centroid-trajectory variance against log-frequency: equal-size, then raw."""
+def _trajectory_site_rows(per_ck: list[dict], setup: _Setup, cfg: MeasureConfig,
+                          base: RowBase) -> list[dict]:
+    """Centroid-trajectory variance against log-frequency: equal-size, then raw.
+
+    ``per_ck``: one dict per checkpoint with ``cen_tokens`` (t,), ``cen`` (t, d), ``raw`` (U, d)
+    and ``tok_n`` (U,) (the geometry counts, the same at every checkpoint).
+    """
     import numpy as np
 
     from tangentlab.empirical.metrics import trajectory_rows
 
     counts = setup.eval_data.counts
-    tokens = cents[0][0]
-    if all(np.array_equal(c[0], tokens) for c in cents) and len(tokens):
-        rows = trajectory_rows(np.stack([c[1] for c in cents]),
+    tokens = per_ck[0]["cen_tokens"]
+    if len(tokens) and all(np.array_equal(p["cen_tokens"], tokens) for p in per_ck):
+        rows = trajectory_rows(np.stack([p["cen"] for p in per_ck]),
                                np.log1p(counts[tokens]).astype(float), base, cfg)
     else:
-        rows = trajectory_rows(np.zeros((len(cents), 0, setup.d)), np.zeros(0), base, cfg)
-    ok = st_last.tok_n >= cfg.spread_k
-    raw = np.stack([c[2] for c in cents])[:, ok]
+        rows = trajectory_rows(np.zeros((len(per_ck), 0, setup.d)), np.zeros(0), base, cfg)
+    ok = per_ck[-1]["tok_n"] >= cfg.spread_k
+    raw = np.stack([p["raw"] for p in per_ck])[:, ok]
     rows += trajectory_rows(raw, np.log1p(counts[setup.uniq[ok]]).astype(float), base, cfg,
                             raw=True)
     return rows
+
+
+@dataclass(frozen=True)
+class _Context:
+    """What measuring one checkpoint needs from the trajectory-level plan."""
+
+    cfg: MeasureConfig
+    traj: Any
+    setup: _Setup
+    schedule: Any
+    fixed: dict
+    ones: Any
+    causal_idx: frozenset
+    dev: str
+    timer: Any
+
+
+def _measure_checkpoint(ctx: _Context, i: int, ck, previous: Mapping[str, Any], share=None
+                        ) -> tuple[list[dict], dict, dict[str, dict]] | None:
+    """Measure checkpoint ``ck`` (position ``i``): its rows, its manifest record, and per site
+    the arrays later steps need (scatter, centroids, refit proxy, geometry counts).
+
+    ``share``: a :class:`tangentlab.empirical.parallel.DataShare` in data-parallel mode (this
+    rank captures its share of the eval batches, rank 0 merges, fits the refit proxy and
+    broadcasts it, then computes every row); None is returned on the other ranks.
+    """
+    from tangentlab.empirical.collect import merge_halves
+
+    cfg, setup, timer = ctx.cfg, ctx.setup, ctx.timer
+    head = setup.first.head
+    main = share is None or share.world.is_main
+    with timer("load"):
+        lm = _load(setup, ck, ctx.dev)
+    with timer("capture"):
+        if share is None:
+            fit = collect_fit_half(lm, setup.sites, setup.eval_data, setup.plans, setup.uniq)
+        else:
+            fit = share.fit_half(lm, setup.sites, setup.uniq)
+    proxies, tested, test = {}, {}, {}
+    if head:
+        with timer("proxy_fit"):
+            if main:
+                for site in setup.sites:
+                    proxies[site] = ctx.schedule.proxies(ctx.fixed[site], fit[site].sample,
+                                                         previous.get(site))
+            if share is not None:
+                proxies = share.world.broadcast_object(proxies)
+            for site in setup.sites:
+                tested[site] = _tested_subspaces(proxies[site], cfg, ctx.ones)
+        with timer("capture"):
+            kwargs = dict(subspaces={s: t[0] for s, t in tested.items()},
+                          constrain={s: (ctx.ones.basis, t[1]) for s, t in tested.items()},
+                          act_rows=cfg.sample_rows, seed=cfg.seed)
+            if share is None:
+                test = collect_test_half(lm, setup.sites, setup.eval_data, setup.plans, **kwargs)
+            else:
+                test = share.test_half(lm, setup.sites, **kwargs)
+    if not main:
+        return None
+    info = {"checkpoint": ck.name, "step": ck.step, "path": str(ck.path),
+            "tie_embeddings": lm.tie_embeddings, "in_fit_window": ctx.schedule.in_window(ck.step),
+            "causal": i in ctx.causal_idx}
+    rows: list[dict] = []
+    per_site: dict[str, dict] = {}
+    for site in setup.sites:
+        st = merge_halves(fit[site], test.get(site))
+        base = RowBase(model=ctx.traj.model_name, arch=setup.first.arch, checkpoint=ck.name,
+                       step=ck.step, layer=_layer_of(site), site=site, seed=cfg.seed,
+                       method=cfg.proxy)
+        got, scatter = _site_rows(lm, st, proxies.get(site), tested.get(site), base, setup, cfg,
+                                  causal=head and i in ctx.causal_idx, ones=ctx.ones, timer=timer)
+        rows += got
+        tokens, cen, raw = _centroids(st, cfg)
+        per_site[site] = {"logf": scatter["logf"], "spread": scatter["spread"],
+                          "cen_tokens": tokens, "cen": cen, "raw": raw, "tok_n": st.tok_n,
+                          "refit": proxies[site].refit if site in proxies else None}
+    return rows, info, per_site
 
 
 def measure_trajectory(
@@ -444,44 +530,73 @@ def measure_trajectory(
     overrides: Mapping[str, Any] | None = None,
     config_path: str | Path | None = None,
     gguf: bool = False,
+    resume: bool = False,
+    on_checkpoint=None,
     autocast: str | None = None,
 ) -> Path:
     """Run the protocol over ``trajectory``; write ``results.csv``, ``manifest.json`` and figures.
 
-    ``autocast``: ``bf16`` | ``fp16`` runs each capture's forward (and backward) under
-    ``torch.autocast`` (:func:`tangentlab.empirical.parallel.autocast`); statistics stay float64.
-    Under torchrun (or ``--nproc``) the ranks split the work: see :mod:`tangentlab.distributed`.
-
-    ``out_dir`` is built atomically (a failure leaves no partial output). Returns the run
-    directory. See the module docstring and docs/empirical.md.
+    ``out_dir`` is built atomically (a failure leaves no partial output). Each finished
+    checkpoint is also saved to a partial folder beside it (:mod:`tangentlab.empirical.partial`);
+    ``resume=True`` continues from there after a kill, with the same ``results.csv`` as an
+    uninterrupted run. ``on_checkpoint(index, name)`` is called after each checkpoint is saved.
+    ``autocast``: ``bf16`` | ``fp16`` runs the captures under ``torch.autocast``
+    (:func:`tangentlab.empirical.parallel.autocast`; statistics stay float64). Under torchrun (or
+    ``--nproc``) the ranks split the work and rank 0 alone writes (docs/scale.md).
+    Returns the run directory. See the module docstring and docs/empirical.md.
     """
     import torch
 
     from tangentlab import distributed
-    from tangentlab._runtime import single_blas_thread, torch_threads
+    from tangentlab.config import config_hash
     from tangentlab.empirical import parallel
-    from tangentlab.empirical.metrics import aggregate_rows
     from tangentlab.empirical.models import resolve_device
-    from tangentlab.empirical.proxy_schedule import ProxySchedule
+    from tangentlab.empirical.partial import PartialRun
     from tangentlab.empirical.trajectory import resolve_trajectory
-    from tangentlab.progress import progress
-    from tangentlab.runs import RESULTS_NAME, Timer
+    from tangentlab.runs import Timer
 
     world = distributed.ensure(device)  # one process, or one rank of torchrun / --nproc
+    t_start = time.perf_counter()
     cfg = resolve_measure_config(overrides, config_path, seed)
     traj = resolve_trajectory(trajectory, gguf=gguf)
     dev = world.device if world.distributed else resolve_device(device)
-    dist_record = parallel.world_record(world, dev)
-    t_start = time.perf_counter()
+    dist = dict(parallel.world_record(world, dev), autocast=autocast or None, t_start=t_start)
+    parallel.autocast(dev, autocast)  # a bad choice fails before any work
     cks = traj.checkpoints
     if cfg.max_checkpoints and len(cks) > cfg.max_checkpoints:
         cks = [cks[i] for i in sorted(_spread_indices(len(cks), cfg.max_checkpoints))]
     timer = Timer()
     torch.manual_seed(cfg.seed)
     threads = cfg.threads or int(traj.train_config.get("threads", 0) or 0)
+    partial = (PartialRun(out_dir, config_hash=config_hash(cfg), resume=resume,
+                          checkpoints=[f"{c.name}@{c.step}" for c in cks])
+               if world.is_main else parallel.NoPartial())  # rank 0 alone writes
 
-    parallel.autocast(dev, autocast)  # a bad choice fails before any work
-    with single_blas_thread(), torch_threads(threads), parallel.autocast(dev, autocast), \
+    try:
+        _run(cfg, traj, cks, out_dir, trajectory, partial, dev, timer, threads, on_checkpoint,
+             world, dist)
+    except TangentlabError:
+        partial.clear()  # bad input: no partial output (a kill or crash keeps it for resume)
+        raise
+    partial.clear()
+    return Path(out_dir)
+
+
+def _run(cfg: MeasureConfig, traj, cks, out_dir, trajectory, partial, dev: str, timer, threads,
+         on_checkpoint, world, dist: dict) -> None:
+    """The body of :func:`measure_trajectory`: plan, measure each checkpoint, finish, write.
+
+    On several ranks (``world``): checkpoint-parallel or data-parallel, see docs/scale.md.
+    """
+    from tangentlab import distributed
+    from tangentlab._runtime import single_blas_thread, torch_threads
+    from tangentlab.empirical import parallel
+    from tangentlab.empirical.metrics import aggregate_rows
+    from tangentlab.empirical.proxy_schedule import ProxySchedule
+    from tangentlab.progress import progress
+    from tangentlab.runs import RESULTS_NAME
+
+    with single_blas_thread(), torch_threads(threads), parallel.autocast(dev, dist["autocast"]), \
             parallel.output_directory(out_dir, world) as tmp:
         setup = _prepare(traj, cks, cfg, dev, timer)
         schedule = ProxySchedule.plan([c.step for c in cks], method=cfg.proxy, rank=cfg.rank,
@@ -496,120 +611,60 @@ def measure_trajectory(
         else:  # the fit window's samples from every rank; rank 0 fits and broadcasts
             fixed = parallel.fixed_proxies(world, mode, share, setup, schedule, cks, timer,
                                            lambda ck: _load(setup, ck, dev))
-        ones = _ones_space(setup.d)
-        causal_idx = _spread_indices(len(cks), cfg.causal_checkpoints) if cfg.causal else set()
-        mine = parallel.checkpoint_share(world, mode, len(cks))
+        ctx = _Context(cfg=cfg, traj=traj, setup=setup, schedule=schedule, fixed=fixed,
+                       ones=_ones_space(setup.d), dev=dev, timer=timer,
+                       causal_idx=frozenset(_spread_indices(len(cks), cfg.causal_checkpoints)
+                                            if cfg.causal else ()))
+        rows, ck_info, per_ck = [], [], []
         previous: dict[str, Any] = {}
+        mine = parallel.checkpoint_share(world, mode, len(cks))
         if mode == "checkpoint" and head and cfg.refit and mine and mine[0] > 0:
             previous = parallel.previous_refits(setup, schedule, fixed, cks[mine[0] - 1], timer,
                                                 lambda ck: _load(setup, ck, dev))
-        done = []
         for i in progress(mine, desc="measure"):
+            ck = cks[i]
             distributed.fault_point("measure_checkpoint", i)  # test hook (TANGENTLAB_FAULT)
-            got = _measure_checkpoint(i, cks[i], setup, schedule, fixed, ones, causal_idx,
-                                      previous, cfg, traj, dev, timer, share)
-            if got is not None:  # None: a rank other than 0 in data-parallel mode
-                if done:  # only the last checkpoint keeps its O(d²) statistics
-                    done[-1] = dataclasses.replace(done[-1], stats=None)
-                done.append(got)
-        if mode == "checkpoint":
-            done = parallel.gather_checkpoints(world, done)
+            saved = partial.has(i)
+            if share is not None:  # every rank skips a checkpoint rank 0 has saved
+                saved = world.broadcast_object(saved)
+            if saved:
+                if not world.is_main:
+                    continue
+                got, info, per_site = partial.load(i)
+            else:
+                result = _measure_checkpoint(ctx, i, ck, previous, share)
+                if result is None:  # a rank other than 0 in data-parallel mode
+                    continue
+                got, info, per_site = result
+                partial.save(i, got, info, per_site)
+            rows += got
+            ck_info.append(info)
+            per_ck.append(per_site)
+            previous = {s: per_site[s].get("refit") for s in setup.sites}
+            if on_checkpoint is not None:
+                on_checkpoint(i, ck.name)
+        if mode == "checkpoint":  # every rank's checkpoints on rank 0, in checkpoint order
+            rows, ck_info, per_ck = parallel.gather_checkpoints(world, rows, ck_info, per_ck)
         if not world.is_main:
-            return Path(out_dir)
-        rows = [r for ckr in done for r in ckr.rows]
-        scatter = {s: {ckr.step: ckr.scatter[s] for ckr in done} for s in setup.sites}
-        cents = {s: [ckr.centroids[s] for ckr in done] for s in setup.sites}
-        stats = done[-1].stats
-        ck_info = [ckr.info for ckr in done]
+            return
         with timer("metrics"):
             if len(cks) >= 2:
                 for site in setup.sites:
                     tb = RowBase(model=traj.model_name, arch=setup.first.arch,
                                  checkpoint="trajectory", step=schedule.max_step,
                                  layer=_layer_of(site), site=site, seed=cfg.seed)
-                    rows += _trajectory_site_rows(site, cents[site], stats[site], setup, cfg, tb)
+                    rows += _trajectory_site_rows([p[site] for p in per_ck], setup, cfg, tb)
             rows += aggregate_rows(rows, cfg.early_fraction * schedule.max_step,
                                    schedule.max_step)
-        parallel_record = dict(dist_record, mode=mode, autocast=autocast or None,
-                               # wall: rank 0, from set-up to the last row
-                               wall_s=round(time.perf_counter() - t_start, 3))
+        scatter = {s: {c["step"]: p[s] for c, p in zip(ck_info, per_ck)} for s in setup.sites}
+        t_start = dist.pop("t_start")
+        dist.update(mode=mode, wall_s=round(time.perf_counter() - t_start, 3))  # rank 0's
         _write_outputs(tmp, rows, scatter, setup, schedule, cfg, trajectory, traj, ck_info,
-                       dev, timer, RESULTS_NAME, parallel_record)
-    return Path(out_dir)
-
-
-@dataclass(frozen=True)
-class _CheckpointResult:
-    """What one checkpoint contributes: its rows, and per site its frequency scatter and
-    centroids; ``stats`` {site: SiteStats}; ``info`` its manifest entry."""
-
-    step: int
-    rows: list
-    scatter: dict
-    centroids: dict
-    stats: dict
-    info: dict
-
-
-def _measure_checkpoint(i: int, ck, setup: _Setup, schedule, fixed, ones, causal_idx, previous,
-                        cfg: MeasureConfig, traj, dev: str, timer, share=None):
-    """Capture and measure checkpoint ``i`` (``previous``: the last refit per site, updated).
-
-    ``share``: a :class:`tangentlab.empirical.parallel.DataShare` in data-parallel mode (this
-    rank's eval batches, merged on rank 0); returns None on the other ranks.
-    """
-    from tangentlab.empirical.collect import merge_halves
-
-    with timer("load"):
-        lm = _load(setup, ck, dev)
-    head = setup.first.head
-    with timer("capture"):
-        if share is None:
-            fit = collect_fit_half(lm, setup.sites, setup.eval_data, setup.plans, setup.uniq)
-        else:
-            fit = share.fit_half(lm, setup.sites, setup.uniq)
-    proxies, tested, test = {}, {}, {}
-    if head:
-        with timer("proxy_fit"):
-            if share is None or share.world.is_main:
-                for site in setup.sites:
-                    proxies[site] = schedule.proxies(fixed[site], fit[site].sample,
-                                                     previous.get(site))
-                    previous[site] = proxies[site].refit
-            if share is not None:
-                proxies = share.world.broadcast_object(proxies)
-            for site in setup.sites:
-                tested[site] = _tested_subspaces(proxies[site], cfg, ones)
-        with timer("capture"):
-            kwargs = dict(subspaces={s: t[0] for s, t in tested.items()},
-                          constrain={s: (ones.basis, t[1]) for s, t in tested.items()},
-                          act_rows=cfg.sample_rows, seed=cfg.seed)
-            if share is None:
-                test = collect_test_half(lm, setup.sites, setup.eval_data, setup.plans, **kwargs)
-            else:
-                test = share.test_half(lm, setup.sites, **kwargs)
-    if share is not None and not share.world.is_main:
-        return None
-    info = {"checkpoint": ck.name, "step": ck.step, "path": str(ck.path),
-            "tie_embeddings": lm.tie_embeddings,
-            "in_fit_window": schedule.in_window(ck.step), "causal": i in causal_idx}
-    rows, scatter, cents, stats = [], {}, {}, {}
-    for site in setup.sites:
-        stats[site] = st = merge_halves(fit[site], test.get(site))
-        base = RowBase(model=traj.model_name, arch=setup.first.arch, checkpoint=ck.name,
-                       step=ck.step, layer=_layer_of(site), site=site, seed=cfg.seed,
-                       method=cfg.proxy)
-        got, scatter[site] = _site_rows(
-            lm, st, proxies.get(site), tested.get(site), base, setup, cfg,
-            causal=head and i in causal_idx, ones=ones, timer=timer)
-        rows += got
-        cents[site] = _centroids(st, cfg)
-    return _CheckpointResult(step=ck.step, rows=rows, scatter=scatter, centroids=cents,
-                             stats=stats, info=info)
+                       dev, timer, RESULTS_NAME, dist)
 
 
 def _write_outputs(tmp, rows, scatter, setup: _Setup, schedule, cfg: MeasureConfig, trajectory,
-                   traj, ck_info, dev, timer, results_name, parallel_record=None) -> None:
+                   traj, ck_info, dev, timer, results_name, distributed=None) -> None:
     """results.csv, the two figures and manifest.json into the run folder ``tmp``."""
     import torch
 
@@ -657,7 +712,7 @@ def _write_outputs(tmp, rows, scatter, setup: _Setup, schedule, cfg: MeasureConf
             "frequency_source": eval_data.frequency_source, "corpus": setup.corpus,
             "eval_tokens_per_checkpoint": int(sum(b.input_ids.numel() for b in eval_data.batches)),
             "seq_len": setup.seq_len, "torch_threads": torch.get_num_threads(),
-            "distributed": parallel_record,
+            "distributed": distributed,
         },
     )
     write_manifest(tmp, manifest)

@@ -13,7 +13,7 @@ moments accumulate in float64. Bad input raises a typed :mod:`tangentlab.errors`
 - frequency geometry: :func:`one_per_window`, :func:`equal_size_spread`,
   :func:`equal_size_centroids`, :func:`correlation_with_ci`;
 - causal controls: :func:`variance_matched_controls`, :func:`removed_variance`,
-  :func:`mean_ablate`;
+  :func:`mean_ablate`, :func:`causal_contrast`;
 - constrained gradients: :func:`forced_direction_cosines`, :func:`complement_space`,
   :func:`restrict_to_complement`, :func:`reachable_baseline`, :func:`normalised_enrichment`;
 - isotropy: :func:`isoscore`, :func:`isoscore_star`, :func:`mean_cosine`,
@@ -49,7 +49,9 @@ from tangentlab.measure.constrained import (
     restrict_to_complement,
 )
 from tangentlab.measure.controls import (
+    CausalContrast,
     MatchedControls,
+    causal_contrast,
     mean_ablate,
     removed_variance,
     variance_matched_controls,
@@ -72,6 +74,7 @@ from tangentlab.measure.energy import (
     control_test,
     energy_fraction,
     energy_fractions,
+    grouped_batch_energies,
     oracle_basis,
     oracle_energy,
 )
@@ -137,6 +140,7 @@ __all__ = [
     "control_test",
     "BatchEnergies",
     "batch_energies",
+    "grouped_batch_energies",
     "BatchControlTestResult",
     "batch_control_test",
     # causal controls matched on removed variance
@@ -144,6 +148,8 @@ __all__ = [
     "variance_matched_controls",
     "removed_variance",
     "mean_ablate",
+    "CausalContrast",
+    "causal_contrast",
     # constrained gradient space
     "forced_direction_cosines",
     "ComplementSpace",

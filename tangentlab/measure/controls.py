@@ -34,7 +34,14 @@ import numpy as np
 from tangentlab.errors import RankError, ShapeError
 from tangentlab.measure._validate import as_basis, as_moment, check_positive_int, to_float64
 
-__all__ = ["MatchedControls", "variance_matched_controls", "removed_variance", "mean_ablate"]
+__all__ = [
+    "MatchedControls",
+    "variance_matched_controls",
+    "removed_variance",
+    "mean_ablate",
+    "CausalContrast",
+    "causal_contrast",
+]
 
 
 @dataclass(frozen=True)
@@ -56,7 +63,7 @@ class MatchedControls:
     scales: np.ndarray
     removed_variance: np.ndarray
     target: float
-    seed: int
+    seed: Any
 
     def to_dict(self) -> dict[str, Any]:
         """Summary for JSON (bases left out: they are large)."""
@@ -101,14 +108,14 @@ def mean_ablate(H: Any, B: Any, mean: Any = None) -> np.ndarray:
     return X - ((X - mu) @ Bm) @ Bm.T
 
 
-def variance_matched_controls(Q: Any, cov: Any, n: int, seed: int) -> MatchedControls:
+def variance_matched_controls(Q: Any, cov: Any, n: int, seed: Any) -> MatchedControls:
     """Controls from the complement of span(Q) that remove exactly Q's activation variance.
 
     Args:
         Q: ``(d, r)`` orthonormal basis (e.g. the top-r activation PCA subspace).
         cov: activation covariance ``Sigma``, ``(d, d)`` (of the rows to be ablated).
         n: number of controls.
-        seed: seed (``numpy.random.default_rng``).
+        seed: seed (anything ``numpy.random.default_rng`` takes: an int or a sequence of ints).
 
     For each control, the complement of span(Q) is randomly rotated (Haar) and its directions
     v_1, v_2, ... are taken in order until ``sum v_j^T Sigma v_j`` reaches ``tr(Q^T Sigma Q)``;
@@ -159,4 +166,111 @@ def variance_matched_controls(Q: Any, cov: Any, n: int, seed: int) -> MatchedCon
         bases[j, :, :Bj.shape[1]] = Bj
     return MatchedControls(bases=bases, ranks=ranks, scales=scales,
                            removed_variance=removed_variance(bases, S), target=target,
-                           seed=int(seed))
+                           seed=seed if isinstance(seed, int) else list(np.ravel(seed)))
+
+
+@dataclass(frozen=True)
+class CausalContrast:
+    """Loss change of ablating Q_T against ablating controls, with intervals over batches.
+
+    ``tangent`` is the mean per-batch loss increase when Q_T is ablated; ``control_mean`` the
+    mean over controls of theirs; ``difference = tangent - control_mean`` and ``ratio = tangent /
+    control_mean``. Each ``*_ci_*`` is an expanded percentile interval whose replicates resample
+    batches and redraw the controls (with replacement), like
+    :func:`~tangentlab.measure.batch_control_test`. ``p_value`` is the two-sided bootstrap
+    p-value of ``difference = 0`` (twice the smaller tail share, floor ``1 / n_boot``).
+    ``tangent_per_variance`` and ``control_per_variance`` divide by the removed variances when
+    given (NaN otherwise).
+    """
+
+    tangent: float
+    tangent_ci_low: float
+    tangent_ci_high: float
+    control_mean: float
+    control_ci_low: float
+    control_ci_high: float
+    difference: float
+    difference_ci_low: float
+    difference_ci_high: float
+    ratio: float
+    p_value: float
+    tangent_per_variance: float
+    control_per_variance: float
+    n_batches: int
+    n_controls: int
+    n_boot: int
+    confidence: float
+    seed: int
+
+    def to_dict(self) -> dict[str, Any]:
+        from dataclasses import asdict
+
+        return asdict(self)
+
+
+def causal_contrast(tangent_losses: Any, control_losses: Any, *, n_boot: int = 1000,
+                    confidence: float = 0.95, seed: int = 0,
+                    tangent_removed: float | None = None,
+                    control_removed: Any = None) -> CausalContrast:
+    """Compare per-batch loss increases of ablating Q_T and ablating each control.
+
+    Args:
+        tangent_losses: ``(B,)`` loss increase per test batch with Q_T mean-ablated.
+        control_losses: ``(B, n)`` the same for each of n controls (e.g. variance-matched ones,
+            so that the confound "removed variance" is equal).
+        n_boot, confidence, seed: bootstrap replicates, two-sided level, seed.
+        tangent_removed: variance Q_T's ablation removes (for the per-unit numbers).
+        control_removed: ``(n,)`` the controls' removed variances.
+    """
+    from tangentlab.errors import InsufficientSamplesError, ValidationError
+    from tangentlab.measure.energy import _expanded_alpha
+
+    t = to_float64(tangent_losses, "tangent_losses").ravel()
+    c = to_float64(control_losses, "control_losses")
+    if c.ndim != 2 or c.shape[0] != t.shape[0]:
+        raise ShapeError(f"control_losses must be (B, n) with B={t.shape[0]}; got {c.shape}")
+    if t.size < 2:
+        raise InsufficientSamplesError("causal_contrast needs at least 2 batches")
+    if not (np.all(np.isfinite(t)) and np.all(np.isfinite(c))):
+        from tangentlab.errors import NonFiniteError
+
+        raise NonFiniteError("loss changes hold NaN or Inf; repair those batches")
+    n_boot = check_positive_int(n_boot, "n_boot", minimum=2)
+    if not 0 < confidence < 1:
+        raise ValidationError(f"confidence must lie in (0, 1), got {confidence!r}")
+    B, n = c.shape
+    rng = np.random.default_rng([int(seed), 20261203])
+    W = rng.multinomial(B, np.full(B, 1.0 / B), size=n_boot).astype(np.float64) / B
+    idx = rng.integers(0, n, size=(n_boot, n))
+    t_rep = W @ t
+    c_all = W @ c  # (n_boot, n)
+    c_rep = np.take_along_axis(c_all, idx, axis=1).mean(1)
+    tm, cm = float(t.mean()), float(c.mean())
+    diff = tm - cm
+    # centre the redrawn-control replicates on the point's draw (see batch_control_test)
+    c_rep = c_rep + (cm - float(c_all.mean()))
+    d_rep = t_rep - c_rep
+    tail = _expanded_alpha(confidence, B)
+
+    def pct(x):
+        lo, hi = np.quantile(x, [tail, 1 - tail])
+        return float(lo), float(hi)
+
+    # two-sided p-value of difference = 0: the replicates' deviations, shifted to the null
+    null = d_rep - d_rep.mean()
+    p = min(1.0, max(float(np.mean(np.abs(null) >= abs(diff))), 1.0 / n_boot))
+    nan = float("nan")
+    per_t = tm / float(tangent_removed) if tangent_removed else nan
+    if control_removed is not None:
+        cr = to_float64(control_removed, "control_removed").ravel()
+        per_c = float(np.mean(c.mean(0) / cr)) if cr.shape == (n,) else nan
+    else:
+        per_c = nan
+    return CausalContrast(
+        tangent=tm, tangent_ci_low=pct(t_rep)[0], tangent_ci_high=pct(t_rep)[1],
+        control_mean=cm, control_ci_low=pct(c_rep)[0], control_ci_high=pct(c_rep)[1],
+        difference=diff, difference_ci_low=pct(d_rep)[0], difference_ci_high=pct(d_rep)[1],
+        ratio=tm / cm if cm != 0 else float("inf"), p_value=float(p),
+        tangent_per_variance=per_t, control_per_variance=per_c, n_batches=B, n_controls=n,
+        n_boot=n_boot, confidence=float(confidence), seed=int(seed),
+    )

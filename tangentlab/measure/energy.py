@@ -55,6 +55,7 @@ __all__ = [
     "control_test",
     "BatchEnergies",
     "batch_energies",
+    "grouped_batch_energies",
     "BatchControlTestResult",
     "batch_control_test",
 ]
@@ -389,7 +390,8 @@ def _as_pool(controls: Any, d: int, r: int) -> np.ndarray:
     return P
 
 
-def batch_energies(Q: Any, controls: Any, grad_batches: Any) -> BatchEnergies:
+def batch_energies(Q: Any, controls: Any, grad_batches: Any, *,
+                   dtype: str = "float64") -> BatchEnergies:
     """Per-batch energies of Q and of a control pool: see :class:`BatchEnergies`.
 
     Args:
@@ -400,16 +402,26 @@ def batch_energies(Q: Any, controls: Any, grad_batches: Any) -> BatchEnergies:
         grad_batches: an iterable of gradient batches, each shape ``(n_b, d)`` (numpy or torch,
             any real dtype; computed in float64), or one ``(B, n_b, d)`` array.
 
+        dtype: precision of the projection ``g @ [Q, controls]``: ``"float64"`` (default) or
+            ``"float32"`` (about twice as fast on CPU; squares and sums are still accumulated in
+            float64, relative error about 1e-7 per batch).
+
     Cost per batch: ``n_b d (K + 1) r`` multiply-adds (or ``n_b d^2 + d^2 (K + 1) r`` when that
-    is smaller). Memory ``O(B K)``.
+    is smaller); measured 5.2 s for 64 batches of 128 rows at d = 2048, r = 8, K = 200 on one
+    loaded core (float64). Memory ``O(B K)`` for the result (100 KB there) plus the pool and one
+    batch (about 90 MB peak there), against 2 GB for 64 per-batch ``(d, d)`` float64 sums.
     """
     import torch
 
+    if dtype not in ("float64", "float32"):
+        raise ValidationError(f"dtype must be 'float64' or 'float32', got {dtype!r}")
+    tdtype = torch.float64 if dtype == "float64" else torch.float32
     Q = as_basis(Q)
     d, r = Q.shape
     P = _as_pool(controls, d, r)
     K = P.shape[0]
     bases = torch.from_numpy(np.concatenate([Q[None], P], axis=0).transpose(1, 0, 2).reshape(d, -1))
+    bases_c = bases.to(tdtype)
     via_outer = (K + 1) * r > d
     tang, ctrl, tr, nrows = [], [], [], []
     for i, batch in enumerate(grad_batches):
@@ -429,11 +441,12 @@ def batch_energies(Q: Any, controls: Any, grad_batches: Any) -> BatchEnergies:
                 raise NonFiniteError(f"grad_batches[{i}] holds NaN or Inf; repair that batch")
         else:
             g = torch.from_numpy(as_points(batch, name=f"grad_batches[{i}]", min_rows=0, dim=d))
+        gc = g.to(tdtype)
         if via_outer:
-            S = g.T @ g
+            S = (gc.T @ gc).double()
             e = ((S @ bases) * bases).sum(0)
         else:
-            e = ((g @ bases) ** 2).sum(0)
+            e = ((gc @ bases_c).double() ** 2).sum(0)
         e = e.reshape(K + 1, r).sum(1).numpy()
         tang.append(float(e[0]))
         ctrl.append(e[1:])
@@ -448,6 +461,60 @@ def batch_energies(Q: Any, controls: Any, grad_batches: Any) -> BatchEnergies:
         rows=np.asarray(nrows, dtype=np.int64),
         d=d, r=r,
     )
+
+
+def grouped_batch_energies(Q: Any, controls: Any, grad_batches: Any,
+                           group_batches: Any) -> dict[Any, BatchEnergies]:
+    """Per-batch energies split by a label per row (e.g. a frequency bucket): one projection pass.
+
+    Args:
+        Q, controls: as in :func:`batch_energies`.
+        grad_batches: iterable of gradient batches ``(n_b, d)``.
+        group_batches: iterable of label arrays ``(n_b,)``, one per batch (integers or strings).
+
+    Returns ``{label: BatchEnergies}`` with labels in sorted order; every record has one entry per
+    batch (0 where the batch holds no row of that label, so batches stay aligned across labels
+    and remain the resampling unit).
+    """
+    import torch
+
+    Q = as_basis(Q)
+    d, r = Q.shape
+    P = _as_pool(controls, d, r)
+    K = P.shape[0]
+    bases = torch.from_numpy(np.concatenate([Q[None], P], axis=0).transpose(1, 0, 2).reshape(d, -1))
+    per_batch = []
+    labels: set = set()
+    for i, (batch, grp) in enumerate(zip(grad_batches, group_batches, strict=True)):
+        g = torch.from_numpy(as_points(batch, name=f"grad_batches[{i}]", min_rows=0, dim=d))
+        lab = np.asarray(grp.detach().cpu().numpy() if hasattr(grp, "detach") else grp)
+        if lab.shape != (g.shape[0],):
+            raise ShapeError(
+                f"group_batches[{i}] must hold one label per row, shape ({g.shape[0]},); got "
+                f"{lab.shape}"
+            )
+        e = ((g @ bases) ** 2).reshape(g.shape[0], K + 1, r).sum(2).numpy()  # (n_b, K + 1)
+        tr = (g * g).sum(1).numpy()
+        uniq, inv = np.unique(lab, return_inverse=True)
+        sums = np.zeros((uniq.size, K + 1))
+        np.add.at(sums, inv, e)
+        trs = np.bincount(inv, weights=tr, minlength=uniq.size)
+        cnt = np.bincount(inv, minlength=uniq.size)
+        per_batch.append({u.item() if hasattr(u, "item") else u: (sums[j], trs[j], cnt[j])
+                          for j, u in enumerate(uniq)})
+        labels.update(per_batch[-1])
+    if not per_batch:
+        raise InsufficientSamplesError("grad_batches is empty; pass at least one batch of rows")
+    zero = (np.zeros(K + 1), 0.0, 0)
+    out = {}
+    for lab in sorted(labels):
+        rec = [pb.get(lab, zero) for pb in per_batch]
+        out[lab] = BatchEnergies(
+            tangent=np.array([x[0][0] for x in rec]), controls=np.stack([x[0][1:] for x in rec]),
+            trace=np.array([x[1] for x in rec], dtype=np.float64),
+            rows=np.array([x[2] for x in rec], dtype=np.int64), d=d, r=r,
+        )
+    return out
 
 
 @dataclass(frozen=True)
@@ -522,11 +589,11 @@ def _expanded_alpha(confidence: float, n_units: int) -> float:
     ``(n-1)/n`` of the unbiased one, and it uses normal instead of t quantiles: about 93.7%
     coverage of a nominal 95% with n = 32 well-behaved units); this widens it to first order.
     """
-    from scipy.stats import t as student_t
+    from scipy.special import stdtrit  # Student t quantile (scipy.stats costs seconds to import)
 
     a = (1 - confidence) / 2
     n = max(int(n_units), 2)
-    return float(_norm_cdf(-np.sqrt(n / (n - 1)) * student_t.ppf(1 - a, n - 1)))
+    return float(_norm_cdf(-np.sqrt(n / (n - 1)) * stdtrit(n - 1, 1 - a)))
 
 
 def _percentile(rep: np.ndarray, tail: float) -> tuple[float, float]:
@@ -666,12 +733,12 @@ def batch_control_test(
             e_lo, e_hi = _bca(e_rep, energy, e_jack, tail)
             q_lo, q_hi = _bca(q_rep, enrichment, q_jack, tail)
     else:
-        from scipy.stats import t as student_t
+        from scipy.special import stdtrit
 
         e_jack, q_jack = _jackknife_values(be, n_controls)
         n_rep = B
         kept = int(np.sum(np.isfinite(e_jack) & np.isfinite(q_jack)))
-        tq = float(student_t.ppf(0.5 + confidence / 2, B - 1))
+        tq = float(stdtrit(B - 1, 0.5 + confidence / 2))
 
         def jse(vals: np.ndarray) -> float:
             v = vals[np.isfinite(vals)]

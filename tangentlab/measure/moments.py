@@ -2,8 +2,9 @@
 
 :class:`MomentAccumulator` keeps, for all rows and for each group: the count N, the mean and the
 *centred* co-moment M2 = sum (x - mean)(x - mean)^T, merged batch by batch with the pairwise
-formula of Chan, Golub & LeVeque (1979). This is exact in exact arithmetic and avoids the
-cancellation of ``sum x x^T - N mean mean^T`` when the mean is large. From it:
+formula of Chan, Golub & LeVeque (1979). Every batch is centred on its own mean before its
+product is formed, so there is no cancellation of ``sum x x^T - N mean mean^T``: the error in a
+direction is relative to that direction's own variance, not to the trace or the mean. From it:
 
 - ``second_moment()`` = sum x x^T / N (uncentred; the C of the energy tests);
 - ``covariance(ddof=1)`` = M2 / (N - ddof);
@@ -41,10 +42,6 @@ from tangentlab.measure._validate import check_positive_int
 
 __all__ = ["MomentAccumulator", "outer_product_sum"]
 
-# largest n |mean|^2 / tr(M2) of a batch for which S - n m m^T is used without centring
-# (rounding error about eps * ratio relative to the co-moment: 1e3 keeps it below ~2e-13)
-_CENTRE_RATIO = 1e3
-
 
 def _as_rows_tensor(rows: Any, dim: int):
     """(n, dim) float64 CPU torch tensor from numpy/torch/list input; shape and dtype checked.
@@ -75,17 +72,13 @@ def _batch_stats(t):
     if nb == 0:
         return None
     mb = t.mean(dim=0)
-    # Fast path: the uncentred product corrected by the mean, S - n m m^T. Its rounding error,
-    # relative to the co-moment's scale, is about eps * (1 + n |m|^2 / tr(M2)); when the mean is
-    # large against the spread (ratio > _CENTRE_RATIO) the batch is centred first instead.
-    s = t.T @ t
-    outer_mean = nb * (mb[:, None] * mb[None, :])
-    m2b = s - outer_mean
-    tr = float(m2b.diagonal().sum())
-    if not (tr > 0 and float(outer_mean.diagonal().sum()) <= _CENTRE_RATIO * tr):
-        xc = t - mb
-        m2b = xc.T @ xc
-    return nb, mb, m2b
+    # Always centre the batch first. The uncentred shortcut S - n m m^T (used before) has a
+    # rounding error of about eps * n |m|^2 in *every* direction: bounded relative to the trace,
+    # but a direction whose variance is tiny next to |m|^2 loses all its digits (a test with a
+    # 1e-12 variance under a mean of norm 50 saw 27% error). Centring costs one subtraction
+    # beside the same (d, d) product, and its error is relative to each direction's own spread.
+    xc = t - mb
+    return nb, mb, xc.T @ xc
 
 
 def _check_finite(stats, t) -> None:

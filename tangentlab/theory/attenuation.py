@@ -24,7 +24,9 @@ numpy-vectorised; n_types is an integer >= 2):
   sum_a tr(A_a)^2 adds the between-token spread of the token centroids (each token's centroid is
   shifted by t_r^2 tr(A_a)/2); ``0`` gives the within-token (per-token centred) visibility.
 
-Bad parameters (s <= 0, alpha <= 0, t0 <= 0, n_types < 2, rank outside 1..n_types) raise
+``alpha = 0`` (no pinning) is allowed: every token has spread t0 and the attenuation is exactly 1.
+
+Bad parameters (s <= 0, alpha < 0, t0 <= 0, n_types < 2, rank outside 1..n_types) raise
 :class:`~tangentlab.errors.ValidationError`.
 """
 
@@ -114,7 +116,8 @@ class FrequencyAttenuation(Derivation):
     )
     model_assumptions = (
         "Zipf law f_r = r^(-s)/H(V, s), r = 1..V, s > 0.",
-        "Pinning law t_r = t0 (f_r/f_1)^(-alpha), alpha > 0: frequent tokens have small spread.",
+        "Pinning law t_r = t0 (f_r/f_1)^(-alpha), alpha >= 0: frequent tokens have small spread "
+        "(alpha = 0: no pinning, A = 1 exactly).",
         "Every token's occurrences are Gaussian in chart coordinates, u ~ N(0, t_r^2 I_m), around "
         "the same point of one quadratic chart (the curvature-visibility model).",
         "The pooled sample's visibility is its pooled normal variance over its pooled tangent "
@@ -201,7 +204,7 @@ class FrequencyAttenuation(Derivation):
 
     def _predictions(self):
         s = Param("s", "positive", "Zipf exponent")
-        al = Param("alpha", "positive", "pinning exponent")
+        al = Param("alpha", "nonneg", "pinning exponent (0 = no pinning: attenuation 1)")
         n = Param("n_types", "int>=2", "number of token types V")
         t0 = Param("t0", "positive", "spread of the most frequent token")
         ii = Param("ii_norm_sq", "nonneg", "||II||_F^2")
@@ -235,6 +238,9 @@ class FrequencyAttenuation(Derivation):
             CheckSpec("harmonic closed forms vs direct sums", "numeric",
                       "Pooled visibilities (with trace term) from the closed forms against direct "
                       "sums over ranks at random s, alpha, t0, V.", _check_direct_sums),
+            CheckSpec("no pinning: attenuation exactly 1", "symbolic",
+                      "At beta = s alpha = 0 the derived attenuation simplifies to 1, and the "
+                      "prediction returns exactly 1 at alpha = 0.", _check_no_pinning),
             CheckSpec("attenuation < 1 on a grid", "numeric",
                       "A(s, alpha, V) < 1 on a grid of s in [0.1, 2], alpha in [0.05, 1.5], "
                       "V in {2, 10, 1000}.", _check_below_one),
@@ -253,8 +259,12 @@ class FrequencyAttenuation(Derivation):
 
 def _pred_att(d, s, alpha, n_types):
     f = d.lambdified("attenuation", (SS, BETA, NV), modules=_MODULES)
-    return np.vectorize(lambda a, b, c: f(a, b, int(c)), otypes=[float])(
+    out = np.vectorize(lambda a, b, c: f(a, b, int(c)), otypes=[float])(
         s, np.asarray(s) * np.asarray(alpha), n_types)
+    # alpha = 0 (no pinning): every token has spread t0, so both pools have the same visibility
+    # and A = 1 exactly (the "no pinning" check proves it symbolically); avoid rounding there.
+    out = np.where(np.asarray(alpha) == 0, 1.0, out)
+    return out if out.ndim else float(out)
 
 
 def _pred_limit(d, s, alpha):
@@ -262,7 +272,9 @@ def _pred_limit(d, s, alpha):
     beta = np.asarray(s) * np.asarray(alpha)
     with np.errstate(divide="ignore", invalid="ignore"):
         val = f(s, beta)
-    return np.where(np.asarray(s) - 2 * beta < 1, val, 0.0)
+    out = np.where(np.asarray(s) - 2 * beta < 1, val, 0.0)
+    out = np.where(np.asarray(alpha) == 0, 1.0, out)  # no pinning: A = 1 for every V
+    return out if out.ndim else float(out)
 
 
 def _check_rank(rank, n_types):
@@ -364,6 +376,13 @@ def _check_direct_sums(d, rng):
                              n_types=V, trace_sq_sum=S)
             errs.append(relative_error(pred, nor / tan))
     return max(errs), 1e-9, "max relative error closed form vs direct sum"
+
+
+def _check_no_pinning(d, rng):
+    sym = symbolic_residual(d.expr("attenuation").rhs.subs(BETA, 0) - 1)
+    num = max(abs(float(d.predict("attenuation", s=s, alpha=0.0, n_types=V)) - 1.0)
+              for s in (0.5, 1.0, 2.0) for V in (2, 50))
+    return max(sym, num), 0.0, "A(beta = 0) - 1, symbolic and predicted"
 
 
 def _check_below_one(d, rng):

@@ -12,5 +12,7 @@ from tangentlab._lazy import lazy_exports
 __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "streams": ("GradientModel", "make_gradient_model", "TokenWindows", "token_windows",
                 "true_enrichment"),
-    "studies": ("CoverageStudy", "coverage_study"),
+    "studies": ("CoverageStudy", "coverage_study", "CalibrationStudy", "calibration_study",
+                "FrequencyNullStudy", "frequency_null_study", "CausalNullStudy",
+                "causal_null_study"),
 })

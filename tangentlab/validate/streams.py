@@ -80,7 +80,7 @@ class GradientModel:
 
 
 def make_gradient_model(d: int, r: int, *, signal: float, context: float, scale_sigma: float,
-                        spectrum_sigma: float, seed) -> GradientModel:
+                        spectrum_sigma: float, seed, Q: np.ndarray | None = None) -> GradientModel:
     """A :class:`GradientModel` with an anisotropic spectrum and a planted subspace.
 
     Args:
@@ -92,6 +92,8 @@ def make_gradient_model(d: int, r: int, *, signal: float, context: float, scale_
         scale_sigma: standard deviation of the log batch scale.
         spectrum_sigma: eigenvalues of both anisotropic matrices are ``exp(N(0, sigma^2))``,
             normalised to mean 1, in a random rotation.
+        Q: optional ``(d, r)`` orthonormal subspace to plant (e.g. a manifold's true tangent);
+            default a Haar-random one.
     """
     d = check_positive_int(d, "d", minimum=2)
     r = check_positive_int(r, "r")
@@ -107,7 +109,13 @@ def make_gradient_model(d: int, r: int, *, signal: float, context: float, scale_
         U = _random_rotation(d, rng)
         return U @ np.diag(lam) @ U.T
 
-    Q = _random_rotation(d, rng)[:, :r]
+    Qr = _random_rotation(d, rng)[:, :r]
+    if Q is not None:
+        Q = np.asarray(Q, dtype=np.float64)
+        if Q.shape != (d, r):
+            raise ValidationError(f"Q must have shape ({d}, {r}); got {Q.shape}")
+    else:
+        Q = Qr
     Sigma_e = aniso() + signal * (Q @ Q.T)
     Sigma_c = context * aniso()
     return GradientModel(sqrt_row=np.linalg.cholesky(Sigma_e),

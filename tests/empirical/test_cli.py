@@ -33,7 +33,7 @@ def test_train_rejects_non_numeric_config(tmp_path, capsys):
 def test_measure_bad_inputs(tiny_runs, tmp_path, capsys):
     dec = tiny_runs["decoder"]
     out = tmp_path / "out"
-    base = ["empirical", "measure", "--out", str(out), "--device", "cpu", "--set", "n_batches=2"]
+    base = ["empirical", "measure", "--out", str(out), "--device", "cpu", "--set", "n_batches=4"]
     _fails(capsys, base + [str(tmp_path / "missing")], out, "does not exist")
     _fails(capsys, base + [str(dec), "--set", "rank=abc"], out, "rank")
     _fails(capsys, base + [str(dec), "--sites", "blocks.9.resid_post"], out, "blocks.9")
@@ -65,7 +65,7 @@ def test_measure_cli_runs_on_a_single_model_dir(tiny_runs, tmp_path, capsys):
     corpus.write_text("".join(json.dumps({"text": t}) + "\n" for t in load_texts("bible", max_docs=40)))
     code = main(["empirical", "measure", str(ck), "--out", str(out), "--device", "cpu",
                  "--set", f"corpus={corpus}", "--set", "threads=1",
-                 "--sites", "blocks.-1.resid_post", "--rank", "4", "--set", "n_batches=2",
+                 "--sites", "blocks.-1.resid_post", "--rank", "4", "--set", "n_batches=4",
                  "--set", "causal_checkpoints=1", "--set", "n_boot=20",
                  "--exclude-positions", "0"])
     assert code == 0, capsys.readouterr().err

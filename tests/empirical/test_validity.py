@@ -328,3 +328,141 @@ def test_edited_losses_handles_zero_padded_and_scaled_columns(tiny_runs):
     # the scaled column shrinks that direction's component by 1 - s^2, exactly as applied by hand
     assert loss[1] == pytest.approx(manual(scaled), rel=1e-5)
     assert loss[1] != pytest.approx(loss[0], rel=1e-6)
+
+
+def test_inloop_fits_on_one_half_and_tests_on_the_other(tiny_runs, tmp_path, monkeypatch):
+    """The in-loop proxy is fitted on the fit sequences' activations only, and the energy test
+    sees only the test sequences' gradients (finding 5, in the training loop)."""
+    import tangentlab.measure as measure
+    from tangentlab.empirical.inloop import InLoopMeasure
+    from tangentlab.empirical.models import load_model
+
+    lm = load_model(sorted((tiny_runs["decoder"] / "checkpoints").iterdir())[-1], device="cpu")
+    g = torch.Generator().manual_seed(0)
+    inp = torch.randint(5, 100, (6, 16), generator=g)
+    fitted, tested = [], []
+    real_proxy, real_test = measure.make_proxy, measure.control_test
+
+    class Spy:
+        def __init__(self, inner):
+            self.inner = inner
+
+        def fit(self, X):
+            fitted.append(np.asarray(X))
+            self.inner.fit(X)
+            return self
+
+        def basis(self):
+            return self.inner.basis()
+
+    monkeypatch.setattr(measure, "make_proxy", lambda *a, **k: Spy(real_proxy(*a, **k)))
+    monkeypatch.setattr(measure, "control_test",
+                        lambda Q, C, *a, **k: tested.append(C) or real_test(Q, C, *a, **k))
+    cb = InLoopMeasure(tmp_path, "decoder", (inp, inp, torch.zeros_like(inp, dtype=torch.bool)),
+                       every=1, site="blocks.-1.resid_post", rank=2, final_step=1, seed=0)
+    rows = cb.measure(lm.model, 1)
+    fit_seq, test_seq = split_halves(6, 0)
+    assert len(fitted[0]) == len(fit_seq) * 15 and len(tested) == 1
+    assert {r["n"] for r in rows if r["metric"] != "loss_per_token"} == {len(test_seq) * 15}
+    assert rows[0]["split"].startswith("fit sequences " + " ".join(map(str, fit_seq)))
+    df = read_results(tmp_path / "inloop.csv")
+    assert set(df.metric) >= {"enrichment", "p_value"} and (df.step == 1).all()
+
+
+class _Kill(Exception):
+    pass
+
+
+def test_measure_resumes_after_a_kill_with_identical_results(measured, tiny_runs, tmp_path,
+                                                             monkeypatch):
+    """Issue 11, item 7: kill after checkpoint 2, resume, get the uninterrupted results.csv."""
+    import tangentlab.empirical.protocol as protocol
+    from tangentlab.empirical.partial import partial_dir
+
+    from .conftest import TEST_MEASURE
+
+    def kill(index, name):
+        if index == 2:
+            raise _Kill
+
+    out = tmp_path / "m"
+    with pytest.raises(_Kill):
+        protocol.measure_trajectory(tiny_runs["decoder"], out, device="cpu", seed=0,
+                                    overrides=TEST_MEASURE, on_checkpoint=kill)
+    assert not out.exists() and partial_dir(out).is_dir()
+    measured_again = []
+    real = protocol._measure_checkpoint
+
+    def spy(ctx, i, ck, previous):
+        measured_again.append(i)
+        return real(ctx, i, ck, previous)
+
+    monkeypatch.setattr(protocol, "_measure_checkpoint", spy)
+    protocol.measure_trajectory(tiny_runs["decoder"], out, device="cpu", seed=0,
+                                overrides=TEST_MEASURE, resume=True)
+    assert measured_again == [3, 4, 5]  # 0, 1 and 2 came from the partial folder
+    assert (out / "results.csv").read_bytes() == (measured["decoder"] / "results.csv").read_bytes()
+    assert not partial_dir(out).exists()
+    # a partial folder of another config is refused, not silently mixed in
+    with pytest.raises(_Kill):
+        protocol.measure_trajectory(tiny_runs["decoder"], tmp_path / "n", device="cpu", seed=0,
+                                    overrides=TEST_MEASURE, on_checkpoint=kill)
+    from tangentlab.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="another config"):
+        protocol.measure_trajectory(tiny_runs["decoder"], tmp_path / "n", device="cpu", seed=0,
+                                    overrides=dict(TEST_MEASURE, rank=4), resume=True)
+
+
+def test_enrichment_figure_ignores_constrained_rows(tmp_path, monkeypatch):
+    """The figure plots one enrichment per step: the constrained rows are a separate reading."""
+    import matplotlib.axes
+
+    from tangentlab.empirical.figures import enrichment_figure
+
+    drawn = []
+    real = matplotlib.axes.Axes.errorbar
+    monkeypatch.setattr(matplotlib.axes.Axes, "errorbar",
+                        lambda self, x, y, *a, **k: drawn.append(list(x)) or real(self, x, y, *a, **k))
+    rows = [dict(site="s", proxy="fixed", bucket="all", step=st, checkpoint=f"step_{st}",
+                 metric=m, value=v, ci_low=v - 0.1, ci_high=v + 0.1, subspace=sub)
+            for st in (0, 10) for sub in (None, "constrained")
+            for m, v in (("enrichment", 1.5), ("control_enrichment_low", 0.9),
+                         ("control_enrichment_high", 1.1))]
+    enrichment_figure(rows, ["s"], tmp_path / "e.png")
+    assert drawn == [[0, 10]]
+
+
+def test_rmsnorm_last_block_forces_the_activation_itself(tiny_runs, tmp_path):
+    """Llama-style: before the final RMSNorm g_i ⟂ h_i (measured), so the reachable-baseline rows
+    appear there; at block 0 nothing fixed is forced (no LayerNorm mean), so no 𝟙 rows.
+
+    The constraint holds up to eps / mean(h²): with the default eps 1e-6 and a freshly
+    initialised residual stream (mean square ~4e-4) |cos| is ~2e-3, above the 1e-3 tolerance, so
+    this test uses eps 1e-9 (trained models have far larger activations)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from tangentlab.empirical.protocol import measure_trajectory
+    from tangentlab.empirical.tokenizer import load_tokenizer
+
+    tok = load_tokenizer(tiny_runs["decoder"] / "tokenizer")
+    d = tmp_path / "llama"
+    torch.manual_seed(0)
+    LlamaForCausalLM(LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64,
+                                 num_hidden_layers=2, num_attention_heads=2,
+                                 num_key_value_heads=2, max_position_embeddings=64,
+                                 rms_norm_eps=1e-9)
+                     ).save_pretrained(d)
+    tok.save_pretrained(d)
+    out = measure_trajectory(d, tmp_path / "m", device="cpu", overrides={
+        "corpus": "bible", "max_docs": 60, "n_batches": 4, "batch_size": 4, "seq_len": 32,
+        "threads": 1, "causal": False, "n_boot": 20, "rank": 4})
+    df = read_results(out)
+    cos = df[df.metric.str.startswith("grad_cos_")].set_index(["site", "metric"]).value
+    assert cos[("blocks.1.resid_post", "grad_cos_raw_max")] < 1e-3
+    assert cos[("blocks.0.resid_post", "grad_cos_ones_max")] > 1e-2
+    reach = df[df.metric == "enrichment_reachable"]
+    assert set(reach.site) == {"blocks.1.resid_post"} and (reach.forced == "raw").all()
+    assert reach.value.notna().all() and (reach.ci_low < reach.value).all()
+    assert (reach.value < reach.ci_high).all()
+    assert df[(df.subspace == "constrained") & (df.metric == "enrichment")].empty

@@ -155,3 +155,37 @@ def test_coverage_by_simulation_new_covers_old_does_not():
     assert 0.92 <= st.coverage_energy <= 0.97
     assert st.old_coverage_enrichment < 0.9 and st.old_coverage_energy < 0.9
     assert st.replicates_dropped == 0
+
+
+def test_grouped_batch_energies_split_rows_by_label():
+    from tangentlab.measure import grouped_batch_energies
+
+    bs = _batches(2)
+    rng = np.random.default_rng(0)
+    labs = [rng.integers(0, 3, size=len(b)) for b in bs]
+    labs[0][:] = 0  # batch 0 holds only label 0
+    Q = np.eye(10)[:, :2]
+    pool = normal_controls(Q, 15, 3)
+    out = grouped_batch_energies(Q, pool, bs, labs)
+    assert list(out) == [0, 1, 2]
+    for lab, be in out.items():
+        ref = batch_energies(Q, pool, [b[g == lab] for b, g in zip(bs, labs)])
+        assert np.allclose(be.tangent, ref.tangent) and np.allclose(be.controls, ref.controls)
+        assert be.rows.tolist() == ref.rows.tolist()
+    assert out[1].rows[0] == 0 and out[1].trace[0] == 0
+    total = sum(be.trace for be in out.values())
+    assert np.allclose(total, batch_energies(Q, pool, bs).trace)
+    with pytest.raises(ShapeError, match="one label per row"):
+        grouped_batch_energies(Q, pool, bs[:1], [labs[0][:-1]])
+
+
+def test_float32_projection_agrees_with_float64():
+    bs = _batches(4, d=40)
+    Q = np.eye(40)[:, :2]
+    pool = normal_controls(Q, 10, 0)
+    a = batch_energies(Q, pool, bs)
+    b = batch_energies(Q, pool, bs, dtype="float32")
+    assert np.allclose(a.controls, b.controls, rtol=1e-5) and not np.array_equal(a.controls,
+                                                                                  b.controls)
+    with pytest.raises(ValidationError, match="dtype"):
+        batch_energies(Q, pool, bs, dtype="float16")

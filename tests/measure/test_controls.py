@@ -162,3 +162,26 @@ def test_reachable_baseline_and_normalised_enrichment():
     assert normalised_enrichment(0.2, 0.1, [0.1, 0.1], [0.1, 0.1]) == pytest.approx(2.0)
     with pytest.raises(ShapeError):
         reachable_baseline(Q, H, forced="ln")
+
+
+def test_causal_contrast_is_calibrated_and_detects_a_real_difference():
+    from tangentlab.measure.controls import causal_contrast
+
+    rng = np.random.default_rng(0)
+    rej = 0
+    sims = 300
+    for s in range(sims):
+        batch = rng.standard_normal(32)[:, None]  # shared batch effect (heterogeneity)
+        t = 1 + batch[:, 0] + 0.3 * rng.standard_normal(32)
+        c = 1 + batch + 0.3 * rng.standard_normal((32, 20)) + 0.1 * rng.standard_normal(20)
+        rej += causal_contrast(t, c, n_boot=300, seed=s).p_value <= 0.05
+    assert 0.01 <= rej / sims <= 0.09
+    t = 1.3 + 0.3 * rng.standard_normal(32)
+    c = 1 + 0.3 * rng.standard_normal((32, 20))
+    res = causal_contrast(t, c, n_boot=500, seed=1, tangent_removed=2.0,
+                          control_removed=np.full(20, 2.0))
+    assert res.p_value <= 0.01 and res.difference_ci_low > 0
+    assert res.tangent_ci_low < res.tangent < res.tangent_ci_high
+    assert res.tangent_per_variance == pytest.approx(res.tangent / 2.0)
+    with pytest.raises(ShapeError):
+        causal_contrast(t, c[:5])

@@ -124,3 +124,22 @@ def test_bad_rows():
 def test_outer_product_sum():
     X = np.arange(6.0).reshape(3, 2)
     assert np.allclose(outer_product_sum(X), X.T @ X)
+
+
+def test_tiny_variance_direction_under_a_large_mean_keeps_its_digits():
+    # Issue 10, item 7: the old fast path (S - n m m^T when n|m|^2 <= 1e3 tr(M2)) bounded the
+    # error relative to the trace only; this direction's variance (1e-12) came out 27% wrong.
+    rng = np.random.default_rng(0)
+    n, d = 1000, 3
+    basis = np.linalg.qr(rng.standard_normal((d, d)))[0]
+    coef = rng.standard_normal((n, d)) * np.array([1.0, 1.0, 1e-6])
+    X = 30.0 * basis[:, 0] + 30.0 * np.ones(d) / np.sqrt(d) + coef @ basis.T
+    acc = MomentAccumulator(d)
+    for chunk in np.array_split(X, 4):
+        acc.update(chunk)
+    u = basis[:, 2]
+    ref = u @ np.cov(X.T) @ u
+    # evaluating u^T C u with O(1) entries alone costs ~eps absolute (1e-4 relative here), so the
+    # tolerance is 1e-3; the old fast path was off by 0.27.
+    assert abs(u @ acc.covariance() @ u - ref) / ref < 1e-3
+    assert abs(np.linalg.eigvalsh(acc.covariance())[0] - ref) / ref < 1e-3

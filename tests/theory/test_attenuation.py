@@ -53,7 +53,20 @@ def test_visibility_by_rank():
     with pytest.raises(ValidationError):
         attenuation(-1.0, 0.5, 10)
     with pytest.raises(ValidationError):
-        attenuation(1.0, 0.0, 10)
+        attenuation(1.0, -0.1, 10)
+
+
+def test_no_pinning_attenuation_is_exactly_one():
+    # Issue 10, item 7: alpha = 0 was refused, although every token then has spread t0 and the
+    # two pools see the same visibility.
+    assert attenuation(1.0, 0.0, 10) == 1.0
+    assert np.all(attenuation(np.array([0.5, 1.0, 1.5]), 0.0, 1000) == 1.0)
+    assert attenuation_limit(1.5, 0.0) == 1.0 and attenuation_limit(0.5, 0.0) == 1.0
+    ratio = occurrence_visibility(1.0, 0.0, 0.1, 2.0, 2, 30) / type_visibility(1.0, 0.0, 0.1, 2.0,
+                                                                              2, 30)
+    assert ratio == pytest.approx(1.0, rel=1e-12)
+    # and just above 0 it is below 1 and continuous
+    assert 0.99 < attenuation(1.0, 1e-4, 10) < 1.0
 
 
 @given(s=st.floats(0.05, 3.0), al=st.floats(0.01, 2.0), V=st.integers(2, 3000))

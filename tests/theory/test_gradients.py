@@ -84,3 +84,19 @@ def test_mutation_normal_coefficient_fails_verify():
     rep = d.verify(seed=0)
     assert not rep.passed
     assert "monte-carlo decomposition and corrected ratio" in {c.name for c in rep.failures}
+
+
+def test_monte_carlo_ratio_check_has_teeth():
+    # Issue 10, item 7: with g linear in u the bound held with 100-400x slack, so a ratio bound
+    # off by a factor 2 (either way) still passed verify(). Now g is quadratic in u along II.
+    from tangentlab.theory.gradients import MC_MAX_SLACK, mc_ratio_slack
+
+    old = mc_ratio_slack(0, linear=True)
+    new = mc_ratio_slack(0)
+    assert old > 100
+    assert 1.0 < new < MC_MAX_SLACK
+    for factor in (0.5, 2.0):
+        d = get("gradient-components").mutated("ratio_bound",
+                                               lambda e, f=factor: e.func(e.lhs, e.rhs * f))
+        rep = d.verify(seed=0)
+        assert "monte-carlo decomposition and corrected ratio" in {c.name for c in rep.failures}

@@ -1,0 +1,400 @@
+"""The validation battery: every criterion of issue 10, item 8, as a check in a run directory.
+
+:func:`run_battery` runs the studies of :mod:`tangentlab.validate.studies` (power, null
+calibration, interval coverage, the frequency-spread null, the causal null), turns each measured
+number into a tidy results row (rates with Wilson 95% intervals) and each criterion into a
+:class:`BatteryCheck`, draws the calibration figures, and writes a run directory with
+``results.csv``, ``checks.json``, ``manifest.json`` and ``*.png``.
+
+Control space of the null calibration: the protocol's own, ``"complement"`` controls (the paper's
+matched-rank normal controls), because the battery must validate what the protocol runs. Complement
+controls are not exchangeable with Q_T and are slightly anti-conservative when r/d is large (see
+:func:`tangentlab.measure.control_test`); the battery uses r/d = 3/64, and also reports the
+false-positive rate of ``"full"``-space controls (exactly calibrated) beside it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tangentlab.errors import ConfigError
+
+__all__ = ["BatteryConfig", "BatteryCheck", "BatteryResult", "run_battery", "write_battery",
+           "wilson_interval"]
+
+
+@dataclass(frozen=True)
+class BatteryConfig:
+    """Settings of the battery (``quick()`` for tests, ``full()`` for the reported numbers).
+
+    Attributes:
+        seed: master seed of every study.
+        power_sims, power_signal: simulations and planted signal (extra gradient variance per
+            true-tangent direction, relative to a mean of 1 per direction) of the power check.
+        power_curve: further signals measured for the power figure (no criterion).
+        null_sims: simulations of the null calibration (>= 200).
+        null_full_space: also measure the false-positive rate with full-space controls.
+        coverage_sims, coverage_batches, coverage_pool, coverage_boot: coverage simulations,
+            batches per measurement (>= 32), control pool size and bootstrap replicates.
+        old_batches: batches of the old fixed-control bootstrap compared against (0 = skip).
+        freq_sims: simulations of the frequency-spread null.
+        causal_sims: simulations of the causal null.
+        alpha: level of the tests.
+    """
+
+    seed: int = 0
+    power_sims: int = 400
+    power_signal: float = 0.5
+    power_curve: tuple[float, ...] = (0.05, 0.1, 0.25)
+    null_sims: int = 2000
+    null_full_space: bool = True
+    coverage_sims: int = 2000
+    coverage_batches: int = 32
+    coverage_pool: int = 200
+    coverage_boot: int = 1000
+    old_batches: int = 8
+    freq_sims: int = 100
+    causal_sims: int = 400
+    alpha: float = 0.05
+
+    @classmethod
+    def full(cls, seed: int = 0) -> BatteryConfig:
+        return cls(seed=seed)
+
+    @classmethod
+    def quick(cls, seed: int = 0) -> BatteryConfig:
+        return cls(seed=seed, power_sims=60, power_curve=(), null_sims=200,
+                   null_full_space=False, coverage_sims=600, coverage_pool=100,
+                   coverage_boot=400, old_batches=0, freq_sims=8, causal_sims=60)
+
+    def validate(self) -> None:
+        """Raise ConfigError for settings the criteria cannot be judged on."""
+        if self.null_sims < 200:
+            raise ConfigError(f"null_sims must be >= 200 (got {self.null_sims})")
+        if self.coverage_batches < 32:
+            raise ConfigError(f"coverage_batches must be >= 32 (got {self.coverage_batches})")
+        for name in ("power_sims", "coverage_sims", "freq_sims", "causal_sims", "coverage_boot"):
+            if int(getattr(self, name)) < 2:
+                raise ConfigError(f"{name} must be >= 2 (got {getattr(self, name)})")
+        if not 0 < self.alpha < 1:
+            raise ConfigError(f"alpha must lie in (0, 1) (got {self.alpha})")
+        if not isinstance(self.seed, int) or self.seed < 0:
+            raise ConfigError(f"seed must be a non-negative integer (got {self.seed!r})")
+
+
+@dataclass(frozen=True)
+class BatteryCheck:
+    """One criterion: ``measured`` against ``target`` (``low <= measured <= high``)."""
+
+    name: str
+    kind: str  # "power", "calibration", "coverage" or "null"
+    measured: float
+    target: str
+    low: float | None
+    high: float | None
+    passed: bool
+    n: int
+    detail: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        for k in ("measured", "low", "high"):
+            v = out[k]
+            if isinstance(v, float) and not math.isfinite(v):
+                out[k] = None
+        return out
+
+
+def _check(name: str, kind: str, measured: float, n: int, *, low: float | None = None,
+           high: float | None = None, detail: str = "") -> BatteryCheck:
+    ok = math.isfinite(measured) and (low is None or measured >= low) and \
+        (high is None or measured <= high)
+    if low is not None and high is not None:
+        target = f"[{low:g}, {high:g}]"
+    elif low is not None:
+        target = f">= {low:g}"
+    else:
+        target = f"<= {high:g}"
+    return BatteryCheck(name=name, kind=kind, measured=float(measured), target=target, low=low,
+                        high=high, passed=bool(ok), n=int(n), detail=detail)
+
+
+def wilson_interval(successes: float, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval of a binomial rate (successes out of n)."""
+    from scipy.special import ndtri
+
+    if n <= 0:
+        return float("nan"), float("nan")
+    z = float(ndtri(0.5 + confidence / 2))
+    p = successes / n
+    den = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / den
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+@dataclass
+class BatteryResult:
+    """Rows, checks, figures (PNG bytes by file name), studies (dicts) and timings (s)."""
+
+    rows: list[dict[str, Any]]
+    checks: list[BatteryCheck]
+    figures: dict[str, bytes]
+    studies: dict[str, Any]
+    timings: dict[str, float]
+
+    @property
+    def passed(self) -> bool:
+        return all(c.passed for c in self.checks)
+
+
+def _rate_row(metric: str, rate: float, n: int, seed: int, **extra: Any) -> dict[str, Any]:
+    lo, hi = wilson_interval(rate * n, n)
+    return {"experiment": "validate", "metric": metric, "value": rate, "ci_low": lo,
+            "ci_high": hi, "n": n, "seed": seed, **extra}
+
+
+def _row(metric: str, value: float, n: int, seed: int, **extra: Any) -> dict[str, Any]:
+    return {"experiment": "validate", "metric": metric, "value": value, "n": n, "seed": seed,
+            **extra}
+
+
+def run_battery(cfg: BatteryConfig) -> BatteryResult:
+    """Run every study of the battery with ``cfg`` (see :class:`BatteryConfig`)."""
+    from tangentlab.validate.studies import (
+        calibration_study,
+        causal_null_study,
+        coverage_study,
+        frequency_null_study,
+    )
+
+    cfg.validate()
+    seed = cfg.seed
+    rows: list[dict[str, Any]] = []
+    checks: list[BatteryCheck] = []
+    studies: dict[str, Any] = {}
+    timings: dict[str, float] = {}
+
+    # power
+    t0 = time.perf_counter()
+    pw = calibration_study(n_sims=cfg.power_sims, signal=cfg.power_signal, seed=seed)
+    curve = [calibration_study(n_sims=cfg.power_sims, signal=s, seed=seed)
+             for s in cfg.power_curve]
+    timings["power"] = time.perf_counter() - t0
+    studies["power"] = pw.to_dict()
+    for st in [pw, *curve]:
+        rows.append(_rate_row("power", st.found_rate, st.n_sims, seed, method=st.control_space,
+                              prediction=None, signal=st.signal))
+        rows.append(_row("mean_enrichment", st.mean_enrichment, st.n_sims, seed,
+                         signal=st.signal))
+    rows.append(_row("proxy_max_angle_deg", pw.mean_proxy_angle_deg, pw.n_sims, seed,
+                     signal=pw.signal))
+    checks.append(_check(
+        "power: planted tangent signal found", "power", pw.found_rate, pw.n_sims, low=0.8,
+        detail=(f"signal {pw.signal} (extra variance per true-tangent direction; mean 1 per "
+                f"direction), d={pw.d}, r={pw.r}, 32 batches; found = p <= {cfg.alpha} and "
+                f"enrichment CI above 1; mean enrichment {pw.mean_enrichment:.3g}; Q_T = PCA of "
+                f"token-model activations, max principal angle to the true tangent "
+                f"{pw.mean_proxy_angle_deg:.1f} deg")))
+
+    # null calibration
+    t0 = time.perf_counter()
+    nl = calibration_study(n_sims=cfg.null_sims, signal=0.0, control_space="complement",
+                           seed=seed + 1)
+    studies["null"] = nl.to_dict()
+    rows.append(_rate_row("false_positive_rate", nl.p_rate, nl.n_sims, seed,
+                          method="complement"))
+    rows.append(_rate_row("false_positive_rate_found_rule", nl.found_rate, nl.n_sims, seed,
+                          method="complement"))
+    detail = (f"complement controls (the protocol's), d={nl.d}, r={nl.r} (r/d = "
+              f"{nl.r / nl.d:.3f}), 20 controls: p <= {cfg.alpha} happens only at p = 1/21 "
+              f"(nominal rate 0.0476)")
+    if cfg.null_full_space:
+        nf = calibration_study(n_sims=cfg.null_sims, signal=0.0, control_space="full",
+                               seed=seed + 1)
+        studies["null_full_space"] = nf.to_dict()
+        rows.append(_rate_row("false_positive_rate", nf.p_rate, nf.n_sims, seed, method="full"))
+        detail += f"; full-space controls: {nf.p_rate:.4f}"
+    timings["null"] = time.perf_counter() - t0
+    checks.append(_check(f"null calibration: false-positive rate at alpha={cfg.alpha}",
+                         "calibration", nl.p_rate, nl.n_sims, high=0.06, detail=detail))
+
+    # coverage
+    t0 = time.perf_counter()
+    cv = coverage_study(n_sims=cfg.coverage_sims, n_batches=cfg.coverage_batches,
+                        pool=cfg.coverage_pool, n_boot=cfg.coverage_boot,
+                        old_batches=cfg.old_batches, seed=seed + 2)
+    timings["coverage"] = time.perf_counter() - t0
+    studies["coverage"] = cv.to_dict()
+    for what in ("energy", "enrichment"):
+        rows.append(_rate_row(f"coverage_{what}", getattr(cv, f"coverage_{what}"), cv.n_sims,
+                              seed, method=f"{cv.interval}/{cv.n_batches} batches"))
+        if cfg.old_batches:
+            rows.append(_rate_row(f"coverage_{what}", getattr(cv, f"old_coverage_{what}"),
+                                  cv.n_sims, seed,
+                                  method=f"old fixed-control percentile/{cv.old_batches} batches"))
+        checks.append(_check(
+            f"interval coverage: {what}", "coverage", getattr(cv, f"coverage_{what}"),
+            cv.n_sims, low=0.93, high=0.97,
+            detail=(f"nominal {cv.confidence}; {cv.interval} interval over {cv.n_batches} "
+                    f"batches (4 windows each, window-shared context, batch scales), controls "
+                    f"redrawn from a pool of {cfg.coverage_pool}; true enrichment "
+                    f"{cv.true_enrichment:.4g}; replicates dropped {cv.replicates_dropped}"
+                    + (f"; old method over {cv.old_batches} batches: "
+                       f"{getattr(cv, f'old_coverage_{what}'):.3f}" if cfg.old_batches else ""))))
+
+    # frequency-spread null
+    t0 = time.perf_counter()
+    fq = frequency_null_study(n_sims=cfg.freq_sims, seed=seed + 3)
+    timings["frequency_null"] = time.perf_counter() - t0
+    studies["frequency_null"] = fq.to_dict()
+    rows.append(_row("frequency_null_mean_abs_rho", fq.mean_abs_rho_fair, fq.n_sims, seed,
+                     method="one-per-window, equal-size k"))
+    rows.append({**_row("frequency_null_mean_rho", fq.mean_rho_fair, fq.n_sims, seed,
+                        method="one-per-window, equal-size k"),
+                 "ci_low": fq.mean_rho_fair - 1.96 * fq.se_rho_fair,
+                 "ci_high": fq.mean_rho_fair + 1.96 * fq.se_rho_fair})
+    rows.append(_row("frequency_null_mean_rho", fq.mean_rho_first_k, fq.n_sims, seed,
+                     method="first k in row order (old)"))
+    checks.append(_check(
+        "frequency-spread null: mean |Spearman rho|", "null", fq.mean_abs_rho_fair, fq.n_sims,
+        high=0.03,
+        detail=(f"spread independent of frequency, window-shared context; one occurrence per "
+                f"window then k={fq.k}; {fq.mean_tokens:.0f} tokens per simulation; mean rho "
+                f"{fq.mean_rho_fair:+.4f} (se {fq.se_rho_fair:.4f}); old first-k rule: mean rho "
+                f"{fq.mean_rho_first_k:+.4f}")))
+
+    # causal null
+    t0 = time.perf_counter()
+    cn = causal_null_study(n_sims=cfg.causal_sims, alpha=cfg.alpha, seed=seed + 4)
+    timings["causal_null"] = time.perf_counter() - t0
+    studies["causal_null"] = cn.to_dict()
+    rows.append(_rate_row("causal_null_rejection_rate", cn.rejection_rate_matched, cn.n_sims,
+                          seed, method="variance-matched controls"))
+    rows.append(_rate_row("causal_null_rejection_rate", cn.rejection_rate_plain, cn.n_sims,
+                          seed, method="plain complement controls"))
+    eff = cn.relative_effects_matched
+    se = float(eff.std(ddof=1) / np.sqrt(eff.size)) if eff.size > 1 else float("nan")
+    rows.append({**_row("causal_null_relative_effect", cn.mean_relative_effect_matched,
+                        cn.n_sims, seed, method="variance-matched controls"),
+                 "ci_low": cn.mean_relative_effect_matched - 1.96 * se,
+                 "ci_high": cn.mean_relative_effect_matched + 1.96 * se})
+    rows.append(_row("causal_null_relative_effect", cn.mean_relative_effect_plain, cn.n_sims,
+                     seed, method="plain complement controls"))
+    common = (f"loss depends only on removed variance; {cn.n_sims} simulations "
+              f"({cn.n_unmatchable} unmatchable left out); plain complement controls: rejection "
+              f"rate {cn.rejection_rate_plain:.3f}, relative effect "
+              f"{cn.mean_relative_effect_plain:+.3f}")
+    checks.append(_check(
+        "causal null: Q_T vs variance-matched controls, rejection rate", "null",
+        cn.rejection_rate_matched, cn.n_sims, high=0.06,
+        detail=f"p <= {cfg.alpha} of the tangent-minus-control difference; " + common))
+    checks.append(_check(
+        "causal null: Q_T vs variance-matched controls, mean relative effect", "null",
+        abs(cn.mean_relative_effect_matched), cn.n_sims, high=0.02,
+        detail=(f"|mean (tangent - control) / tangent| = "
+                f"{abs(cn.mean_relative_effect_matched):.4f} (se {se:.4f}); " + common)))
+
+    figures = _figures(pw, curve, nl, cv, fq, cn)
+    return BatteryResult(rows=rows, checks=checks, figures=figures, studies=studies,
+                         timings=timings)
+
+
+def _figures(pw, curve, nl, cv, fq, cn) -> dict[str, bytes]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from tangentlab.synthetic.experiments._base import figure_png
+
+    fig, ax = plt.subplots(1, 4, figsize=(16, 3.4))
+    # null p-values
+    p = np.asarray(nl.p_values)
+    grid = np.arange(1, 22) / 21
+    counts = np.array([np.sum(np.isclose(p, g)) for g in grid]) / p.size
+    ax[0].bar(grid, counts, width=0.04, color="tab:blue")
+    ax[0].axhline(1 / 21, color="k", ls="--", lw=1, label="uniform")
+    ax[0].set(title=f"null p-values ({nl.control_space}), FPR {nl.p_rate:.3f}",
+              xlabel="p", ylabel="share")
+    ax[0].legend(fontsize=8)
+    # coverage
+    labels, vals = ["energy", "enrichment"], [cv.coverage_energy, cv.coverage_enrichment]
+    if cv.old_batches:
+        labels += ["energy (old)", "enrichment (old)"]
+        vals += [cv.old_coverage_energy, cv.old_coverage_enrichment]
+    ax[1].bar(range(len(vals)), vals, color=["tab:green"] * 2 + ["tab:red"] * (len(vals) - 2))
+    ax[1].axhspan(0.93, 0.97, color="0.85", zorder=0, label="target 93-97%")
+    ax[1].set_xticks(range(len(vals)), labels, fontsize=7)
+    ax[1].set(ylim=(0.6, 1.0), title=f"coverage of nominal 95% ({cv.n_sims} sims)")
+    ax[1].legend(fontsize=8)
+    # frequency null
+    ax[2].hist(fq.rho_first_k, bins=15, alpha=0.6, color="tab:red", label="first k (old)")
+    ax[2].hist(fq.rho_fair, bins=15, alpha=0.6, color="tab:green", label="one per window")
+    ax[2].axvline(0, color="k", lw=1)
+    ax[2].set(title="frequency-spread null: Spearman rho", xlabel="rho")
+    ax[2].legend(fontsize=8)
+    # causal null
+    ax[3].hist(cn.relative_effects_matched, bins=20, color="tab:green")
+    ax[3].axvline(0, color="k", lw=1)
+    ax[3].set(title=(f"causal null vs matched controls\nrejection {cn.rejection_rate_matched:.3f}"
+                     f" (plain controls {cn.rejection_rate_plain:.2f})"),
+              xlabel="(tangent - control) / tangent")
+    fig.tight_layout()
+    out = {"validate_calibration.png": figure_png(fig)}
+    fig, ax = plt.subplots(1, 1, figsize=(4.5, 3.4))
+    pts = sorted([(s.signal, s.found_rate) for s in [pw, *curve]])
+    ax.plot([a for a, _ in pts], [b for _, b in pts], "o-", color="tab:blue")
+    ax.axhline(0.8, color="k", ls="--", lw=1, label="criterion 0.8")
+    ax.set(xlabel="planted signal (extra variance per tangent direction)", ylabel="power",
+           ylim=(0, 1.02), title=f"power ({pw.n_sims} sims per point)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    out["validate_power.png"] = figure_png(fig)
+    return out
+
+
+def write_battery(out_dir: str | Path, cfg: BatteryConfig, *, quick: bool) -> tuple[Path, bool]:
+    """Run the battery and write its run directory atomically; returns (path, all passed)."""
+    from tangentlab.runs import (
+        CHECKS_NAME,
+        RESULTS_NAME,
+        atomic_directory,
+        atomic_write_bytes,
+        atomic_write_json,
+        build_manifest,
+        write_manifest,
+        write_results,
+    )
+    from tangentlab.synthetic.experiments._common import single_thread
+
+    cfg.validate()
+    out = Path(out_dir)
+    t0 = time.perf_counter()
+    with atomic_directory(out) as tmp:
+        with single_thread():
+            res = run_battery(cfg)
+        write_results(res.rows, tmp / RESULTS_NAME)
+        atomic_write_json(tmp / CHECKS_NAME, [c.to_dict() for c in res.checks])
+        for name, png in res.figures.items():
+            atomic_write_bytes(tmp / name, png)
+        timings = dict(res.timings)
+        timings["total"] = time.perf_counter() - t0
+        manifest = build_manifest(
+            kind="validate", config=cfg, seeds={"seed": cfg.seed}, device="cpu",
+            dtype="float64", timings=timings,
+            extra={"quick": bool(quick), "figures": sorted(res.figures),
+                   "checks_passed": sum(c.passed for c in res.checks),
+                   "checks_total": len(res.checks),
+                   "null_control_space": "complement",
+                   "studies": res.studies},
+        )
+        write_manifest(tmp, manifest)
+    return out, res.passed
