@@ -2,12 +2,14 @@
 #   make setup      create .venv, install torch first, then the package under a torch constraint
 #   make test       setup + ruff + the whole pytest suite (slow tests included)
 #   make reproduce  setup + `tangentlab reproduce` (theory, synthetic, empirical, report)
+#   make docs       setup + regenerate docs/theory and docs/cli.md, then build the site (with the
+#                   API reference from the docstrings) into site/ with mkdocs, offline and strict
 
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
-EXTRAS ?= dev,corpora
+EXTRAS ?= dev,corpora,docs
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
@@ -39,6 +41,7 @@ reproduce: setup
 docs: setup
 	$(BIN)/python -m tangentlab.theory.pages docs/theory
 	$(BIN)/python -m tangentlab.cli_reference docs/cli.md
+	$(BIN)/python -m mkdocs build --strict --site-dir site
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis site

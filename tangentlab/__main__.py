@@ -1,4 +1,8 @@
-"""``python -m tangentlab`` is the ``tangentlab`` command (also what ``torchrun -m`` launches)."""
+"""``python -m tangentlab ...``: the ``tangentlab`` command (also what ``torchrun -m`` launches).
+
+The guard matters: worker processes started with ``spawn`` import this module again as
+``__mp_main__`` and must not run the command a second time.
+"""
 
 import sys
 

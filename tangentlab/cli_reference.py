@@ -20,6 +20,8 @@ from pathlib import Path
 
 __all__ = ["WIDTH", "iter_parsers", "command_options", "render_reference", "main"]
 
+from tangentlab.cli import iter_parsers  # noqa: E402  (re-exported: the reference walks them)
+
 #: The terminal width the help text is formatted for.
 WIDTH = 100
 
@@ -35,27 +37,6 @@ def _fixed_width() -> Iterator[None]:
             os.environ.pop("COLUMNS", None)
         else:
             os.environ["COLUMNS"] = old
-
-
-def iter_parsers(parser: argparse.ArgumentParser | None = None) -> Iterator[tuple[str, argparse.ArgumentParser]]:
-    """Every (command path, parser) pair, depth first: ``tangentlab``, ``tangentlab theory``, ..."""
-    if parser is None:
-        from tangentlab.cli import build_parser
-
-        parser = build_parser()
-    seen: set[int] = set()
-
-    def walk(p: argparse.ArgumentParser) -> Iterator[tuple[str, argparse.ArgumentParser]]:
-        if id(p) in seen:
-            return
-        seen.add(id(p))
-        yield p.prog, p
-        for action in p._actions:
-            if isinstance(action, argparse._SubParsersAction):
-                for child in action.choices.values():
-                    yield from walk(child)
-
-    yield from walk(parser)
 
 
 def command_options(parser: argparse.ArgumentParser) -> list[str]:
@@ -77,6 +58,8 @@ def command_options(parser: argparse.ArgumentParser) -> list[str]:
 
 def render_reference(parser: argparse.ArgumentParser | None = None) -> str:
     """The Markdown CLI reference: one section per command, holding its ``--help`` verbatim."""
+    from tangentlab.cli import EXIT_CODES
+
     with _fixed_width():
         pairs = [(prog, p.format_help()) for prog, p in iter_parsers(parser)]
     lines = [
@@ -86,9 +69,19 @@ def render_reference(parser: argparse.ArgumentParser | None = None) -> str:
         "(also `make docs`); do not edit by hand. A test checks that this file is complete and up to",
         "date.",
         "",
-        "Exit codes: 0 success, 1 a check or stage failed, 2 bad input (one line on stderr).",
+        "## Exit codes",
         "",
-        "Commands:",
+        "Every command returns one of these (`tangentlab.cli.EXIT_CODES`):",
+        "",
+        "| code | meaning |",
+        "|---:|---|",
+        *[f"| {code} | {meaning} |" for code, meaning in EXIT_CODES],
+        "",
+        "An internal error's crash log goes to `RUN/logs/` of the run directory being written, else",
+        "to `$TANGENTLAB_CRASH_DIR`, else `$XDG_CACHE_HOME/tangentlab/crashes/` (by default",
+        "`~/.cache/tangentlab/crashes/`); never to the current folder.",
+        "",
+        "## Commands",
         "",
     ]
     for prog, _ in pairs:
@@ -101,6 +94,7 @@ def render_reference(parser: argparse.ArgumentParser | None = None) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Write the CLI reference to the path in ``argv`` (``python -m tangentlab.cli_reference PATH``)."""
     ap = argparse.ArgumentParser(prog="python -m tangentlab.cli_reference", description=__doc__.splitlines()[0])
     ap.add_argument("path", nargs="?", default="docs/cli.md", help="output Markdown file (default docs/cli.md)")
     ap.add_argument("--check", action="store_true", help="exit 1 if PATH differs from the generated text")

@@ -263,6 +263,7 @@ def load_config(
         overrides: mapping of (possibly dotted) keys to values or strings, e.g. from
             :func:`parse_overrides`.
         base: a starting instance (for example the ``--quick`` variant) instead of the defaults.
+        section: the TOML table to read when the file has one (e.g. ``"reproduce"``).
     """
     values: dict[str, Any] = config_to_dict(base) if base is not None else {}
     values = _flatten(values)
@@ -300,8 +301,11 @@ def config_hash(cfg: Any) -> str:
 
 
 def config_diff(base: Any, other: Any) -> dict[str, Any]:
-    """The fields of ``other`` whose values differ from ``base`` (same dataclass type), in field
-    order: how a preset instance is written as ``key=value`` overrides of the defaults."""
+    """The fields of ``other`` whose values differ from ``base``, in field order.
+
+    Both must be instances of one dataclass. This is how a preset instance is written as
+    ``key=value`` overrides of the defaults.
+    """
     if type(base) is not type(other) or not dataclasses.is_dataclass(base):
         raise TypeError(f"config_diff needs two instances of one dataclass; got {type(base)!r} and {type(other)!r}")
     return {f.name: getattr(other, f.name) for f in dataclasses.fields(base)
@@ -322,6 +326,8 @@ class Bound:
         min_len: a tuple must hold at least this many items.
         unique: a tuple must not list an item twice.
         finite: numbers must be finite (``gt=0`` bounds still admit ``+inf`` when false).
+        why: the reason for the bound, added to the error message (e.g. ``"the bootstrap
+            resamples batches"``).
     """
 
     ge: float | None = None
@@ -333,6 +339,7 @@ class Bound:
     min_len: int = 0
     unique: bool = False
     finite: bool = True
+    why: str = ""
 
     def describe(self) -> str:
         """The constraint in words, e.g. ``"a whole number >= 1"``."""
@@ -415,8 +422,10 @@ def option(default: Any, **bound: Any) -> Any:
 
 
 def check_config(cfg: Any) -> None:
-    """Check every declared field bound and every relation of ``cfg``; one ConfigError naming all
-    problems (key, bound, value received) if any fails."""
+    """Check every declared field bound and every relation of ``cfg``.
+
+    One ConfigError naming all problems (key, bound, value received) if any fails.
+    """
     problems = []
     for f in dataclasses.fields(cfg):
         bound = f.metadata.get("bound")
@@ -425,7 +434,8 @@ def check_config(cfg: Any) -> None:
         value = getattr(cfg, f.name)
         why = bound.problem(value)
         if why is not None:
-            problems.append(f"config key {f.name!r} {why}; got {value!r}")
+            reason = f" ({bound.why})" if bound.why else ""
+            problems.append(f"config key {f.name!r} {why}{reason}; got {value!r}")
     relations = getattr(cfg, "relations", None)
     if relations is not None and not problems:  # relations may assume the bounds hold
         problems += [message for ok, message in relations() if not ok]

@@ -49,6 +49,7 @@ __all__ = [
     "DistributedError",
     "current",
     "launched",
+    "is_main_process",
     "init",
     "ensure",
     "shutdown",
@@ -77,7 +78,9 @@ class DistributedError(TangentlabError, RuntimeError):
 
 @dataclass(frozen=True)
 class World:
-    """The processes of one run: ``rank`` of ``size``, this rank's ``local_rank`` on its node,
+    """The processes of one run and their collectives.
+
+    The processes of one run: ``rank`` of ``size``, this rank's ``local_rank`` on its node,
     the ``backend`` (``None`` for a plain single process) and this rank's ``device``.
 
     Every collective below is the identity when ``size == 1``, so callers need no special case.
@@ -100,6 +103,7 @@ class World:
 
     @property
     def distributed(self) -> bool:
+        """Whether there is more than one rank."""
         return self.size > 1
 
     # -- sharding --------------------------------------------------------------------------
@@ -116,6 +120,7 @@ class World:
     # -- collectives -----------------------------------------------------------------------
 
     def barrier(self) -> None:
+        """Wait until every rank is here."""
         if self.distributed:
             _collective(lambda dist: dist.barrier())
 
@@ -144,8 +149,11 @@ class World:
         return out
 
     def all_gather_arrays(self, array) -> list:
-        """Every rank's numpy ``array`` in rank order. The first axis may differ between ranks;
-        the other axes and the dtype must agree. Sent as tensors (no pickling)."""
+        """Every rank's numpy array, in rank order.
+
+        Every rank's numpy ``array`` in rank order. The first axis may differ between ranks;
+        the other axes and the dtype must agree. Sent as tensors (no pickling).
+        """
         import numpy as np
         import torch
 
@@ -175,8 +183,11 @@ class World:
         return out
 
     def concat(self, array, axis: int = 0):
-        """The ranks' arrays concatenated along the first axis in rank order (single-process
-        order for contiguous shards)."""
+        """The ranks' arrays concatenated in rank order.
+
+        The ranks' arrays concatenated along the first axis in rank order (single-process
+        order for contiguous shards).
+        """
         import numpy as np
 
         if axis != 0:
@@ -185,8 +196,11 @@ class World:
         return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
 
     def sum_float64(self, array):
-        """The sum over ranks of ``array`` (any shape, same on every rank), in float64, added in
-        rank order: ``((a_0 + a_1) + a_2) + ...`` on every rank, whatever the arrival order."""
+        """The float64 sum over ranks, added in rank order.
+
+        The sum over ranks of ``array`` (any shape, same on every rank), in float64, added in
+        rank order: ``((a_0 + a_1) + a_2) + ...`` on every rank, whatever the arrival order.
+        """
         import numpy as np
 
         a = np.asarray(array, dtype=np.float64)
@@ -231,6 +245,13 @@ _WORLD = World()
 def current() -> World:
     """The world of this process (``World()`` unless :func:`init` set up a process group)."""
     return _WORLD
+
+
+def is_main_process() -> bool:
+    """Whether this process is rank 0 (or the only process), even before :func:`init`."""
+    if _WORLD.distributed:
+        return _WORLD.is_main
+    return not launched() or int(os.environ.get("RANK", "0")) == 0
 
 
 def launched() -> bool:
@@ -330,8 +351,11 @@ def init(device: str = "auto") -> World:
 
 
 def ensure(device: str = "auto") -> World:
-    """The current world; under a launch whose process group is not set up yet (a library call
-    inside a torchrun script), set it up first."""
+    """The current world, set up first under a launch.
+
+    The current world; under a launch whose process group is not set up yet (a library call
+    inside a torchrun script), set it up first.
+    """
     if launched() and not _WORLD.distributed:
         return init(device)
     return _WORLD
@@ -383,10 +407,13 @@ def shard(items: Sequence[Any], world: World | None = None) -> list[Any]:
 
 
 def choose_mode(n_checkpoints: int, n_batches: int, size: int) -> str:
-    """How a trajectory is split over ``size`` ranks: ``single`` (one rank), ``checkpoint``
+    """How a trajectory is split over ranks: single, checkpoint or data.
+
+    How a trajectory is split over ``size`` ranks: ``single`` (one rank), ``checkpoint``
     (ranks take whole checkpoints: when there are more checkpoints than ranks, each rank then has
     at least one and no statistics cross ranks), else ``data`` (ranks split each checkpoint's
-    eval batches; needs at least one batch per rank)."""
+    eval batches; needs at least one batch per rank).
+    """
     if size <= 1:
         return "single"
     if n_checkpoints > size:
@@ -522,8 +549,11 @@ def _failure_code(exc: BaseException) -> int:
 
 
 def fault_point(name: str, index: int) -> None:
-    """Test hook: SIGKILL this process when ``TANGENTLAB_FAULT`` is ``name:index:rank`` for this
-    rank (how the kill-and-resume tests stop one rank part-way). A no-op otherwise."""
+    """Test hook: kill this rank at a named point.
+
+    Test hook: SIGKILL this process when ``TANGENTLAB_FAULT`` is ``name:index:rank`` for this
+    rank (how the kill-and-resume tests stop one rank part-way). A no-op otherwise.
+    """
     spec = os.environ.get("TANGENTLAB_FAULT")
     if spec and spec == f"{name}:{int(index)}:{current().rank}":
         sys.stdout.flush()
@@ -558,7 +588,9 @@ def strip_nproc(argv: Sequence[str]) -> list[str]:
 
 
 def launch(argv: Sequence[str], nproc: int, *, port: int | None = None) -> int:
-    """Run ``python -m tangentlab ARGV`` as ``nproc`` ranks on this node through torch's elastic
+    """Run the command as ``nproc`` ranks on this node.
+
+    Run ``python -m tangentlab ARGV`` as ``nproc`` ranks on this node through torch's elastic
     launcher (what ``torchrun --nproc-per-node N --master-addr 127.0.0.1 -m tangentlab`` does).
 
     One thread per rank unless ``OMP_NUM_THREADS`` is set. Returns the run's exit code: 0, or the

@@ -1,7 +1,9 @@
 """The exception types of tangentlab.
 
 Every error that bad input can cause is a :class:`TangentlabError`. Its message says what was
-wrong and what would be right. The CLI turns any of them into one line on stderr and exit code 2.
+wrong and what would be right. The CLI turns any of them into one line on stderr and exits with
+the error's :attr:`~TangentlabError.exit_code`: 2 (bad input) for all of them except
+:class:`RunLockedError`, which exits 4 (the run directory is busy; retrying later can succeed).
 
 The subclasses also derive from the matching built-in (``ValueError``, ``LookupError``, ...) so
 that generic ``except ValueError`` code keeps working.
@@ -25,11 +27,16 @@ __all__ = [
     "CheckpointError",
     "CaptureError",
     "StageError",
+    "OutputPathError",
+    "RunLockedError",
 ]
 
 
 class TangentlabError(Exception):
     """Base class of every error tangentlab raises on purpose."""
+
+    #: The CLI's exit code for this error (see ``tangentlab --help``, "exit codes").
+    exit_code: int = 2
 
 
 class ValidationError(TangentlabError, ValueError):
@@ -89,3 +96,21 @@ class CaptureError(TangentlabError, RuntimeError):
 
 class StageError(TangentlabError, RuntimeError):
     """A stage of ``tangentlab reproduce`` failed; the message names the stage and the cause."""
+
+
+class OutputPathError(ConfigError):
+    """An output path cannot be used.
+
+    It is a file, a run of another kind, or a folder that is not empty (see
+    :func:`tangentlab.runs.check_output_dir`). Nothing was written.
+    """
+
+
+class RunLockedError(TangentlabError, RuntimeError):
+    """Another live process holds the run directory's lock.
+
+    The message names it (pid, host, start time, command). The CLI exits 4: wait for that process,
+    or choose another ``--out``.
+    """
+
+    exit_code = 4

@@ -12,6 +12,16 @@ Every experiment (synthetic, empirical, reproduce) writes a *run directory*:
 Nothing is ever half-written: every file goes to a temporary name in the same folder first and is
 then renamed over the target (``os.replace`` is atomic on POSIX). A whole directory can be built
 the same way with :func:`atomic_directory`.
+
+Two guards make a run directory safe to write:
+
+- :func:`check_output_dir` is the one place where every command checks its output path (an
+  existing file, a run of another kind, a folder that is not empty), each refused with an
+  :class:`~tangentlab.errors.OutputPathError` saying what to do.
+- :func:`run_lock` is an advisory lock per run directory, so that two processes never write one
+  run. The lock lives *beside* the run directory (``PARENT/.NAME.lock``, with its holder's pid,
+  host, start time and command in ``PARENT/.NAME.lock.json``), so that a directory built under a
+  temporary name and renamed into place keeps its lock.
 """
 
 from __future__ import annotations
@@ -20,21 +30,24 @@ import contextlib
 import csv
 import io
 import json
+import logging
 import math
 import os
 import platform
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from tangentlab.errors import ConfigError, DataError
+from tangentlab.errors import DataError, OutputPathError, RunLockedError
 
 __all__ = [
     "RESULT_COLUMNS",
@@ -46,10 +59,19 @@ __all__ = [
     "STAGE_STATUSES",
     "StageRecord",
     "read_stage_records",
+    "locked_run_dir",
     "atomic_write_text",
     "atomic_write_bytes",
     "atomic_write_json",
     "atomic_directory",
+    "check_output_dir",
+    "run_kind",
+    "TRAIN_CONFIG_NAME",
+    "LockHolder",
+    "run_lock",
+    "lock_paths",
+    "read_lock_holder",
+    "remove_partials",
     "write_results",
     "read_results",
     "build_manifest",
@@ -67,8 +89,10 @@ MANIFEST_NAME = "manifest.json"
 CHECKS_NAME = "checks.json"
 #: The theory stage's ``verify()`` reports of every derivation.
 VERIFY_NAME = "verify.json"
-#: Where a reproduce run keeps per-stage logs and tracebacks.
+#: Where a reproduce run keeps per-stage logs and tracebacks (and where crash logs go).
 LOGS_DIR = "logs"
+#: Written first by ``empirical train``: marks a (possibly unfinished) training run.
+TRAIN_CONFIG_NAME = "train_config.json"
 #: The status words a stage record (``manifest.json`` → ``"stages"``) can carry.
 STAGE_STATUSES: tuple[str, ...] = ("done", "failed", "skipped", "running")
 
@@ -177,6 +201,107 @@ def atomic_write_json(path: str | Path, obj: Any) -> Path:
     return atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False, default=_json_default) + "\n")
 
 
+# ----------------------------------------------------------------------- output paths
+
+#: What :func:`check_output_dir` may do with an existing run of the expected kind: ``"replace"``
+#: it (a run rebuilt atomically), ``"resume"`` it (continue in place), or ``"refuse"`` it.
+ExistingRun = Literal["replace", "resume", "refuse"]
+
+
+def run_kind(path: str | Path) -> str | None:
+    """The kind of run a directory holds (``manifest.json``'s ``kind``), else ``None``.
+
+    An unfinished training run (no manifest yet, but ``train_config.json``) is
+    ``"empirical/train"``; a manifest that cannot be read is ``"unreadable"``.
+    """
+    path = Path(path)
+    manifest = path / MANIFEST_NAME
+    if manifest.is_file():
+        try:
+            kind = json.loads(manifest.read_text()).get("kind")
+        except (OSError, ValueError, AttributeError):
+            return "unreadable"
+        return str(kind) if kind else "unreadable"
+    if (path / TRAIN_CONFIG_NAME).is_file():
+        return "empirical/train"
+    return None
+
+
+def check_output_dir(
+    path: str | Path,
+    *,
+    kind: str | None = None,
+    existing: ExistingRun = "replace",
+    flag: str = "--out",
+) -> Literal["new", "empty", "run"]:
+    """Check that ``path`` can be used as a run directory, before anything is written.
+
+    The one output-path check of every command. It refuses, each with an
+    :class:`~tangentlab.errors.OutputPathError` (one line, saying what to do):
+
+    - a path that exists and is not a directory, or that lies under a file;
+    - a folder whose nearest existing ancestor is not writable;
+    - a run of another kind (when ``kind`` is given; ``None`` accepts any run);
+    - a run of the same kind when ``existing="refuse"``;
+    - a folder that is not empty and holds no tangentlab run (tangentlab's own temporary
+      ``.NAME.partial-*`` / ``.NAME.old-*`` / ``.*.tmp`` leftovers do not count: a folder holding
+      only those is empty).
+
+    Args:
+        path: the output directory.
+        kind: the run kind the command writes (``"empirical/train"``, ``"synthetic/visibility"``,
+            ``"reproduce"``, ...); ``None`` accepts a run of any kind.
+        existing: what the command does with an existing run of that kind (see
+            :data:`ExistingRun`); only used in the refusal message and for ``"refuse"``.
+        flag: the option the user gave the path with, for the messages.
+
+    Returns:
+        ``"new"`` (nothing there yet), ``"empty"`` (an empty folder) or ``"run"`` (a run of the
+        accepted kind, which the command may replace or resume).
+    """
+    path = Path(path)
+    shown = str(path)
+    if path.exists() or path.is_symlink():
+        if not path.is_dir():
+            raise OutputPathError(
+                f"{flag} {shown!r} is an existing file, not a directory; choose another {flag} "
+                "(a new or empty directory)"
+            )
+    else:
+        ancestor = path.parent
+        while not ancestor.exists() and ancestor != ancestor.parent:
+            ancestor = ancestor.parent
+        if not ancestor.is_dir():
+            raise OutputPathError(
+                f"{flag} {shown!r} lies under {str(ancestor)!r}, which is a file; choose another {flag}"
+            )
+        if not os.access(ancestor, os.W_OK | os.X_OK):
+            raise OutputPathError(
+                f"cannot create {flag} {shown!r}: {str(ancestor)!r} is not writable; choose a "
+                f"writable {flag}"
+            )
+        return "new"
+    found = run_kind(path)
+    if found is None:
+        if any(not _is_leftover(p.name) for p in path.iterdir()):
+            raise OutputPathError(
+                f"{flag} {shown!r} is not empty and is not a tangentlab run directory; choose a "
+                f"new or empty {flag}"
+            )
+        return "empty"
+    if kind is not None and found != kind:
+        raise OutputPathError(
+            f"{flag} {shown!r} holds a {found!r} run, not a {kind!r} run; choose a new or empty "
+            f"{flag}"
+        )
+    if existing == "refuse":
+        raise OutputPathError(
+            f"{flag} {shown!r} already holds a {found!r} run; pass --resume to continue it, or "
+            f"choose a new {flag}"
+        )
+    return "run"
+
+
 @contextlib.contextmanager
 def atomic_directory(final: str | Path) -> Iterator[Path]:
     """Build a directory under a temporary sibling name; rename it to ``final`` on success.
@@ -184,22 +309,19 @@ def atomic_directory(final: str | Path) -> Iterator[Path]:
     On any exception the temporary directory is removed and ``final`` is left as it was, so a
     failed run never leaves partial output. If ``final`` already exists it must be empty or a
     previous run directory (holding ``manifest.json``); it is then replaced. Any other existing
-    folder is refused, so that ``--out .`` cannot wipe a user's files.
+    folder (or a file) is refused by :func:`check_output_dir`, so that ``--out .`` cannot wipe a
+    user's files.
     """
     final = Path(final)
-    if final.exists():
-        if not final.is_dir():
-            raise ConfigError(f"output path {str(final)!r} exists and is not a directory")
-        if any(final.iterdir()) and not (final / MANIFEST_NAME).exists():
-            raise ConfigError(
-                f"output directory {str(final)!r} is not empty and is not a tangentlab run "
-                "directory; choose a new or empty --out"
-            )
+    check_output_dir(final, existing="replace")
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.partial-", dir=final.parent))
     os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp gives 0700; the run directory is ordinary output
     try:
         yield tmp
+        from tangentlab._faults import pause_point
+
+        pause_point("atomic_directory")  # test-only: a kill here leaves the run half-built
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -210,6 +332,278 @@ def atomic_directory(final: str | Path) -> Iterator[Path]:
     os.replace(tmp, final)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
+
+
+def _is_leftover(name: str) -> bool:
+    """Whether a file name is one of tangentlab's temporary names (an interrupted atomic write)."""
+    return name.startswith(".") and (".partial-" in name or ".old-" in name
+                                     or name.endswith(".tmp"))
+
+
+def remove_partials(folder: str | Path, *, name: str | None = None) -> list[Path]:
+    """Remove what interrupted atomic writes left in ``folder``.
+
+    ``.NAME.partial-*`` and ``.NAME.old-*`` folders and ``.NAME.*.tmp`` files (only directly inside
+    it).
+
+    With ``name``, only the leftovers of the run directory ``folder/name`` built by
+    :func:`atomic_directory` are removed (its ``.NAME.partial-*`` and ``.NAME.old-*``
+    siblings). Call it while holding the lock of what is cleaned (:func:`run_lock`), so that no
+    live writer's temporary files are taken. Returns what was removed.
+    """
+    folder = Path(folder)
+    removed: list[Path] = []
+    if not folder.is_dir():
+        return removed
+    for p in folder.iterdir():
+        if not p.name.startswith("."):
+            continue
+        if name is not None:
+            if not p.name.startswith((f".{name}.partial-", f".{name}.old-")) or not p.is_dir():
+                continue
+            shutil.rmtree(p, ignore_errors=True)
+        elif p.is_dir() and _is_leftover(p.name):
+            shutil.rmtree(p, ignore_errors=True)
+        elif p.is_file() and _is_leftover(p.name):
+            p.unlink(missing_ok=True)
+        else:
+            continue
+        removed.append(p)
+    return removed
+
+
+# ----------------------------------------------------------------------- run locks
+
+_log = logging.getLogger("tangentlab.runs")
+
+
+@dataclass(frozen=True)
+class LockHolder:
+    """Who holds (or held) a run directory's lock."""
+
+    pid: int
+    host: str
+    started: str
+    command: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The holder record as a JSON-able dict."""
+        return {"pid": self.pid, "host": self.host, "started": self.started,
+                "command": self.command}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> LockHolder:
+        """A holder record read back from its JSON dict."""
+        return cls(pid=int(d["pid"]), host=str(d["host"]), started=str(d["started"]),
+                   command=str(d.get("command", "")))
+
+    @classmethod
+    def me(cls, command: str) -> LockHolder:
+        """This process's holder record (pid, host, start time, ``command``)."""
+        return cls(pid=os.getpid(), host=socket.gethostname(),
+                   started=time.strftime("%Y-%m-%dT%H:%M:%S%z"), command=command)
+
+    def describe(self) -> str:
+        """One line naming the holder, for error messages."""
+        what = f" ({self.command})" if self.command else ""
+        return f"pid {self.pid} on {self.host}, started {self.started}{what}"
+
+    def is_alive(self) -> bool | None:
+        """Whether the holder still runs: ``None`` when it runs on another host (unknowable)."""
+        if self.host != socket.gethostname():
+            return None
+        return _pid_alive(self.pid)
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    if os.name == "nt":  # os.kill would terminate it there; assume it runs
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def lock_paths(run_dir: str | Path) -> tuple[Path, Path]:
+    """(lock file, holder JSON) of a run directory: ``PARENT/.NAME.lock`` and ``.NAME.lock.json``.
+
+    Symbolic links are resolved first, so ``runs/latest`` and the folder it points at share a lock.
+    """
+    run_dir = Path(run_dir).expanduser().resolve()
+    lock = run_dir.parent / f".{run_dir.name}.lock"
+    return lock, lock.with_name(lock.name + ".json")
+
+
+def read_lock_holder(run_dir: str | Path) -> LockHolder | None:
+    """The holder recorded beside a run directory's lock (``None`` if none or unreadable).
+
+    A record can outlive its holder (a killed process releases the lock, not the record):
+    :func:`run_lock` then takes it over.
+    """
+    _, info = lock_paths(run_dir)
+    try:
+        return LockHolder.from_dict(json.loads(info.read_text()))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+#: Locks this process holds: resolved lock path -> [pid, depth, holder, FileLock].
+_HELD: dict[Path, list[Any]] = {}
+_HELD_GUARD = threading.Lock()
+
+
+#: The run directories this process has locked, most recent last (where a crash log goes).
+_LOCKED_RUN_DIRS: list[Path] = []
+
+
+def locked_run_dir() -> Path | None:
+    """The run directory this process locked most recently (None if it locked none)."""
+    return _LOCKED_RUN_DIRS[-1] if _LOCKED_RUN_DIRS else None
+
+
+def forget_locked_run_dirs() -> None:
+    """Forget the run directories locked so far (:func:`tangentlab.crash.reset` calls this)."""
+    _LOCKED_RUN_DIRS.clear()
+
+
+@contextlib.contextmanager
+def run_lock(run_dir: str | Path, *, command: str = "") -> Iterator[LockHolder]:
+    """Hold the advisory lock of ``run_dir`` while writing it; yields this process's record.
+
+    The lock is a ``filelock`` lock on ``PARENT/.NAME.lock`` (see :func:`lock_paths`), waiting at
+    most half a second; the holder's pid, host, start time and ``command`` are written atomically
+    to ``PARENT/.NAME.lock.json``. Both files are removed on release (and folders created for
+    them, if still empty); a killed process leaves them behind. ``run_dir`` itself is neither
+    created nor required.
+
+    - Another live process holding it: :class:`~tangentlab.errors.RunLockedError`, naming the
+      holder (the CLI exits 4).
+    - A record left by a process that died (same host, pid no longer running; the operating
+      system released its lock): taken over, and the takeover is logged as a warning on the
+      ``tangentlab.runs`` logger and kept in the new record (``"took_over"``).
+    - The same process (same pid, any thread) locking the same directory again: re-entrant. A
+      forked child is another process: it gets :class:`~tangentlab.errors.RunLockedError`.
+
+    The run directory is also remembered as the place for a crash log
+    (:func:`locked_run_dir`, which :mod:`tangentlab.crash` reads).
+
+    Example::
+
+        with run_lock(out, command="empirical measure"):
+            measure_trajectory(traj, out)
+    """
+    lock_file, info = lock_paths(run_dir)
+    _LOCKED_RUN_DIRS.append(Path(run_dir))
+    with _HELD_GUARD:
+        held = _HELD.get(lock_file)
+        if held is not None and held[0] == os.getpid():
+            held[1] += 1
+            reentrant = held[2]
+        else:
+            reentrant = None
+    if reentrant is not None:
+        try:
+            yield reentrant
+        finally:
+            with _HELD_GUARD:
+                _HELD[lock_file][1] -= 1
+        return
+
+    import filelock
+
+    created = [d for d in (lock_file.parent, *lock_file.parent.parents) if not d.exists()]
+    lock_file.parent.mkdir(parents=True, exist_ok=True)
+    # a short wait covers a peer that is just releasing (it unlinks the lock file first)
+    lock = filelock.FileLock(str(lock_file), timeout=0.5)
+    try:
+        _acquire_current(lock, lock_file)
+    except filelock.Timeout:
+        holder = None
+        for _ in range(20):  # the holder writes its record just after locking
+            holder = read_lock_holder(run_dir)
+            if holder is not None:
+                break
+            time.sleep(0.05)
+        _remove_empty(created)
+        who = holder.describe() if holder is not None else "another process (no record yet)"
+        raise RunLockedError(
+            f"run directory {str(run_dir)!r} is in use by {who}; wait for it to finish, or "
+            "choose another --out"
+        ) from None
+    try:
+        me = LockHolder.me(command)
+        record: dict[str, Any] = me.to_dict()
+        previous = read_lock_holder(run_dir)
+        if previous is not None and previous != me:
+            alive = previous.is_alive()
+            state = {False: "no longer running", None: "on another host"}.get(
+                alive, "running but no longer holding the lock")
+            _log.warning(
+                "took over the lock of %s left by %s (%s)", run_dir, previous.describe(), state)
+            record["took_over"] = previous.to_dict()
+        atomic_write_json(info, record)
+    except BaseException:
+        _release(lock, lock_file, info)
+        _remove_empty(created)
+        raise
+    with _HELD_GUARD:
+        _HELD[lock_file] = [os.getpid(), 0, me, lock]
+    try:
+        yield me
+    finally:
+        with _HELD_GUARD:
+            _HELD.pop(lock_file, None)
+        _release(lock, lock_file, info)
+        _remove_empty(created)
+
+
+def _acquire_current(lock: Any, lock_file: Path, attempts: int = 20) -> None:
+    """Acquire ``lock``, and make sure the locked file is still the one at ``lock_file``.
+
+    A releasing holder unlinks the lock file before unlocking it (:func:`_release`); a process
+    that had opened the old file just before could otherwise lock an unlinked file while a third
+    locks a new one. Recent ``filelock`` versions check this themselves; older ones do not.
+    """
+    for _ in range(attempts):
+        lock.acquire()
+        fd = getattr(getattr(lock, "_context", None), "lock_file_fd", None)
+        if fd is None:
+            return
+        try:
+            locked = os.fstat(fd)
+            current = os.stat(lock_file)
+        except OSError:
+            current = None
+        if current is not None and locked.st_nlink > 0 and os.path.samestat(locked, current):
+            return
+        lock.release()
+    lock.acquire()
+
+
+def _release(lock: Any, lock_file: Path, info: Path) -> None:
+    """Remove the record and the lock file while still holding the lock, then unlock.
+
+    A peer that opened the old file finds it unlinked and retries on a fresh one.
+    """
+    try:
+        info.unlink(missing_ok=True)
+        lock_file.unlink(missing_ok=True)
+    finally:
+        lock.release()
+
+
+def _remove_empty(created: list[Path]) -> None:
+    """Remove the folders :func:`run_lock` created for its lock file, if they stayed empty."""
+    for d in created:  # deepest first
+        try:
+            d.rmdir()
+        except OSError:
+            return
 
 
 def _cell(value: Any) -> str:
@@ -309,7 +703,8 @@ def build_manifest(
         kind: what wrote the run, e.g. ``"synthetic/visibility"`` or ``"empirical/measure"``.
         config: the resolved config (a dataclass or a plain dict).
         seeds: every seed used, by name.
-        device, dtype: where and in which precision the numbers were computed.
+        device: where the numbers were computed (``"cpu"``, ``"cuda"``, ...).
+        dtype: in which precision they were computed.
         timings: wall seconds by stage.
         extra: anything else worth recording (e.g. ``tie_embeddings``, site semantics).
     """
@@ -364,6 +759,7 @@ class Timer:
 
     @contextlib.contextmanager
     def __call__(self, name: str) -> Iterator[None]:
+        """Time the block as the component ``name`` (seconds add up over repeated blocks)."""
         start = time.perf_counter()
         try:
             yield
@@ -371,6 +767,7 @@ class Timer:
             self._times[name] = self._times.get(name, 0.0) + time.perf_counter() - start
 
     def as_dict(self) -> dict[str, float]:
+        """The components' seconds, rounded to milliseconds."""
         return dict(self._times)
 
 
@@ -393,6 +790,7 @@ class StageRecord:
     depends: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
+        """The record as the manifest stores it."""
         return {
             "status": self.status,
             "config_hash": self.config_hash,
@@ -408,6 +806,7 @@ class StageRecord:
 
     @classmethod
     def from_dict(cls, name: str, d: Mapping[str, Any]) -> StageRecord:
+        """The record of stage ``name`` read back from the manifest (DataError on an unknown status)."""
         status = str(d.get("status", ""))
         if status not in STAGE_STATUSES:
             raise DataError(f"stage {name!r} has unknown status {status!r} in the manifest")

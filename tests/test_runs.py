@@ -4,20 +4,33 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
+import os
+import socket
+import subprocess
+import sys
+import time
 
 import pytest
 
-from tangentlab.errors import ConfigError, DataError
+from tangentlab.errors import ConfigError, DataError, OutputPathError, RunLockedError
 from tangentlab.runs import (
     RESULT_COLUMNS,
+    TRAIN_CONFIG_NAME,
     atomic_directory,
     atomic_write_text,
     build_manifest,
+    check_output_dir,
+    lock_paths,
+    read_lock_holder,
     read_manifest,
     read_results,
+    remove_partials,
+    run_lock,
     write_manifest,
     write_results,
 )
+from tests.killing import subprocess_env
 
 
 def test_atomic_write_leaves_no_temporary_files(tmp_path):
@@ -99,3 +112,178 @@ def test_written_files_and_run_directories_have_ordinary_permissions(tmp_path):
     assert path.stat().st_mode & 0o777 == 0o644
     assert (tmp_path / "run").stat().st_mode & 0o777 == 0o755
     assert (tmp_path / "run" / "manifest.json").stat().st_mode & 0o777 == 0o644
+
+
+# ----------------------------------------------------------------------- output-path checks
+
+
+def test_check_output_dir_accepts_new_empty_and_same_kind(tmp_path):
+    assert check_output_dir(tmp_path / "a" / "b", kind="synthetic/visibility") == "new"
+    (tmp_path / "empty").mkdir()
+    assert check_output_dir(tmp_path / "empty", kind="synthetic/visibility") == "empty"
+    write_manifest(tmp_path / "run", {"kind": "synthetic/visibility"})
+    assert check_output_dir(tmp_path / "run", kind="synthetic/visibility") == "run"
+    assert check_output_dir(tmp_path / "run", kind=None) == "run"
+    assert not (tmp_path / "a").exists()  # a check writes nothing
+    # what a killed attempt left (its own temporary names) does not make a folder non-empty
+    (tmp_path / "killed").mkdir()
+    (tmp_path / "killed" / ".tokenizer.partial-x1").mkdir()
+    (tmp_path / "killed" / ".train_config.json.x2.tmp").write_text("{")
+    assert check_output_dir(tmp_path / "killed", kind="empirical/train") == "empty"
+    (tmp_path / "killed" / ".git").mkdir()  # a user's hidden folder does
+    with pytest.raises(OutputPathError, match="is not empty"):
+        check_output_dir(tmp_path / "killed", kind="empirical/train")
+
+
+@pytest.mark.parametrize("case,match", [
+    ("file", "is an existing file"),
+    ("under-file", "which is a file"),
+    ("other-kind", "holds a 'empirical/train' run, not a 'synthetic/visibility' run"),
+    ("not-empty", "is not empty and is not a tangentlab run directory"),
+    ("same-kind-refused", "pass --resume to continue it"),
+])
+def test_check_output_dir_refusals_are_typed_one_line_errors(tmp_path, case, match):
+    target = tmp_path / "out"
+    existing = "replace"
+    if case == "file":
+        target.write_text("user data")
+    elif case == "under-file":
+        (tmp_path / "f").write_text("x")
+        target = tmp_path / "f" / "out"
+    elif case == "other-kind":
+        target.mkdir()
+        (target / TRAIN_CONFIG_NAME).write_text("{}")  # an unfinished training run
+    elif case == "not-empty":
+        target.mkdir()
+        (target / "thesis.tex").write_text("precious")
+    else:
+        write_manifest(target, {"kind": "synthetic/visibility"})
+        existing = "refuse"
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    with pytest.raises(OutputPathError, match=match) as info:
+        check_output_dir(target, kind="synthetic/visibility", existing=existing)
+    assert isinstance(info.value, ConfigError)  # exit 2 in the CLI
+    assert "\n" not in str(info.value) and "--out" in str(info.value)
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before
+
+
+def test_atomic_directory_refuses_an_existing_file(tmp_path):
+    target = tmp_path / "out"
+    target.write_text("user data")
+    with pytest.raises(OutputPathError, match="existing file"):
+        with atomic_directory(target):
+            pass
+    assert target.read_text() == "user data"
+
+
+def test_remove_partials_only_takes_temporary_names(tmp_path):
+    (tmp_path / ".step_000003.partial-abc").mkdir()
+    (tmp_path / ".step_000003.partial-abc" / "model.safetensors").write_text("half")
+    (tmp_path / ".results.csv.x1.tmp").write_text("half")
+    (tmp_path / "results.csv").write_text("kept")
+    (tmp_path / ".hidden").write_text("kept")
+    removed = remove_partials(tmp_path)
+    assert sorted(p.name for p in removed) == [".results.csv.x1.tmp", ".step_000003.partial-abc"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".hidden", "results.csv"]
+
+
+# ----------------------------------------------------------------------- run locks
+
+_HOLD = (
+    "import sys, time, pathlib\n"
+    "from tangentlab.runs import run_lock\n"
+    "with run_lock(sys.argv[1], command='holder test'):\n"
+    "    pathlib.Path(sys.argv[2]).write_text('held')\n"
+    "    time.sleep(120)\n"
+)
+
+
+def _hold_in_subprocess(run_dir, tmp_path):
+    marker = tmp_path / "held.marker"
+    proc = subprocess.Popen([sys.executable, "-c", _HOLD, str(run_dir), str(marker)],
+                            env=subprocess_env(), stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not marker.exists():
+        assert proc.poll() is None, proc.stderr.read()
+        assert time.monotonic() < deadline, "the lock holder did not start"
+        time.sleep(0.02)
+    return proc
+
+
+def test_lock_is_released_without_leaving_files_and_is_reentrant(tmp_path):
+    run = tmp_path / "new" / "run"
+    with run_lock(run, command="outer") as me:
+        lock, info = lock_paths(run)
+        assert lock.parent == tmp_path / "new" and lock.name == ".run.lock"
+        assert read_lock_holder(run) == me and me.pid == os.getpid()
+        assert json.loads(info.read_text())["command"] == "outer"
+        with run_lock(run, command="inner") as again:  # same process: re-entrant
+            assert again == me
+        assert read_lock_holder(run) == me  # the inner exit did not release it
+    assert not lock.exists() and not info.exists()
+    assert not (tmp_path / "new").exists()  # the folder made for the lock is gone too
+
+
+def test_second_writer_gets_a_typed_error_naming_the_holder(tmp_path):
+    run = tmp_path / "run"
+    proc = _hold_in_subprocess(run, tmp_path)
+    try:
+        with pytest.raises(RunLockedError) as info:
+            with run_lock(run, command="second"):
+                pass
+        msg = str(info.value)
+        assert f"pid {proc.pid} on {socket.gethostname()}" in msg
+        assert "holder test" in msg and "started 20" in msg and "\n" not in msg
+        assert info.value.exit_code == 4
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_lock_of_a_killed_process_is_taken_over_and_logged(tmp_path, caplog):
+    run = tmp_path / "run"
+    proc = _hold_in_subprocess(run, tmp_path)
+    proc.kill()  # SIGKILL: no clean-up, the record stays beside the run directory
+    proc.wait()
+    dead = read_lock_holder(run)
+    assert dead is not None and dead.pid == proc.pid and dead.is_alive() is False
+    with caplog.at_level(logging.WARNING, logger="tangentlab.runs"):
+        with run_lock(run, command="after the crash") as me:
+            record = json.loads(lock_paths(run)[1].read_text())
+    assert record["took_over"]["pid"] == proc.pid and me.pid == os.getpid()
+    assert any("took over the lock" in r.getMessage() and f"pid {proc.pid}" in r.getMessage()
+               and "no longer running" in r.getMessage() for r in caplog.records)
+
+
+def test_a_forked_child_does_not_share_its_parents_lock(tmp_path):
+    import multiprocessing as mp
+
+    run = tmp_path / "run"
+    ctx = mp.get_context("fork")
+    with run_lock(run, command="parent"):
+        with ctx.Pool(1) as pool:
+            outcome = pool.apply(_try_lock, (str(run),))
+        assert outcome.startswith("RunLockedError") and f"pid {os.getpid()}" in outcome
+        assert read_lock_holder(run).pid == os.getpid()  # the child did not release it
+        probe = subprocess.run([sys.executable, "-c", _TRY, str(run)], env=subprocess_env(),
+                               capture_output=True, text=True)
+        assert probe.stdout.startswith("RunLockedError"), probe.stderr
+
+
+_TRY = (
+    "import sys\n"
+    "from tangentlab.runs import run_lock\n"
+    "try:\n"
+    "    with run_lock(sys.argv[1]):\n"
+    "        print('acquired')\n"
+    "except Exception as e:\n"
+    "    print(type(e).__name__, e)\n"
+)
+
+
+def _try_lock(run: str) -> str:
+    try:
+        with run_lock(run, command="child"):
+            return "acquired"
+    except RunLockedError as exc:
+        return f"RunLockedError {exc}"

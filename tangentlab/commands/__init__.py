@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+from collections.abc import Iterator
 
-__all__ = ["add_common_run_args", "add_device_args", "relaunch", "require_subcommand"]
+__all__ = ["add_common_run_args", "add_device_args", "relaunch", "require_subcommand",
+           "writing_run"]
 
 
 def add_common_run_args(parser: argparse.ArgumentParser) -> None:
@@ -53,3 +56,27 @@ def require_subcommand(parser: argparse.ArgumentParser):
         return 2
 
     return _handler
+
+
+@contextlib.contextmanager
+def writing_run(out, *, kind: str, command: str, existing: str = "replace") -> Iterator[None]:
+    """Check ``out`` as an output directory of ``kind`` and hold its run lock meanwhile.
+
+    The output-path check (:func:`tangentlab.runs.check_output_dir`) runs before anything is
+    written, then again under the lock (:func:`tangentlab.runs.run_lock`), which also clears
+    what a killed earlier attempt left half-built beside ``out``.
+    """
+    from pathlib import Path
+
+    from tangentlab import distributed
+    from tangentlab.runs import check_output_dir, remove_partials, run_lock
+
+    if not distributed.is_main_process():  # under torchrun / --nproc rank 0 alone checks and locks
+        yield
+        return
+    check_output_dir(out, kind=kind, existing=existing)
+    with run_lock(out, command=command):
+        check_output_dir(out, kind=kind, existing=existing)
+        out = Path(out)
+        remove_partials(out.parent, name=out.name)
+        yield

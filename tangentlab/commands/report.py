@@ -6,15 +6,17 @@ import argparse
 
 
 def _report(args: argparse.Namespace) -> int:
+    from tangentlab.report.load import parse_measure_args
     from tangentlab.report.render import render_report
 
-    result = render_report(args.run_dir)
+    measures = parse_measure_args(args.measure or [])
+    result = render_report(args.run_dir, measures=measures)
     print(result.html)
     print(result.markdown)
     if args.summary_figure:
         from tangentlab.report.render import summary_figure
 
-        print(summary_figure(args.run_dir, args.summary_figure))
+        print(summary_figure(args.run_dir, args.summary_figure, measures=measures))
     if result.row_errors:
         import sys
 
@@ -25,16 +27,23 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``report`` command to the CLI's subparsers."""
     p = sub.add_parser(
         "report",
         help="re-render report.html and report.md of a reproduce run (no recomputation)",
         description=(
             "Re-render RUN_DIR/report.html (self-contained, figures embedded) and RUN_DIR/report.md "
             "(figures in RUN_DIR/figures/) from the results the stages stored, without recomputing "
-            "anything. Exit 1 if a verdict rule could not read the stored results."
+            "anything. --measure adds external measurement runs (`tangentlab empirical measure` "
+            "outputs) to the empirical verdicts, each with its own (model, site) sub-rows and a "
+            "line on the comparison figure. Exit 1 if a verdict rule could not read the stored "
+            "results."
         ),
     )
     p.add_argument("run_dir", metavar="RUN_DIR", help="a directory written by `tangentlab reproduce` (e.g. runs/latest)")
+    p.add_argument("--measure", metavar="NAME=DIR", action="append", default=[],
+                   help="add an external measurement run DIR under the name NAME (repeatable); "
+                        "a run's config may also list them under external_measures")
     p.add_argument("--summary-figure", metavar="PNG",
                    help="also write a one-image summary (the headline rows' figures) to PNG, "
                         "e.g. docs/figures/report.png")

@@ -63,6 +63,7 @@ def _positive_int(text: str) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``reproduce`` command to the CLI's subparsers."""
     from tangentlab.commands import add_common_run_args
 
     p = sub.add_parser(

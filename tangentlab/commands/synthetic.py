@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from tangentlab.commands import add_common_run_args, require_subcommand
+from tangentlab.commands import add_common_run_args, require_subcommand, writing_run
 
 #: Experiment names, listed here so that ``--help`` needs no heavy import (kept in sync with
 #: ``tangentlab.synthetic.experiments.names()`` by a test).
@@ -12,6 +12,7 @@ EXPERIMENTS = ("visibility", "gradient-ratio", "amplification", "proxy-recovery"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``synthetic`` area (list, run) to the CLI's subparsers."""
     p = sub.add_parser("synthetic", help="manifolds with known geometry: run the five experiments",
                        description="Synthetic experiments checked against the theory.")
     p.set_defaults(func=require_subcommand(p))
@@ -43,11 +44,13 @@ def _run(args: argparse.Namespace) -> int:
     from tangentlab.config import parse_overrides
     from tangentlab.progress import log
     from tangentlab.runs import CHECKS_NAME
-    from tangentlab.synthetic.experiments import run_experiment
+    from tangentlab.synthetic.experiments import get, run_experiment
 
-    out = Path(args.out) if args.out else Path("runs") / "synthetic" / args.name
-    path = run_experiment(args.name, out, quick=args.quick, config_path=args.config,
-                          overrides=parse_overrides(args.overrides), seed=args.seed)
+    name = get(args.name).name  # an unknown name fails before any output check
+    out = Path(args.out) if args.out else Path("runs") / "synthetic" / name
+    with writing_run(out, kind=f"synthetic/{name}", command=f"synthetic run {name}"):
+        path = run_experiment(name, out, quick=args.quick, config_path=args.config,
+                              overrides=parse_overrides(args.overrides), seed=args.seed)
     checks = json.loads((path / CHECKS_NAME).read_text())
     passed = sum(bool(c["passed"]) for c in checks)
     for c in checks:

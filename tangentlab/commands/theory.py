@@ -12,6 +12,7 @@ import argparse
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``theory`` area (list, show, verify) to the CLI's subparsers."""
     p = sub.add_parser("theory", help="sympy derivations: list, show, verify")
     from tangentlab.commands import require_subcommand
 

@@ -98,6 +98,8 @@ def token_losses(logits, labels, arch: str):
     import torch
     import torch.nn.functional as F
 
+    from tangentlab.empirical.models import to_stat
+
     B, T, V = logits.shape
     if arch == "decoder":
         tgt = torch.full_like(labels, -100)
@@ -105,7 +107,8 @@ def token_losses(logits, labels, arch: str):
     else:
         tgt = labels
     valid = tgt != -100
-    ce = F.cross_entropy(logits.reshape(-1, V), tgt.clamp_min(0).reshape(-1),
+    # float32 or wider (never down: a float64 finite-difference check must stay float64)
+    ce = F.cross_entropy(to_stat(logits).reshape(-1, V), tgt.clamp_min(0).reshape(-1),
                          reduction="none").reshape(B, T)
     return ce * valid, valid
 
@@ -122,8 +125,13 @@ def capture_batch(loaded, sites: Sequence[str], input_ids, labels=None, *, atten
         attention_mask: optional (B, T) 1/0 (padding = 0).
         masked: optional (B, T) bool, the MLM-masked positions (recorded).
         edit: optional {site: fn} to modify activations (ablation/steering).
+
+    Activations and gradients come back in float32 or wider whatever the forward pass's dtype
+    (a bfloat16 or float16 model's rows are cast, so statistics never run in half precision).
     """
     import torch
+
+    from tangentlab.empirical.models import to_stat
 
     model = loaded.model
     dev = next(model.parameters()).device
@@ -174,8 +182,8 @@ def capture_batch(loaded, sites: Sequence[str], input_ids, labels=None, *, atten
                             )
                         if g.shape != store[s][0].shape:
                             raise CaptureError(f"gradient at {s!r} has shape {tuple(g.shape)}")
-                        gmap[s] = g.detach()
-            acts = {s: v[0].detach() for s, v in store.items()}
+                        gmap[s] = to_stat(g.detach())
+            acts = {s: to_stat(v[0].detach()) for s, v in store.items()}
     finally:
         for p, r in zip(model.parameters(), saved):
             p.requires_grad_(r)

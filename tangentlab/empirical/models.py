@@ -7,6 +7,12 @@
   SmolLM2, ...), and a GGUF file (needs ``gguf`` and ``accelerate``). A directory holding a bare
   encoder with no LM head (e.g. all-MiniLM-L6) loads as ``head=False``: activation-only metrics.
 
+Precision (:func:`resolve_dtype`): the forward pass runs in ``float32`` (default, whatever the
+checkpoint's stored dtype), ``bfloat16`` or ``float16``. A dtype the device cannot run is a
+:class:`~tangentlab.errors.DTypeError` before any model is loaded. :class:`LoadedModel` records the
+dtype that ran and the dtype the checkpoint stored. Whatever ran, statistics must be accumulated in
+at least float32: :func:`stat_dtype` / :func:`to_stat` give the dtype and the cast to use.
+
 Weights load through safetensors (or ``torch.load(weights_only=True)`` inside transformers for
 ``.bin`` files); nothing unpickles arbitrary objects.
 """
@@ -17,10 +23,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tangentlab.errors import CheckpointError, ConfigError, UnknownNameError
+from tangentlab.errors import CheckpointError, ConfigError, DTypeError, UnknownNameError
 
 __all__ = [
     "ARCHS",
+    "DTYPES",
+    "resolve_dtype",
+    "check_dtype_runs",
+    "stat_dtype",
+    "to_stat",
     "LoadedModel",
     "build_model",
     "load_model",
@@ -30,6 +41,9 @@ __all__ = [
 ]
 
 ARCHS = ("encoder", "decoder")
+
+#: forward-pass dtypes accepted by name (``--dtype``); the default is the first
+DTYPES = ("float32", "bfloat16", "float16")
 
 _ENCODER_TYPES = {"bert", "roberta", "distilbert", "modernbert", "eurobert", "camembert", "electra"}
 
@@ -45,6 +59,8 @@ class LoadedModel:
         head: whether the model has an LM head (False: activations only, no gradients).
         tie_embeddings: whether input and output embeddings are tied.
         path: where it was loaded from.
+        dtype: the dtype the forward pass runs in (``float32``, ``bfloat16``, ``float16``).
+        stored_dtype: the dtype the checkpoint's config declares (``""`` when it declares none).
     """
 
     model: Any
@@ -53,15 +69,111 @@ class LoadedModel:
     head: bool
     tie_embeddings: bool
     path: str
+    dtype: str = "float32"
+    stored_dtype: str = ""
 
 
 def resolve_device(device: str) -> str:
-    """``auto`` → CUDA, else MPS, else CPU; ``cuda``, ``cuda:N``, ``mps`` checked against the
+    """The device string for ``device`` (see tangentlab.distributed).
+
+    ``auto`` → CUDA, else MPS, else CPU; ``cuda``, ``cuda:N``, ``mps`` checked against the
     machine (a ConfigError when absent). Under a distributed launch each rank takes
-    ``cuda:LOCAL_RANK``. See :func:`tangentlab.distributed.resolve_device`."""
+    ``cuda:LOCAL_RANK``. See :func:`tangentlab.distributed.resolve_device`.
+    """
     from tangentlab.distributed import resolve_device as _resolve
 
     return _resolve(device)
+
+
+def _dtype_name(dt) -> str:
+    return str(dt).replace("torch.", "")
+
+
+def check_dtype_runs(device: str, dtype) -> None:
+    """Run the operations a Transformer's forward and backward need, in ``dtype`` on ``device``.
+
+    Raises:
+        DTypeError: the device cannot run them (for example bfloat16 on a pre-Ampere GPU); the
+            message names the operation that failed and suggests float32.
+    """
+    import torch
+    import torch.nn.functional as F
+
+    name = _dtype_name(dtype)
+    if str(device).startswith("cuda") and dtype == torch.bfloat16 and torch.cuda.is_available() \
+            and not torch.cuda.is_bf16_supported():
+        raise DTypeError(f"device {device!r} cannot run dtype bfloat16 (this GPU has no bf16 "
+                         "support); use --dtype float32 or float16")
+    op = "tensor creation"
+    try:
+        g = torch.Generator(device="cpu").manual_seed(0)
+        x = torch.randn(4, 8, generator=g).to(device=device, dtype=dtype).requires_grad_(True)
+        w = torch.randn(8, 8, generator=g).to(device=device, dtype=dtype)
+        op = "matmul"
+        y = x @ w
+        op = "layer_norm"
+        y = F.layer_norm(y, (8,))
+        op = "gelu"
+        y = F.gelu(y)
+        op = "softmax"
+        y = torch.softmax(y, dim=-1)
+        op = "scaled_dot_product_attention"
+        q = y.reshape(1, 1, 4, 8)
+        y = F.scaled_dot_product_attention(q, q, q, is_causal=True).reshape(4, 8)
+        op = "backward"
+        y.float().sum().backward()
+        if x.grad is None or not torch.isfinite(x.grad.float()).all():
+            raise RuntimeError("non-finite or missing gradient")
+    except (RuntimeError, TypeError, NotImplementedError) as exc:
+        msg = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        raise DTypeError(
+            f"device {device!r} cannot run dtype {name} ({op} failed: {msg}); use --dtype float32"
+        ) from None
+
+
+def resolve_dtype(dtype=None, device: str = "cpu"):
+    """The ``torch.dtype`` for the forward pass.
+
+    None → float32; a name from :data:`DTYPES` or a torch dtype; checked on ``device`` with
+    :func:`check_dtype_runs`.
+
+    Raises:
+        ConfigError: a name that is not one of :data:`DTYPES`.
+        DTypeError: the device cannot run it.
+    """
+    import torch
+
+    if dtype is None:
+        dt = torch.float32
+    elif isinstance(dtype, torch.dtype):
+        dt = dtype
+    else:
+        name = str(dtype).replace("torch.", "").strip().lower()
+        name = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "half": "float16",
+                "float": "float32"}.get(name, name)
+        if name not in DTYPES:
+            raise ConfigError(f"dtype must be one of {', '.join(DTYPES)}; got {dtype!r}")
+        dt = getattr(torch, name)
+    if _dtype_name(dt) not in DTYPES:
+        raise ConfigError(f"dtype must be one of {', '.join(DTYPES)}; got {_dtype_name(dt)!r}")
+    if dt != torch.float32:
+        check_dtype_runs(device, dt)
+    return dt
+
+
+def stat_dtype(dtype):
+    """The dtype statistics (gradients at sites, moments) must be computed in.
+
+    Float32 for float16/bfloat16/float32 forward passes, the dtype itself when wider (float64).
+    """
+    import torch
+
+    return dtype if dtype == torch.float64 else torch.float32
+
+
+def to_stat(t):
+    """``t`` cast to :func:`stat_dtype` (a no-op for float32/float64 tensors)."""
+    return t.to(stat_dtype(t.dtype)) if t.is_floating_point() else t
 
 
 def build_model(
@@ -136,9 +248,14 @@ def load_model(path: str | Path, *, device: str = "cpu", gguf_file: str | None =
                dtype=None) -> LoadedModel:
     """Load a local HF model directory (or a GGUF file inside ``path``) for capture.
 
+    ``dtype``: the forward-pass dtype (None → float32, whatever the checkpoint stores; see
+    :func:`resolve_dtype`). A Hub checkpoint resolved by :mod:`tangentlab.empirical.hub` is a
+    local snapshot directory, so it loads here too.
+
     Raises:
         CheckpointError: the directory is missing, has no ``config.json``, or its weights are
             missing or corrupt.
+        ConfigError / DTypeError: an unknown dtype, or one the device cannot run.
     """
     import torch
     from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM
@@ -146,6 +263,7 @@ def load_model(path: str | Path, *, device: str = "cpu", gguf_file: str | None =
     from tangentlab._runtime import quiet_transformers
 
     quiet_transformers()
+    dt = resolve_dtype(dtype, device)
     p = Path(path)
     if gguf_file is None and p.is_file() and p.suffix == ".gguf":
         p, gguf_file = p.parent, p.name
@@ -162,8 +280,8 @@ def load_model(path: str | Path, *, device: str = "cpu", gguf_file: str | None =
         raise CheckpointError(f"cannot read the config of {str(p)!r}: {_first_line(exc)}") from None
     arch, head = arch_of_config(config)
     cls = (AutoModelForMaskedLM if arch == "encoder" else AutoModelForCausalLM) if head else AutoModel
-    if dtype is not None:
-        kwargs["dtype"] = dtype
+    stored = getattr(config, "dtype", None) or getattr(config, "torch_dtype", None)
+    kwargs["dtype"] = dt
     try:
         model = cls.from_pretrained(str(p), **kwargs)
     except Exception as exc:  # corrupt safetensors raise several types; all mean "bad checkpoint"
@@ -176,8 +294,13 @@ def load_model(path: str | Path, *, device: str = "cpu", gguf_file: str | None =
     for prm in model.parameters():
         if not torch.isfinite(prm).all():
             raise CheckpointError(f"checkpoint {str(p)!r} holds non-finite weights")
+    ran = next(model.parameters()).dtype
+    if ran != dt:  # e.g. a model class that ignores dtype: cast, so what runs is what was asked
+        model.to(dt)
+        ran = dt
     return LoadedModel(model=model, arch=arch, family=str(config.model_type), head=head,
-                       tie_embeddings=_tied(model), path=str(p))
+                       tie_embeddings=_tied(model), path=str(p), dtype=_dtype_name(ran),
+                       stored_dtype=_dtype_name(stored) if stored is not None else "")
 
 
 def _first_line(exc: BaseException) -> str:
@@ -186,7 +309,7 @@ def _first_line(exc: BaseException) -> str:
 
 
 def load_like(template: LoadedModel, path: str | Path, *, device: str = "cpu") -> LoadedModel:
-    """Load checkpoint ``path`` of the same architecture as ``template`` quickly.
+    """Load checkpoint ``path`` of the same architecture (and forward dtype) as ``template`` quickly.
 
     When ``path`` holds one ``model.safetensors`` and a ``config.json`` equal to the template's
     (up to bookkeeping keys), the template module is deep-copied and the tensors are loaded
@@ -203,7 +326,7 @@ def load_like(template: LoadedModel, path: str | Path, *, device: str = "cpu") -
     wfile = p / "model.safetensors"
     cfile = p / "config.json"
     if not (wfile.is_file() and cfile.is_file()):
-        return load_model(p, device=device)
+        return load_model(p, device=device, dtype=template.dtype)
     try:
         cfg = json.loads(cfile.read_text())
     except json.JSONDecodeError:
@@ -212,7 +335,7 @@ def load_like(template: LoadedModel, path: str | Path, *, device: str = "cpu") -
     mine = {k: v for k, v in template.model.config.to_dict().items() if k not in ignore}
     theirs = {k: v for k, v in cfg.items() if k not in ignore}
     if any(mine.get(k) != v for k, v in theirs.items()):
-        return load_model(p, device=device)
+        return load_model(p, device=device, dtype=template.dtype)
     try:
         sd = load_file(str(wfile), device=str(device))
     except (SafetensorError, OSError, ValueError, RuntimeError) as exc:
@@ -235,5 +358,7 @@ def load_like(template: LoadedModel, path: str | Path, *, device: str = "cpu") -
         if not torch.isfinite(prm).all():
             raise CheckpointError(f"checkpoint {str(p)!r} holds non-finite weights")
     model.eval()
+    stored = cfg.get("dtype") or cfg.get("torch_dtype") or ""
     return LoadedModel(model=model, arch=template.arch, family=template.family,
-                       head=template.head, tie_embeddings=template.tie_embeddings, path=str(p))
+                       head=template.head, tie_embeddings=template.tie_embeddings, path=str(p),
+                       dtype=template.dtype, stored_dtype=str(stored))

@@ -36,7 +36,9 @@ AUTOCAST_DTYPES = ("bf16", "fp16")
 
 
 def autocast(device: str, kind: str | None):
-    """A ``torch.autocast`` region for the forward (and its backward) on ``device`` in ``kind``
+    """A ``torch.autocast`` region for the forward pass, or a no-op.
+
+    A ``torch.autocast`` region for the forward (and its backward) on ``device`` in ``kind``
     (``bf16`` | ``fp16``), or a no-op for None / empty.
 
     Autocast runs the matrix products in the low precision and keeps reductions, softmax,
@@ -60,7 +62,9 @@ def autocast(device: str, kind: str | None):
 
 
 def world_record(world, device: str) -> dict[str, Any]:
-    """The manifest's ``distributed`` entry: world size, backend and every rank's device
+    """The manifest's ``distributed`` entry.
+
+    The manifest's ``distributed`` entry: world size, backend and every rank's device
     (``device``: this rank's). A collective: every rank must call it.
     """
     devices = world.all_gather_object(str(device))
@@ -69,8 +73,11 @@ def world_record(world, device: str) -> dict[str, Any]:
 
 
 def wrap_ddp(model, world):
-    """``model`` wrapped in ``DistributedDataParallel`` (parameters broadcast from rank 0), or
-    ``model`` itself in a single process."""
+    """``model`` in DistributedDataParallel, or itself in one process.
+
+    ``model`` wrapped in ``DistributedDataParallel`` (parameters broadcast from rank 0), or
+    ``model`` itself in a single process.
+    """
     if not world.distributed:
         return model
     from torch.nn.parallel import DistributedDataParallel
@@ -94,8 +101,11 @@ def shard_rows(world, *tensors):
 
 
 def n_targets(labels, arch: str) -> int:
-    """The number of predicted tokens of a whole batch: decoder positions with a next token,
-    encoder masked positions (labels != -100)."""
+    """The number of predicted tokens of a whole batch.
+
+    The number of predicted tokens of a whole batch: decoder positions with a next token,
+    encoder masked positions (labels != -100).
+    """
     lab = labels[:, 1:] if arch == "decoder" else labels
     return int((lab != -100).sum())
 
@@ -123,8 +133,11 @@ def shard_loss(module, inputs, labels, arch: str, total_targets: int):
 
 
 def output_directory(out_dir, world):
-    """Rank 0: :func:`tangentlab.runs.atomic_directory` (built under a temporary name, renamed
-    at the end, removed on failure). Other ranks: no folder at all (yields None)."""
+    """Rank 0's atomic output folder; nothing on the other ranks.
+
+    Rank 0: :func:`tangentlab.runs.atomic_directory` (built under a temporary name, renamed
+    at the end, removed on failure). Other ranks: no folder at all (yields None).
+    """
     import contextlib
 
     from tangentlab.runs import atomic_directory
@@ -133,13 +146,18 @@ def output_directory(out_dir, world):
 
 
 def checkpoint_share(world, mode: str, n: int) -> list[int]:
-    """The checkpoint indices this rank measures: all of them, or its contiguous share in
-    checkpoint-parallel mode."""
+    """The checkpoint indices this rank measures.
+
+    The checkpoint indices this rank measures: all of them, or its contiguous share in
+    checkpoint-parallel mode.
+    """
     return world.shard(list(range(n))) if mode == "checkpoint" else list(range(n))
 
 
 class DataShare:
-    """This rank's contiguous share of the fit half and of the test half of the eval batches,
+    """This rank's share of the eval batches, and the merges on rank 0.
+
+    This rank's contiguous share of the fit half and of the test half of the eval batches,
     and the merges of every rank's statistics on rank 0.
 
     Merges, all in rank order (= batch order, since shares are contiguous): moment accumulators
@@ -162,8 +180,11 @@ class DataShare:
         self.plans = [plans[i] for i in mine]
 
     def fit_half(self, lm, sites, uniq, *, sample_only: bool = False):
-        """:func:`collect_fit_half` over this rank's fit batches; the merged {site: SiteStats}
-        on rank 0, None elsewhere."""
+        """The fit half over this rank's batches, merged on rank 0.
+
+        :func:`collect_fit_half` over this rank's fit batches; the merged {site: SiteStats}
+        on rank 0, None elsewhere.
+        """
         from tangentlab.empirical.collect import collect_fit_half
 
         local = collect_fit_half(lm, sites, self.eval_data, self.plans, uniq,
@@ -172,8 +193,11 @@ class DataShare:
         return None if parts is None else merge_fit_parts(parts, sites)
 
     def test_half(self, lm, sites, **kwargs):
-        """:func:`collect_test_half` over this rank's test batches; merged on rank 0, None
-        elsewhere."""
+        """The test half over this rank's batches, merged on rank 0.
+
+        :func:`collect_test_half` over this rank's test batches; merged on rank 0, None
+        elsewhere.
+        """
         from tangentlab.empirical.collect import collect_test_half
 
         local = collect_test_half(lm, sites, self.eval_data, self.plans,
@@ -255,9 +279,12 @@ def merge_test_parts(parts, sites):
 
 
 def fixed_proxies(world, mode: str, share, setup, schedule, cks, timer, load):
-    """The fixed proxy of every site, fitted on rank 0 from the fit window's samples and
+    """The fixed proxy of every site, fitted on rank 0 and broadcast.
+
+    The fixed proxy of every site, fitted on rank 0 from the fit window's samples and
     broadcast. Data mode: every rank captures its share of each window checkpoint's batches;
-    checkpoint mode: each rank captures whole window checkpoints (its contiguous share)."""
+    checkpoint mode: each rank captures whole window checkpoints (its contiguous share).
+    """
     from tangentlab.empirical.collect import collect_fit_half
 
     window = [ck for ck in cks if schedule.in_window(ck.step)]
@@ -292,9 +319,12 @@ def fixed_proxies(world, mode: str, share, setup, schedule, cks, timer, load):
 
 
 def previous_refits(setup, schedule, fixed, ck, timer, load) -> dict:
-    """The refit proxies of checkpoint ``ck`` (the one before this rank's first), from a
+    """The refit proxies of the checkpoint before this rank's first.
+
+    The refit proxies of checkpoint ``ck`` (the one before this rank's first), from a
     forward-only pass: what a single process carries over for the drift from the previous
-    checkpoint."""
+    checkpoint.
+    """
     from tangentlab.empirical.collect import collect_fit_half
 
     with timer("load"):
@@ -308,8 +338,11 @@ def previous_refits(setup, schedule, fixed, ck, timer, load) -> dict:
 
 
 def gather_checkpoints(world, rows: list, info: list, per_ck: list):
-    """Every rank's checkpoint results (rows, manifest records, per-site arrays) on rank 0, in
-    checkpoint order (ranks hold contiguous blocks); empty lists elsewhere."""
+    """Every rank's checkpoint results on rank 0, in checkpoint order.
+
+    Every rank's checkpoint results (rows, manifest records, per-site arrays) on rank 0, in
+    checkpoint order (ranks hold contiguous blocks); empty lists elsewhere.
+    """
     parts = world.gather_object((rows, info, per_ck))
     if parts is None:
         return [], [], []
@@ -318,8 +351,11 @@ def gather_checkpoints(world, rows: list, info: list, per_ck: list):
 
 
 class NoPartial:
-    """The partial folder of a rank other than 0: nothing saved, nothing to resume (rank 0 alone
-    writes; see :class:`tangentlab.empirical.partial.PartialRun`)."""
+    """The partial folder of a rank other than 0 (nothing saved).
+
+    The partial folder of a rank other than 0: nothing saved, nothing to resume (rank 0 alone
+    writes; see :class:`tangentlab.empirical.partial.PartialRun`).
+    """
 
     def has(self, index: int) -> bool:  # noqa: ARG002
         return False

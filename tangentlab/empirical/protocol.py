@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tangentlab.config import Config, option
 from tangentlab.empirical.collect import collect_fit_half, collect_test_half
 from tangentlab.empirical.metrics import (
     AGGREGATED_METRICS,
@@ -74,7 +75,7 @@ __all__ = [
 
 
 @dataclass(frozen=True)
-class MeasureConfig:
+class MeasureConfig(Config):
     """Configuration of ``measure`` (defaults sized for the ``small`` preset on 2 CPU cores).
 
     Sites and proxy: ``sites`` (comma list; negative block indices count from the end),
@@ -100,69 +101,56 @@ class MeasureConfig:
     Other: ``early_fraction`` (early = 0 < step ≤ early_fraction × last step, weighted by step
     span), ``corpus`` (empty: the training run's corpus, else wikipedia), ``max_checkpoints``
     (0 = all), ``threads`` (torch intra-op threads; 0 = the training run's ``threads`` if
-    recorded, else torch's default), ``seed``.
+    recorded, else torch's default), ``dtype`` (the forward pass's precision; gradients and
+    statistics are float32 or wider whatever the checkpoint stores), ``frequency_file`` (an
+    external ``token_id,count`` table replacing the eval-text count), ``seed``.
+    Bad values raise ConfigError naming the key, the bound and the value (``n_batches`` >= 4: a
+    fit half and a test half of at least 2 batches each; the bootstrap resamples test batches).
     """
 
-    sites: tuple[str, ...] = ("blocks.0.resid_post", "blocks.-1.resid_post")
-    rank: int = 8
+    sites: tuple[str, ...] = option(("blocks.0.resid_post", "blocks.-1.resid_post"), min_len=1,
+                                    unique=True)
+    rank: int = option(8, ge=1, integer=True)
     proxy: str = "pca"
-    fit_fraction: float = 0.3
+    fit_fraction: float = option(0.3, ge=0, le=1)
     refit: bool = True
-    exclude_positions: tuple[int, ...] = ()
-    n_controls: int = 20
-    control_pool: int = 200
-    n_boot: int = 1000
-    confidence: float = 0.95
-    interval: str = "bootstrap"
-    n_buckets: int = 5
-    spread_k: int = 4
-    sample_rows: int = 4096
-    forced_tol: float = 1e-3
-    n_batches: int = 64
-    batch_size: int = 4
-    seq_len: int = 0
+    exclude_positions: tuple[int, ...] = option((), integer=True, unique=True)
+    n_controls: int = option(20, ge=1, integer=True)
+    control_pool: int = option(200, ge=1, integer=True)
+    n_boot: int = option(1000, ge=2, integer=True)
+    confidence: float = option(0.95, gt=0, lt=1)
+    interval: str = option("bootstrap", choices=("bootstrap", "bca", "jackknife"))
+    n_buckets: int = option(5, ge=1, integer=True)
+    spread_k: int = option(4, ge=2, integer=True)
+    sample_rows: int = option(4096, ge=16, integer=True)
+    forced_tol: float = option(1e-3, gt=0, lt=1)
+    n_batches: int = option(64, ge=4, integer=True,
+                            why="a fit half and a test half of at least 2 batches each; the "
+                                "bootstrap resamples test batches")
+    batch_size: int = option(4, ge=1, integer=True)
+    seq_len: int = option(0, ge=0, integer=True)
     causal: bool = True
-    causal_checkpoints: int = 4
-    causal_controls: int = 5
-    causal_batches: int = 8
+    causal_checkpoints: int = option(4, ge=1, integer=True)
+    causal_controls: int = option(5, ge=1, integer=True)
+    causal_batches: int = option(8, ge=1, integer=True)
     steer_sizes: tuple[float, ...] = (0.25, 1.0)
-    early_fraction: float = 0.3
+    early_fraction: float = option(0.3, ge=0, le=1)
     corpus: str = ""
-    max_docs: int | None = None
-    eval_fraction: float = 0.1
-    max_checkpoints: int = 0
-    threads: int = 0
-    seed: int = 0
+    max_docs: int | None = option(None, ge=1, integer=True)
+    eval_fraction: float = option(0.1, gt=0, lt=1)
+    max_checkpoints: int = option(0, ge=0, integer=True)
+    threads: int = option(0, ge=0, integer=True)
+    dtype: str = option("float32", choices=("float32", "bfloat16", "float16", "float64"))
+    frequency_file: str = ""
+    seed: int = option(0, ge=0, integer=True)
 
-    def __post_init__(self) -> None:
-        problems = []
-        if self.rank < 1:
-            problems.append("rank must be >= 1")
-        if not 0.0 <= self.fit_fraction <= 1.0:
-            problems.append("fit_fraction must be in [0, 1]")
-        if self.n_controls < 1 or self.n_boot < 2:
-            problems.append("n_controls must be >= 1 and n_boot >= 2")
-        if self.control_pool < self.n_controls:
-            problems.append(f"control_pool must be >= n_controls ({self.n_controls}), got "
-                            f"{self.control_pool}; the bootstrap redraws controls from the pool")
-        if self.interval not in ("bootstrap", "bca", "jackknife"):
-            problems.append(f"interval must be bootstrap, bca or jackknife, got {self.interval!r}")
-        if not 0 < self.forced_tol < 1:
-            problems.append(f"forced_tol must be in (0, 1), got {self.forced_tol}")
-        if self.n_batches < 4:
-            problems.append(f"n_batches must be >= 4 (a fit half and a test half of at least 2 "
-                            f"batches each; the bootstrap resamples test batches), got "
-                            f"{self.n_batches}")
-        if self.batch_size < 1 or self.seq_len < 0 or self.sample_rows < 16:
-            problems.append("batch_size >= 1, seq_len >= 0, sample_rows >= 16")
-        if self.spread_k < 2 or self.n_buckets < 1:
-            problems.append("spread_k must be >= 2 and n_buckets >= 1")
-        if self.causal_controls < 1 or self.causal_batches < 1 or self.causal_checkpoints < 1:
-            problems.append("causal_controls, causal_batches and causal_checkpoints must be >= 1")
-        if not self.sites:
-            problems.append("sites must name at least one site")
-        if problems:
-            raise ConfigError("invalid measure config: " + "; ".join(problems))
+    def relations(self) -> list[tuple[bool, str]]:
+        """Constraints between fields (checked with the field bounds, see tangentlab.config)."""
+        return [
+            (self.control_pool >= self.n_controls,
+             f"control_pool must be >= n_controls ({self.n_controls}), got {self.control_pool}; "
+             "the bootstrap redraws controls from the pool"),
+        ]
 
 
 #: Overrides for the ``reproduce --quick`` path: a measure of a ``tiny`` trajectory in seconds
@@ -257,10 +245,10 @@ def _prepare(traj, cks, cfg: MeasureConfig, dev: str, timer) -> _Setup:
     from tangentlab.empirical.data import make_eval_data
     from tangentlab.empirical.models import load_model
     from tangentlab.empirical.sites import normalize_site
-    from tangentlab.empirical.tokenizer import load_tokenizer
+    from tangentlab.empirical.tokenizer import check_tokenizer_fits, load_tokenizer
 
     with timer("load"):
-        first = load_model(cks[0].path, device=dev, gguf_file=cks[0].gguf_file)
+        first = load_model(cks[0].path, device=dev, gguf_file=cks[0].gguf_file, dtype=cfg.dtype)
         if cks[0].gguf_file:
             from transformers import AutoTokenizer
 
@@ -277,7 +265,13 @@ def _prepare(traj, cks, cfg: MeasureConfig, dev: str, timer) -> _Setup:
             f"need 2r <= d, so use rank <= {d // 2}"
         )
     with timer("data"):
-        texts, counts, freq_source, corpus = _eval_inputs(traj, tokenizer, cfg, len(tokenizer))
+        vocab = check_tokenizer_fits(tokenizer, first.model.config)
+        texts, counts, freq_source, corpus = _eval_inputs(traj, tokenizer, cfg, vocab)
+        if cfg.frequency_file:  # an external table (e.g. pre-training counts) replaces the count
+            from tangentlab.empirical.corpus import load_external_counts
+
+            counts, freq_source = load_external_counts(cfg.frequency_file, tokenizer,
+                                                       first.model.config)
         mc = first.model.config
         max_pos = getattr(mc, "max_position_embeddings", getattr(mc, "n_positions", 512))
         seq_len = min(cfg.seq_len or int(traj.train_config.get("seq_len", 128)), int(max_pos))
@@ -307,8 +301,11 @@ def _load(setup: _Setup, ck, dev: str):
 
 
 def _fixed_proxies(setup: _Setup, schedule, cks, dev: str, timer) -> dict[str, Any]:
-    """The pre-pass: forward passes over the fit half of the fit-window checkpoints, then the
-    fixed proxy of each site from their samples (weighted by step span)."""
+    """The pre-pass: the fixed proxy of each site from the fit window.
+
+    The pre-pass: forward passes over the fit half of the fit-window checkpoints, then the
+    fixed proxy of each site from their samples (weighted by step span).
+    """
     samples: dict[str, dict[int, Any]] = {s: {} for s in setup.sites}
     for ck in cks:
         if not schedule.in_window(ck.step):
@@ -461,7 +458,9 @@ class _Context:
 
 def _measure_checkpoint(ctx: _Context, i: int, ck, previous: Mapping[str, Any], share=None
                         ) -> tuple[list[dict], dict, dict[str, dict]] | None:
-    """Measure checkpoint ``ck`` (position ``i``): its rows, its manifest record, and per site
+    """Measure one checkpoint (all of it, or this rank's share).
+
+    Measure checkpoint ``ck`` (position ``i``): its rows, its manifest record, and per site
     the arrays later steps need (scatter, centroids, refit proxy, geometry counts).
 
     ``share``: a :class:`tangentlab.empirical.parallel.DataShare` in data-parallel mode (this
@@ -501,7 +500,7 @@ def _measure_checkpoint(ctx: _Context, i: int, ck, previous: Mapping[str, Any], 
                 test = share.test_half(lm, setup.sites, **kwargs)
     if not main:
         return None
-    info = {"checkpoint": ck.name, "step": ck.step, "path": str(ck.path),
+    info = {**ck.to_dict(), "checkpoint": ck.name, "step": ck.step, "path": str(ck.path),
             "tie_embeddings": lm.tie_embeddings, "in_fit_window": ctx.schedule.in_window(ck.step),
             "causal": i in ctx.causal_idx}
     rows: list[dict] = []
@@ -671,7 +670,7 @@ def _write_outputs(tmp, rows, scatter, setup: _Setup, schedule, cfg: MeasureConf
     from tangentlab.empirical.figures import enrichment_figure, frequency_figure
     from tangentlab.empirical.metrics import GEOMETRY_RULE
     from tangentlab.empirical.proxy_schedule import step_spans, weighted_median
-    from tangentlab.empirical.sites import site_semantics
+    from tangentlab.empirical.sites import site_info, site_semantics
     from tangentlab.runs import build_manifest, write_manifest, write_results
 
     first, sites, eval_data = setup.first, list(setup.sites), setup.eval_data
@@ -690,7 +689,7 @@ def _write_outputs(tmp, rows, scatter, setup: _Setup, schedule, cfg: MeasureConf
                          "weighted_median_step": weighted_median(steps, w) if steps else None}
     manifest = build_manifest(
         kind="empirical/measure", config=cfg, seeds={"seed": cfg.seed}, device=dev,
-        dtype=str(next(first.model.parameters()).dtype).replace("torch.", ""),
+        dtype=str(first.dtype).replace("torch.", ""),
         timings=timer.as_dict(),
         extra={
             "trajectory": str(trajectory), "model": traj.model_name, "arch": first.arch,
@@ -698,7 +697,10 @@ def _write_outputs(tmp, rows, scatter, setup: _Setup, schedule, cfg: MeasureConf
             "activation_only": not first.head,
             "tie_embeddings": first.tie_embeddings, "hidden_size": setup.d,
             "checkpoints": ck_info,
-            "sites": {s: site_semantics(first.model, s) for s in sites},
+            "sites": {s: {"semantics": site_semantics(first.model, s),
+                          **site_info(first.model, s).to_dict()} for s in sites},
+            "stored_dtype": str(first.stored_dtype).replace("torch.", ""),
+            "statistics_dtype": "float64 accumulators over float32-or-wider gradients",
             "fit_window": schedule.manifest(),
             "early_late_cut_step": cut,
             "phases": phases,

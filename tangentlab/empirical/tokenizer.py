@@ -12,7 +12,8 @@ from pathlib import Path
 
 from tangentlab.errors import CheckpointError, DataError
 
-__all__ = ["SPECIAL_TOKENS", "train_tokenizer", "load_tokenizer", "encode_stream"]
+__all__ = ["SPECIAL_TOKENS", "train_tokenizer", "load_tokenizer", "check_tokenizer_fits",
+           "encode_stream"]
 
 SPECIAL_TOKENS = ("<pad>", "<unk>", "<eos>", "<mask>")
 
@@ -62,6 +63,29 @@ def load_tokenizer(path: str | Path):
         msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise CheckpointError(f"cannot load a tokenizer from {str(p)!r}: {msg}") from None
     return tok
+
+
+def check_tokenizer_fits(tokenizer, config) -> int:
+    """Check that ``tokenizer`` can feed the model of ``config``; return the id range.
+
+    Its ids must stay below the model's ``vocab_size``. The returned range, ``max(len(tokenizer),
+    vocab_size)``, is what frequency tables must cover (Pythia pads its embedding to 50304 > 50277
+    tokens).
+
+    Raises:
+        DataError: the tokenizer has more ids than the model's embedding (a tokenizer of another
+            model), or the config declares no vocabulary size.
+    """
+    vocab = getattr(config, "vocab_size", None)
+    if not isinstance(vocab, int) or vocab < 1:
+        raise DataError("the model config declares no vocab_size; cannot check its tokenizer")
+    n = len(tokenizer)
+    if n > vocab:
+        raise DataError(
+            f"the tokenizer has {n} ids but the model's embedding has {vocab}: it is not this "
+            "model's tokenizer (load the tokenizer saved with the checkpoint)"
+        )
+    return max(n, vocab)
 
 
 def encode_stream(tokenizer, texts: Sequence[str], *, max_tokens: int | None = None):

@@ -12,6 +12,12 @@ Layout of a training run directory::
       train_log.csv              step, loss, lr, tokens_seen
       manifest.json              written last: the run is complete
 
+Resume: ``resume=True`` continues from the newest complete checkpoint. A run stopped before its
+first checkpoint (it holds ``train_config.json``, perhaps the tokenizer, but no checkpoint)
+restarts from step 0, reusing the saved config (checked against the requested one) and whatever of
+the tokenizer, frequency table and eval documents was already written. A training run directory
+is locked while it is written (:func:`tangentlab.runs.run_lock`), so a second writer is refused.
+
 Determinism and resume: the batch of step s (window starts and MLM masks) is drawn from a
 ``torch.Generator`` seeded with (seed, s), dropout defaults to 0, and the learning rate is a
 pure function of the step. A checkpoint holds the weights, the optimizer state and the torch RNG
@@ -35,7 +41,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from tangentlab.config import Config, option
+from tangentlab.empirical.data import make_batch
 from tangentlab.errors import CheckpointError, ConfigError, UnknownNameError
+from tangentlab.runs import TRAIN_CONFIG_NAME
 
 __all__ = [
     "TrainConfig",
@@ -50,7 +59,7 @@ __all__ = [
 
 
 @dataclass(frozen=True)
-class TrainConfig:
+class TrainConfig(Config):
     """Training configuration (defaults = the ``small`` preset, a decoder).
 
     Model: ``vocab_size`` (BPE), ``d_model``, ``n_layers``, ``n_heads``, ``d_ff`` (0 → 4·d),
@@ -71,53 +80,41 @@ class TrainConfig:
     uses 1: on 2 shared cores a tiny model runs up to 10x faster single-threaded.
     """
 
-    arch: str = "decoder"
+    arch: str = option("decoder", choices=("encoder", "decoder"))
     preset: str = "small"
     corpus: str = "wikipedia"
-    max_docs: int | None = None
-    max_train_tokens: int | None = None
-    eval_fraction: float = 0.1
-    vocab_size: int = 4096
-    d_model: int = 128
-    n_layers: int = 4
-    n_heads: int = 4
-    d_ff: int = 0
-    seq_len: int = 128
+    max_docs: int | None = option(None, ge=1, integer=True)
+    max_train_tokens: int | None = option(None, ge=1, integer=True)
+    eval_fraction: float = option(0.1, gt=0, lt=1)
+    vocab_size: int = option(4096, ge=16, integer=True)
+    d_model: int = option(128, ge=2, integer=True)
+    n_layers: int = option(4, ge=1, integer=True)
+    n_heads: int = option(4, ge=1, integer=True)
+    d_ff: int = option(0, ge=0, integer=True)
+    seq_len: int = option(128, ge=4, integer=True)
     tie_embeddings: bool = True
-    dropout: float = 0.0
-    mlm_probability: float = 0.15
+    dropout: float = option(0.0, ge=0, lt=1)
+    mlm_probability: float = option(0.15, gt=0, lt=1)
     optimizer: Literal["adamw", "muon"] = "adamw"
-    lr: float = 1e-3
-    warmup_steps: int = 30
-    min_lr_ratio: float = 0.1
-    weight_decay: float = 0.01
-    grad_clip: float = 1.0
-    batch_size: int = 32
-    steps: int = 250
-    n_checkpoints: int = 12
-    late_checkpoints: int = 0
-    measure_every: int = 50
+    lr: float = option(1e-3, gt=0)
+    warmup_steps: int = option(30, ge=0, integer=True)
+    min_lr_ratio: float = option(0.1, ge=0, le=1)
+    weight_decay: float = option(0.01, ge=0)
+    grad_clip: float = option(1.0, ge=0)
+    batch_size: int = option(32, ge=1, integer=True)
+    steps: int = option(250, ge=1, integer=True)
+    n_checkpoints: int = option(12, ge=2, integer=True)
+    late_checkpoints: int = option(0, ge=0, integer=True)
+    measure_every: int = option(50, ge=0, integer=True)
     measure_site: str = "blocks.-1.resid_post"
-    measure_rank: int = 8
-    threads: int = 0
-    seed: int = 0
+    measure_rank: int = option(8, ge=1, integer=True)
+    threads: int = option(0, ge=0, integer=True)
+    seed: int = option(0, ge=0, integer=True)
 
-    def __post_init__(self) -> None:
-        checks = [
-            (self.arch in ("encoder", "decoder"), "arch must be encoder or decoder"),
-            (self.steps >= 1, "steps must be >= 1"),
-            (self.batch_size >= 1, "batch_size must be >= 1"),
-            (self.seq_len >= 4, "seq_len must be >= 4"),
-            (self.n_checkpoints >= 2, "n_checkpoints must be >= 2 (step 0 and the last step)"),
-            (self.late_checkpoints >= 0, "late_checkpoints must be >= 0"),
-            (0.0 < self.mlm_probability < 1.0, "mlm_probability must be in (0, 1)"),
-            (self.lr > 0, "lr must be > 0"),
-            (self.d_model >= 2 and self.n_layers >= 1 and self.n_heads >= 1, "model sizes must be positive"),
-            (self.measure_every >= 0, "measure_every must be >= 0"),
-        ]
-        for ok, msg in checks:
-            if not ok:
-                raise ConfigError(f"{msg} (got {dataclasses.asdict(self)!r:.0})".replace(" (got )", ""))
+    def relations(self) -> list[tuple[bool, str]]:
+        """Constraints between fields (checked with the field bounds, see tangentlab.config)."""
+        return [(self.d_model % self.n_heads == 0,
+                 f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")]
 
 
 #: Named presets. ``tiny``: CI (a few seconds per model); ``small``: the reproduce default, long
@@ -154,8 +151,11 @@ class TrainState:
 
 
 def checkpoint_schedule(steps: int, n: int, late: int = 0) -> list[int]:
-    """``n`` (or fewer, when steps are few) log-spaced steps in [0, steps], always with 0 and
-    steps, plus ``late`` evenly spaced steps in (steps/2, steps] (duplicates merged)."""
+    """``n`` (or fewer, when steps are few) log-spaced steps in [0, steps].
+
+    Always with 0 and steps, plus ``late`` evenly spaced steps in (steps/2, steps] (duplicates
+    merged).
+    """
     import numpy as np
 
     pts = {0, int(steps)}
@@ -174,42 +174,6 @@ def _lr_factor(step: int, cfg: TrainConfig) -> float:
     span = max(1, cfg.steps - cfg.warmup_steps)
     prog = min(1.0, (step - cfg.warmup_steps) / span)
     return cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * prog))
-
-
-def make_batch(stream, step: int, *, batch_size: int, seq_len: int, arch: str, seed: int,
-               mask_id: int | None = None, vocab_size: int | None = None,
-               mlm_probability: float = 0.15, special_ids: Sequence[int] = ()):
-    """The deterministic batch of ``step``: (input_ids, labels, masked), each (batch, seq_len).
-
-    Windows start at uniform random offsets of the 1-D ``stream`` (torch int64). For the encoder,
-    ``mlm_probability`` of the non-special positions are chosen (80% → mask id, 10% → random id,
-    10% unchanged), ``labels`` are -100 elsewhere and ``masked`` marks the chosen ones. For the
-    decoder, ``labels`` = inputs (the model shifts them) and ``masked`` is all False.
-    """
-    import torch
-
-    g = torch.Generator().manual_seed(int(seed) * 1_000_003 + int(step))
-    hi = stream.numel() - seq_len
-    if hi < 1:
-        raise ConfigError(f"the token stream ({stream.numel()} ids) is shorter than seq_len {seq_len}")
-    starts = torch.randint(0, hi, (batch_size,), generator=g)
-    idx = starts[:, None] + torch.arange(seq_len)[None, :]
-    ids = stream[idx]
-    if arch == "decoder":
-        return ids, ids.clone(), torch.zeros_like(ids, dtype=torch.bool)
-    probs = torch.rand(ids.shape, generator=g)
-    special = torch.zeros_like(ids, dtype=torch.bool)
-    for s in special_ids:
-        special |= ids == s
-    masked = (probs < mlm_probability) & ~special
-    labels = torch.where(masked, ids, torch.full_like(ids, -100))
-    how = torch.rand(ids.shape, generator=g)
-    rand_ids = torch.randint(0, int(vocab_size), ids.shape, generator=g)
-    inputs = ids.clone()
-    inputs[masked & (how < 0.8)] = int(mask_id)
-    swap = masked & (how >= 0.8) & (how < 0.9)
-    inputs[swap] = rand_ids[swap]
-    return inputs, labels, masked
 
 
 def _ckpt_name(step: int) -> str:
@@ -265,6 +229,9 @@ def _save_checkpoint(run_dir: Path, step: int, model, tokenizer, optimizers, sta
             tmp / "optimizer.pt",
         )
         (tmp / "train_state.json").write_text(json.dumps(state, indent=2) + "\n")
+        from tangentlab._faults import pause_point
+
+        pause_point("checkpoint", step)  # test-only: a kill here leaves a half-built checkpoint
         if final.exists():
             shutil.rmtree(final)
         os.replace(tmp, final)
@@ -333,17 +300,34 @@ def train_model(
     Returns the run directory. See the module docstring for its layout and :class:`TrainConfig`
     for the settings (``preset`` → ``config_path`` TOML → ``overrides`` → ``corpus``/``seed``).
 
+    With ``resume=True``, training continues from the newest complete checkpoint, or restarts
+    from step 0 when the run stopped before its first checkpoint (see the module docstring).
+
     Raises:
-        ConfigError: bad config values, or ``out_dir`` already holds a run and ``resume`` is False,
-            or ``resume`` with a config differing from the saved one.
+        ConfigError: bad config values, or ``resume`` with a config differing from the saved one.
+        OutputPathError: ``out_dir`` is a file, a folder that is not empty, or a run of another
+            kind; or it already holds a training run and ``resume`` is False.
+        RunLockedError: another live process is writing ``out_dir``.
         DataError / UnknownNameError: unusable corpus.
-        CheckpointError: ``resume`` but no complete checkpoint with optimizer state exists.
+        CheckpointError: ``resume`` but ``out_dir`` holds no training run, or its checkpoints
+            have lost their optimizer state.
     """
     cfg = resolve_train_config(arch, preset, corpus=corpus, seed=seed, overrides=overrides,
                                config_path=config_path)
-    from tangentlab._runtime import torch_threads
+    import contextlib
 
-    with torch_threads(cfg.threads):
+    from tangentlab import crash, distributed
+    from tangentlab._runtime import torch_threads
+    from tangentlab.config import config_to_dict
+    from tangentlab.runs import check_output_dir, run_lock
+
+    crash.note(train_config=config_to_dict(cfg))
+    main = distributed.is_main_process()  # under torchrun / --nproc rank 0 alone checks and locks
+    if main:
+        check_output_dir(out_dir, kind="empirical/train", existing="resume" if resume else "refuse")
+    lock = (run_lock(out_dir, command=f"empirical train --arch {cfg.arch}") if main
+            else contextlib.nullcontext())
+    with lock, torch_threads(cfg.threads):
         return _train(cfg, out_dir, device=device, resume=resume, callbacks=callbacks)
 
 
@@ -373,6 +357,8 @@ def _train(
         atomic_write_json,
         atomic_write_text,
         build_manifest,
+        check_output_dir,
+        remove_partials,
         write_manifest,
     )
 
@@ -388,25 +374,42 @@ def _train(
     cfg_dict = config_to_dict(cfg)
     chash = config_hash(cfg_dict)
 
+    # under the run lock: check again what train_model checked before taking it, and clear what
+    # a killed writer left half-written (never read: a checkpoint counts once renamed into place)
+    if world.is_main:
+        check_output_dir(run_dir, kind="empirical/train", existing="resume" if resume else "refuse")
+    for folder in (run_dir, run_dir / "checkpoints") if world.is_main else ():
+        for p in remove_partials(folder):
+            log(f"removed {p.name}, left half-written by an interrupted run")
     existing = list_checkpoints(run_dir)
     if resume:
-        if not (run_dir / "train_config.json").is_file():
-            raise CheckpointError(f"cannot resume: {str(run_dir)!r} holds no training run")
-        saved = json.loads((run_dir / "train_config.json").read_text())
+        if not (run_dir / TRAIN_CONFIG_NAME).is_file():
+            raise CheckpointError(
+                f"nothing to resume: {str(run_dir)!r} holds no training run; drop --resume to "
+                "start one"
+            )
+        try:
+            saved = json.loads((run_dir / TRAIN_CONFIG_NAME).read_text())
+        except ValueError:
+            raise CheckpointError(
+                f"cannot resume {str(run_dir)!r}: its {TRAIN_CONFIG_NAME} is corrupt; delete the "
+                "folder and train again"
+            ) from None
         if config_hash(saved) != chash:
             diff = sorted(k for k in cfg_dict if saved.get(k) != cfg_dict[k])
             raise ConfigError(f"cannot resume {str(run_dir)!r}: config differs in {', '.join(diff)}")
-    elif run_dir.exists() and any(run_dir.iterdir()):
-        raise ConfigError(
-            f"output directory {str(run_dir)!r} is not empty; choose a new --out or pass --resume"
-        )
+        if existing and not any((d / "optimizer.pt").is_file() for _, d in existing):
+            raise CheckpointError(
+                f"cannot resume {str(run_dir)!r}: no checkpoint keeps its optimizer state; delete "
+                f"{str(run_dir / 'checkpoints')!r} to restart from step 0"
+            )
 
     world.barrier()  # every rank has checked the folder before rank 0 writes into it
     # Data and tokenizer (validated before anything is written).
     with timer("data"):
         docs = load_texts(cfg.corpus, max_docs=cfg.max_docs)
         split = split_texts(docs, cfg.eval_fraction, seed=cfg.seed)
-        if resume and (run_dir / "tokenizer").is_dir():
+        if resume and (run_dir / "tokenizer" / "tokenizer.json").is_file():
             tokenizer = load_tokenizer(run_dir / "tokenizer")
         else:
             tokenizer = train_tokenizer(split.train, cfg.vocab_size)
@@ -422,13 +425,20 @@ def _train(
         tokenizer, stream_np, counts = world.broadcast_object((tokenizer, stream_np, counts))
     stream = torch.from_numpy(stream_np)
 
+    # The run's inputs, the config first (it marks the folder as a training run). On resume,
+    # whatever a stopped run had not written yet is written now; each file is atomic.
     run_dir.mkdir(parents=True, exist_ok=True)
-    if world.is_main and (not resume or not (run_dir / "tokenizer").is_dir()):
-        atomic_write_json(run_dir / "train_config.json", cfg_dict)
+    if world.is_main and not (run_dir / TRAIN_CONFIG_NAME).is_file():  # rank 0 alone writes
+        atomic_write_json(run_dir / TRAIN_CONFIG_NAME, cfg_dict)
+    if world.is_main and not (run_dir / "tokenizer" / "tokenizer.json").is_file():
         tok_tmp = Path(tempfile.mkdtemp(prefix=".tokenizer.partial-", dir=run_dir))
         tokenizer.save_pretrained(str(tok_tmp))
+        if (run_dir / "tokenizer").exists():
+            shutil.rmtree(run_dir / "tokenizer")
         os.replace(tok_tmp, run_dir / "tokenizer")
+    if world.is_main and not (run_dir / "frequency.csv").is_file():
         save_frequency_table(counts, run_dir / "frequency.csv")
+    if world.is_main and not (run_dir / "eval.jsonl").is_file():
         atomic_write_text(run_dir / "eval.jsonl",
                           "".join(json.dumps({"text": t}) + "\n" for t in split.eval))
 
@@ -444,10 +454,11 @@ def _train(
     schedule = checkpoint_schedule(cfg.steps, cfg.n_checkpoints, cfg.late_checkpoints)
     start, tokens_seen, log_rows = 0, 0, []
 
-    if resume:
-        resumable = [(s, d) for s, d in existing if (d / "optimizer.pt").is_file()]
-        if not resumable:
-            raise CheckpointError(f"cannot resume {str(run_dir)!r}: no complete checkpoint with optimizer state")
+    resumable = [(s, d) for s, d in existing if (d / "optimizer.pt").is_file()] if resume else []
+    if resume and not resumable:
+        log(f"{str(run_dir)!r} stopped before its first checkpoint: restarting {cfg.arch} from "
+            "step 0 (reusing its config and tokenizer)")
+    if resumable:
         start, ck = resumable[-1]
         from safetensors.torch import load_file
 
@@ -498,7 +509,7 @@ def _train(
                              {**state_base, "step": step, "tokens_seen": tokens_seen, "loss": loss})
             _write_log(run_dir, log_rows)
 
-    if start == 0 and not any(s == 0 for s, _ in existing if resume):
+    if not resumable:  # a new run, or one that stopped before its first checkpoint
         save(0, float("nan"))
 
     model.train()

@@ -10,7 +10,11 @@ A trajectory is one of:
   comes from its ``train_state.json`` or from the trailing integer of its name (``step1000``,
   ``step_000100``, ``checkpoint-500``, Pythia's ``step143000`` revisions, ...);
 - a single model directory (one checkpoint; its step as above, else 0);
-- a GGUF file (one checkpoint, loaded and dequantised by transformers; needs gguf + accelerate).
+- a GGUF file (one checkpoint, loaded and dequantised by transformers; needs gguf + accelerate);
+- a Hugging Face Hub model id ``ORG/NAME`` with a revision selection (``revisions=`` or
+  ``ORG/NAME@SPEC``: ``step0,step1000``, ``log:12``, ``all``; default ``main``), resolved through
+  ``huggingface_hub`` and its cache by :mod:`tangentlab.empirical.hub`. An existing local path
+  always wins over an id of the same spelling.
 
 All checkpoints must share one architecture (model_type, hidden size, encoder/decoder);
 anything else is a CheckpointError before any work starts.
@@ -20,56 +24,19 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from tangentlab.errors import CheckpointError
+from tangentlab.errors import CheckpointError, ConfigError
 
-__all__ = ["Checkpoint", "Trajectory", "resolve_trajectory"]
+__all__ = ["Checkpoint", "Trajectory", "resolve_trajectory", "check_same_architecture"]
+
+from tangentlab.empirical.checkpoints import (  # noqa: E402  (the records, re-exported)
+    Checkpoint,
+    Trajectory,
+    check_same_architecture,
+)
 
 _TRAILING_INT = re.compile(r"(\d+)$")
-
-
-@dataclass(frozen=True)
-class Checkpoint:
-    """One checkpoint: its directory, its name, its training step, an optional GGUF file name."""
-
-    path: Path
-    name: str
-    step: int
-    gguf_file: str | None = None
-
-
-@dataclass
-class Trajectory:
-    """Checkpoints ordered by step, plus what the run directory knows (tokenizer, frequencies)."""
-
-    checkpoints: list[Checkpoint]
-    model_name: str
-    run_dir: Path | None = None
-    train_config: dict = field(default_factory=dict)
-
-    @property
-    def max_step(self) -> int:
-        return max(c.step for c in self.checkpoints)
-
-    @property
-    def tokenizer_dir(self) -> Path:
-        if self.run_dir is not None and (self.run_dir / "tokenizer").is_dir():
-            return self.run_dir / "tokenizer"
-        return self.checkpoints[0].path
-
-    @property
-    def eval_file(self) -> Path | None:
-        if self.run_dir is not None and (self.run_dir / "eval.jsonl").is_file():
-            return self.run_dir / "eval.jsonl"
-        return None
-
-    @property
-    def frequency_file(self) -> Path | None:
-        if self.run_dir is not None and (self.run_dir / "frequency.csv").is_file():
-            return self.run_dir / "frequency.csv"
-        return None
 
 
 def _step_of(d: Path, default: int | None) -> int:
@@ -90,33 +57,34 @@ def _step_of(d: Path, default: int | None) -> int:
     return default
 
 
-def _signature(d: Path, gguf_file: str | None) -> tuple:
-    if gguf_file is not None:
-        return ("gguf",)
-    cfg_file = d / "config.json"
-    if not cfg_file.is_file():
-        raise CheckpointError(f"checkpoint {str(d)!r} has no config.json; is it a Hugging Face model dir?")
-    try:
-        cfg = json.loads(cfg_file.read_text())
-    except json.JSONDecodeError as exc:
-        raise CheckpointError(f"{str(cfg_file)!r} is corrupt JSON ({exc.msg})") from None
-    weights = list(d.glob("*.safetensors")) + list(d.glob("*.bin"))
-    if not weights:
-        raise CheckpointError(f"checkpoint {str(d)!r} has no weights (*.safetensors or *.bin)")
-    hidden = cfg.get("hidden_size", cfg.get("n_embd", cfg.get("d_model")))
-    return (cfg.get("model_type"), hidden, tuple(cfg.get("architectures") or ()))
-
-
-def resolve_trajectory(path: str | Path, *, gguf: bool = False) -> Trajectory:
+def resolve_trajectory(path: str | Path, *, gguf: bool = False,
+                       revisions: str | list[str] | None = None, steps: list[int] | None = None,
+                       cache_dir: str | Path | None = None,
+                       offline: bool | None = None) -> Trajectory:
     """Resolve ``path`` into a :class:`Trajectory` (see the module docstring).
+
+    ``revisions``, ``steps``, ``cache_dir`` and ``offline`` apply to a Hub model id (see
+    :func:`tangentlab.empirical.hub.resolve_hub_trajectory`).
 
     Raises:
         CheckpointError: missing path, no checkpoints, unreadable configs, missing weights,
             uninferable steps, duplicate steps, or checkpoints of different architectures.
+        UnknownNameError: a model id (or one of its revisions) that is neither a local path nor
+            on the Hub / in its cache.
+        ConfigError: ``revisions`` given with a local path.
     """
+    from tangentlab.empirical.hub import looks_like_repo_id, resolve_hub_trajectory
     from tangentlab.empirical.train import list_checkpoints
 
     p = Path(path)
+    if not gguf and not p.exists() and looks_like_repo_id(str(path)):
+        return resolve_hub_trajectory(str(path), revisions, steps=steps, cache_dir=cache_dir,
+                                      offline=offline)
+    if revisions is not None or steps is not None:
+        raise ConfigError(
+            f"revisions/steps select revisions of a Hub model id, but {str(path)!r} is a local "
+            "path; pass an id such as EleutherAI/pythia-70m, or drop --revisions"
+        )
     if gguf or (p.is_file() and p.suffix == ".gguf"):
         if not p.is_file():
             raise CheckpointError(f"GGUF file {str(p)!r} does not exist")
@@ -151,13 +119,7 @@ def resolve_trajectory(path: str | Path, *, gguf: bool = False) -> Trajectory:
     steps = [c.step for c in cks]
     if len(set(steps)) != len(steps):
         raise CheckpointError(f"trajectory {str(p)!r} has duplicate steps {steps}")
-    sigs = {c.name: _signature(c.path, c.gguf_file) for c in cks}
-    if len(set(sigs.values())) > 1:
-        desc = ", ".join(f"{n}={s[0]}/d={s[1]}" for n, s in sigs.items())
-        raise CheckpointError(
-            f"trajectory {str(p)!r} mixes architectures ({desc}); measure one model's checkpoints "
-            "at a time"
-        )
+    check_same_architecture(cks, str(p))
     if run_dir is None:
         # a run's checkpoints/ folder, or one checkpoint inside it: use the run's held-out
         # documents, frequency table and training config too

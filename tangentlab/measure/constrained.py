@@ -20,6 +20,16 @@ reason unrelated to tangents. Check the constraint numerically
 - per-row forced directions: :func:`reachable_baseline` replaces r/d by
   ``mean_i tr(Q^T (I - P_i) Q) / (d - k_i)`` (P_i the projector onto row i's forced directions),
   and :func:`normalised_enrichment` compares subspaces each against its own reachable baseline.
+
+Example::
+
+    >>> import numpy as np
+    >>> from tangentlab.measure.constrained import complement_space, restrict_to_complement
+    >>> ones = np.ones((6, 1)) / np.sqrt(6)
+    >>> Q = np.hstack([ones, np.eye(6)[:, :1] - ones / np.sqrt(6)])
+    >>> Q = np.linalg.qr(Q)[0]                       # a rank-2 subspace that contains 1
+    >>> restrict_to_complement(Q, ones).shape        # 1 is unreachable: rank 1 remains, in R^5
+    (5, 1)
 """
 
 from __future__ import annotations

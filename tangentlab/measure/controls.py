@@ -17,8 +17,8 @@ Example::
 
     >>> import numpy as np
     >>> from tangentlab.measure.controls import variance_matched_controls, removed_variance
-    >>> cov = np.diag([9.0, 4.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0])
-    >>> Q = np.eye(8)[:, :2]                          # removes 13
+    >>> cov = np.diag([9.0, 4.0] + [1.0] * 18)
+    >>> Q = np.eye(20)[:, :2]                         # removes 13
     >>> mc = variance_matched_controls(Q, cov, n=5, seed=0)
     >>> bool(np.allclose(mc.removed_variance, 13.0)), mc.bases.shape[0]
     (True, 5)

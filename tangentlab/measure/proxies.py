@@ -11,7 +11,9 @@ Each extractor fits a rank-r subspace ("tangent proxy") to activations X of shap
 - ``get_params()`` / ``set_params(**params)`` (``sklearn.base.clone`` works).
 
 Extractors: :class:`PCAProxy`, :class:`SemiNMFProxy`, :class:`ICAProxy`, :class:`TopKSAEProxy`;
-:func:`make_proxy` builds one by name (``PROXY_NAMES``).
+:func:`make_proxy` builds one by name (``PROXY_NAMES``). A pretrained basis or dictionary
+(an SAE decoder, a basis computed elsewhere) is a proxy too: :class:`BasisProxy`, or
+``make_proxy("basis:PATH")`` (options after ``?``: ``basis:sae.safetensors?key=W_dec&select=energy``).
 
 Example::
 
@@ -37,6 +39,7 @@ __all__ = [
     "SemiNMFProxy",
     "ICAProxy",
     "TopKSAEProxy",
+    "BasisProxy",
     "PROXY_NAMES",
     "make_proxy",
 ]
@@ -143,6 +146,7 @@ class PCAProxy(_Proxy):
                     unknown)
 
     def fit(self, X: Any, y: Any = None) -> PCAProxy:
+        """Fit on activations ``X``, shape (n, d); returns ``self``."""
         X, r = self._validate_fit(X)
         self.mean_ = X.mean(axis=0) if self.center else np.zeros(X.shape[1])
         Xc = X - self.mean_
@@ -155,10 +159,12 @@ class PCAProxy(_Proxy):
         return self
 
     def transform(self, X: Any) -> np.ndarray:
+        """Codes of ``X``, shape (n, d) → (n, r)."""
         X = self._validate_X(X)
         return (X - self.mean_) @ self.components_.T
 
     def inverse_transform(self, Z: Any) -> np.ndarray:
+        """Reconstruction of codes ``Z``, shape (n, r) → (n, d)."""
         Z = self._validate_Z(Z)
         return Z @ self.components_ + self.mean_
 
@@ -226,6 +232,7 @@ class SemiNMFProxy(_Proxy):
         raise ConfigError(f"init must be 'kmeans' or 'random', got {self.init!r}")
 
     def fit(self, X: Any, y: Any = None) -> SemiNMFProxy:
+        """Fit on activations ``X``, shape (n, d); returns ``self``."""
         X, r = self._validate_fit(X)
         max_iter = check_positive_int(self.max_iter, "max_iter")
         self.mean_ = X.mean(axis=0) if self.center else np.zeros(X.shape[1])
@@ -259,6 +266,7 @@ class SemiNMFProxy(_Proxy):
         return Z
 
     def inverse_transform(self, Z: Any) -> np.ndarray:
+        """Reconstruction of codes ``Z``, shape (n, r) → (n, d)."""
         Z = self._validate_Z(Z)
         return Z @ self.components_ + self.mean_
 
@@ -284,6 +292,7 @@ class ICAProxy(_Proxy):
                          tol=tol, random_state=random_state), unknown)
 
     def fit(self, X: Any, y: Any = None) -> ICAProxy:
+        """Fit on activations ``X``, shape (n, d); returns ``self``."""
         X, r = self._validate_fit(X, extra_rows=2)
         from sklearn.decomposition import FastICA
 
@@ -299,10 +308,12 @@ class ICAProxy(_Proxy):
         return self
 
     def transform(self, X: Any) -> np.ndarray:
+        """Codes of ``X``, shape (n, d) → (n, r)."""
         X = self._validate_X(X)
         return (X - self.mean_) @ self.components_.T
 
     def inverse_transform(self, Z: Any) -> np.ndarray:
+        """Reconstruction of codes ``Z``, shape (n, r) → (n, d)."""
         Z = self._validate_Z(Z)
         return Z @ self.mixing_.T + self.mean_
 
@@ -407,6 +418,7 @@ class TopKSAEProxy(_Proxy):
         return self
 
     def transform(self, X: Any) -> np.ndarray:
+        """Codes of ``X``, shape (n, d) → (n, r) (top-k sparse)."""
         import torch
 
         X = self._validate_X(X)
@@ -416,8 +428,134 @@ class TopKSAEProxy(_Proxy):
         return z.numpy()
 
     def inverse_transform(self, Z: Any) -> np.ndarray:
+        """Reconstruction of codes ``Z``, shape (n, r) → (n, d)."""
         Z = self._validate_Z(Z)
         return Z @ self.components_ + self.decoder_bias_
+
+
+class BasisProxy(_Proxy):
+    """A given basis or dictionary decoder as the proxy: read, oriented, selected, orthonormalised.
+
+    Params: ``source`` (a ``.npy``/``.safetensors`` file, a SAELens or sparsify folder, or
+    ``hub:ORG/NAME[/FOLDER]``; see :mod:`tangentlab.measure.dictionaries`), ``n_components``
+    (r; None = every atom), ``orientation`` (``auto``, ``columns``: the matrix is (d, m), one atom
+    per column; ``rows``: (m, d), one atom per row, as SAELens stores ``W_dec`` (d_sae, d_in) and
+    sparsify ``W_dec`` (num_latents, d_in)), ``select`` (which r of m atoms when r < m: ``first``,
+    ``energy``: the r unit atoms with the largest mean squared projection of the fitting data X,
+    or ``auto``: ``energy`` for an overcomplete dictionary (m > d), else ``first``), ``key`` (the
+    tensor in a safetensors file), ``random_state`` (unused; the common contract).
+
+    The orientation rule (``auto``): a format that fixes it (SAE folders: rows) wins; otherwise the
+    axis whose length equals the data's d is the feature axis; a square (d, d) matrix is read as
+    columns. An axis ≠ d where the rule needs d is a :class:`~tangentlab.errors.ShapeError`
+    naming both dimensions.
+
+    ``fit(X)`` only reads X for its d (and for ``select="energy"``). Learned: ``components_``
+    (r, d) orthonormal rows (QR of the selected atoms, positive-diagonal convention, so the first
+    atom's direction is kept), ``atoms_`` (the selected atom indices), ``variant_`` (one line:
+    source, format, orientation, selection, QR), ``source_`` (a dict for manifests).
+    """
+
+    _param_names = ("source", "n_components", "orientation", "select", "key", "random_state")
+
+    def __init__(self, source: str = "", n_components: int | None = None, *,
+                 orientation: str = "auto", select: str = "auto", key: str | None = None,
+                 random_state: int = 0, **unknown: Any):
+        self._store(dict(source=source, n_components=n_components, orientation=orientation,
+                         select=select, key=key, random_state=random_state), unknown)
+
+    def _orient(self, M: np.ndarray, fixed: str | None, d: int) -> tuple[np.ndarray, str]:
+        o = self.orientation
+        if o not in ("auto", "rows", "columns"):
+            raise ConfigError(f"orientation must be auto, rows or columns; got {o!r}")
+        if o == "auto":
+            if fixed is not None:
+                o = fixed
+            elif M.shape[0] == d:
+                o = "columns"
+            elif M.shape[1] == d:
+                o = "rows"
+            else:
+                from tangentlab.errors import ShapeError
+
+                raise ShapeError(
+                    f"basis {self.source!r} has shape {M.shape} but the activations have d={d}: "
+                    f"neither dimension ({M.shape[0]} or {M.shape[1]}) equals d; was it trained "
+                    "for another model or site?"
+                )
+        D = M if o == "columns" else M.T
+        if D.shape[0] != d:
+            from tangentlab.errors import ShapeError
+
+            raise ShapeError(
+                f"basis {self.source!r} read as {o} has dimension {D.shape[0]} (shape {M.shape}) "
+                f"but the activations have d={d}; use the matching orientation or the dictionary "
+                "of this model's site"
+            )
+        return D, o
+
+    def fit(self, X: Any, y: Any = None) -> BasisProxy:
+        """Fit on activations ``X``, shape (n, d) (used only to select atoms); returns ``self``."""
+        from tangentlab.errors import RankError
+        from tangentlab.measure.dictionaries import load_dictionary
+
+        X = as_points(to_float64(X, "X"), name="X")
+        d = X.shape[1]
+        if not self.source:
+            raise ConfigError("BasisProxy needs source= (a basis file, an SAE folder, or hub:...)")
+        if self.select not in ("auto", "first", "energy"):
+            raise ConfigError(f"select must be auto, first or energy; got {self.select!r}")
+        dm = load_dictionary(self.source, key=self.key)
+        if not np.all(np.isfinite(dm.matrix)):
+            from tangentlab.errors import NonFiniteError
+
+            raise NonFiniteError(f"basis {self.source!r} holds NaN or Inf entries")
+        D, orient = self._orient(dm.matrix, dm.orientation, d)
+        m = D.shape[1]
+        r = m if self.n_components is None else check_positive_int(self.n_components, "n_components")
+        if r > m:
+            raise RankError(
+                f"n_components={r} but basis {self.source!r} has only {m} atoms; lower the rank"
+            )
+        if r >= d:
+            raise RankError(
+                f"a rank-{r} proxy in dimension d={d} leaves no normal space; need r < d "
+                f"(the basis has {m} atoms: pass n_components)"
+            )
+        sel = self.select if self.select != "auto" else ("energy" if m > d else "first")
+        if r == m:
+            idx = np.arange(m)
+            sel = "all"
+        elif sel == "first":
+            idx = np.arange(r)
+        else:
+            norms = np.linalg.norm(D, axis=0)
+            U = D / np.where(norms > 0, norms, 1.0)
+            score = np.mean((X @ U) ** 2, axis=0) * (norms > 0)
+            idx = np.sort(np.argsort(-score, kind="stable")[:r])
+        Q = orthonormalize(D[:, idx])
+        self.components_ = Q.T
+        self.atoms_ = idx
+        self.n_features_in_ = d
+        key = f"[{dm.key}]" if dm.key else ""
+        self.variant_ = (
+            f"basis {dm.source}{key} ({dm.fmt}, {orient}, {m} atoms in d={d}), "
+            f"{sel} {r} of {m}, QR-orthonormalised"
+        )
+        self.source_ = {"source": dm.source, "path": dm.path, "format": dm.fmt, "key": dm.key,
+                        "orientation": orient, "shape": list(dm.matrix.shape), "atoms": m,
+                        "select": sel, "rank": r, "meta": dm.meta}
+        return self
+
+    def transform(self, X: Any) -> np.ndarray:
+        """Codes of ``X``, shape (n, d) → (n, r)."""
+        X = self._validate_X(X)
+        return X @ self.components_.T
+
+    def inverse_transform(self, Z: Any) -> np.ndarray:
+        """Reconstruction of codes ``Z``, shape (n, r) → (n, d)."""
+        Z = self._validate_Z(Z)
+        return Z @ self.components_
 
 
 _PROXIES = {
@@ -430,15 +568,40 @@ _PROXIES = {
 PROXY_NAMES: tuple[str, ...] = tuple(_PROXIES)
 
 
+def _basis_spec(spec: str) -> dict[str, Any]:
+    """``PATH?key=K&select=S&orientation=O`` → BasisProxy parameters."""
+    from urllib.parse import parse_qsl
+
+    path, _, query = spec.partition("?")
+    if not path:
+        raise ConfigError("basis: needs a path, e.g. basis:decoder.npy or basis:hub:ORG/NAME/FOLDER")
+    opts: dict[str, Any] = {"source": path}
+    allowed = ("key", "select", "orientation")
+    for k, v in parse_qsl(query, keep_blank_values=True):
+        if k not in allowed:
+            raise ConfigError(f"basis option {k!r} is unknown; use {', '.join(allowed)}")
+        opts[k] = v
+    return opts
+
+
 def make_proxy(name: str, **params: Any) -> _Proxy:
-    """Build a proxy extractor by name (one of ``PROXY_NAMES``: pca, seminmf, ica, sae).
+    """Build a proxy extractor by name (one of ``PROXY_NAMES``.
+
+    Pca, seminmf, ica, sae), or a :class:`BasisProxy` from
+    ``basis:PATH[?key=K&select=S&orientation=O]``.
 
     Unknown names raise UnknownNameError; unknown parameters raise ConfigError.
     """
+    if str(name).startswith("basis:"):
+        opts = _basis_spec(str(name)[len("basis:"):])
+        clash = sorted(set(opts) & set(params))
+        if clash:
+            raise ConfigError(f"{clash} given both in {name!r} and as parameters")
+        return BasisProxy(**opts, **params)
     try:
         cls = _PROXIES[str(name).lower()]
     except KeyError:
         raise UnknownNameError(
-            f"unknown proxy {name!r}; choose one of {', '.join(PROXY_NAMES)}"
+            f"unknown proxy {name!r}; choose one of {', '.join(PROXY_NAMES)}, or basis:PATH"
         ) from None
     return cls(**params)

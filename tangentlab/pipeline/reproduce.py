@@ -38,7 +38,14 @@ from tangentlab.config import (
     parse_overrides,
 )
 from tangentlab.errors import ConfigError, DataError, StageError
-from tangentlab.pipeline.stages import RunSummary, Stage, StageContext, run_stages, usable_cores
+from tangentlab.pipeline.stages import (
+    REPRODUCE_KIND,
+    RunSummary,
+    Stage,
+    StageContext,
+    run_stages,
+    usable_cores,
+)
 from tangentlab.progress import log
 from tangentlab.runs import VERIFY_NAME
 
@@ -112,6 +119,8 @@ class ReproduceConfig(Config):
         corpus: training corpus name (the empirical default is the Wikipedia sample).
         train_overrides: ``"key=value"`` or ``"arch:key=value"`` overrides for training.
         measure_overrides: ``"key=value"`` or ``"arch:key=value"`` overrides for measurement.
+        external_measures: ``"NAME=DIR"`` measurement run directories (``tangentlab empirical
+            measure`` outputs, e.g. a public checkpoint suite) that the report shows beside ours.
     """
 
     seed: int = 0
@@ -125,6 +134,7 @@ class ReproduceConfig(Config):
     corpus: str = "wikipedia"
     train_overrides: tuple[str, ...] = ()
     measure_overrides: tuple[str, ...] = ()
+    external_measures: tuple[str, ...] = option((), unique=True)
 
     def relations(self) -> list[tuple[bool, str]]:
         """The device spelling and the ``[scope:]key=value`` form of every override."""
@@ -135,6 +145,11 @@ class ReproduceConfig(Config):
             for item in getattr(self, key):
                 out.append((_scoped_problem(item, key, required) is None,
                             _scoped_problem(item, key, required) or ""))
+        for item in self.external_measures:
+            name, _, folder = item.partition("=")
+            out.append((bool(name.strip()) and bool(folder.strip()) and "/" not in name,
+                        f"external_measures entry {item!r} must look like NAME=DIR "
+                        "(e.g. pythia-160m=runs/pythia)"))
         return out
 
 
@@ -143,8 +158,11 @@ DEFAULT = ReproduceConfig()
 
 
 def _quick_measure_overrides() -> tuple[str, ...]:
-    """The empirical pillar's quick measure preset as ``key=value`` overrides (one list, kept
-    there), so that ``--print-config`` shows them and the stage's config hash covers them."""
+    """The empirical pillar's quick measure preset as ``key=value`` overrides.
+
+    The list lives once, in the empirical pillar; spelled out here so that ``--print-config``
+    shows it and the stage's config hash covers it.
+    """
     from tangentlab.config import config_diff
     from tangentlab.empirical.protocol import QUICK_MEASURE, MeasureConfig
 
@@ -261,16 +279,11 @@ def _run_synthetic(cfg: ReproduceConfig, name: str, ctx: StageContext) -> None:
 
 def _run_train(cfg: ReproduceConfig, arch: str, ctx: StageContext) -> None:
     from tangentlab import empirical
+    from tangentlab.runs import TRAIN_CONFIG_NAME
 
     overrides = _scoped(cfg.train_overrides, arch, "train_overrides")
-    resume = ctx.resume
-    if resume and not any((ctx.output / "checkpoints").glob("step_*/train_state.json")):
-        # the interrupted attempt saved no complete checkpoint: nothing to resume from
-        import shutil
-
-        log(f"    train/{arch}: no complete checkpoint to resume from; starting afresh")
-        shutil.rmtree(ctx.output)
-        resume = False
+    # an interrupted attempt that wrote its config resumes (from step 0 if it saved no checkpoint)
+    resume = ctx.resume and (ctx.output / TRAIN_CONFIG_NAME).is_file()
     empirical.train_model(arch, ctx.output, preset=cfg.preset, corpus=cfg.corpus, device=cfg.device,
                           seed=cfg.seed, overrides=overrides or None, resume=resume)
 
@@ -386,18 +399,25 @@ def reproduce(
 
     Returns the :class:`~tangentlab.pipeline.stages.RunSummary`; a failed stage does not raise.
     """
+    from tangentlab import crash
+    from tangentlab.runs import check_output_dir, run_lock
+
     cfg = cfg if cfg is not None else DEFAULT
     run_dir = Path(out) if out is not None else new_run_dir(runs_root)
+    check_output_dir(run_dir, kind=REPRODUCE_KIND, existing="resume")
     stage_list = stages if stages is not None else build_stages(cfg)
-    log(f"tangentlab reproduce -> {run_dir} ({len(stage_list)} stages, config {config_hash(cfg)}"
-        + (", quick" if cfg.quick else "") + f", {jobs or usable_cores()} jobs)")
-    run_dir.mkdir(parents=True, exist_ok=True)
-    if out is None:
-        _link_latest(run_dir)
-    start = time.perf_counter()
     jobs = jobs if jobs is not None else usable_cores()
-    summary = run_stages(run_dir, stage_list, jobs=jobs, config=cfg, seeds={"seed": cfg.seed},
-                         device=cfg.device, extra={"quick": cfg.quick})
+    log(f"tangentlab reproduce -> {run_dir} ({len(stage_list)} stages, config {config_hash(cfg)}"
+        + (", quick" if cfg.quick else "") + f", {jobs} jobs)")
+    start = time.perf_counter()
+    with run_lock(run_dir, command="reproduce"):
+        run_dir.mkdir(parents=True, exist_ok=True)
+        crash.remember_run_dir(run_dir)
+        if out is None:
+            _link_latest(run_dir)
+        summary = run_stages(run_dir, stage_list, jobs=jobs, config=cfg,
+                             seeds={"seed": cfg.seed}, device=cfg.device,
+                             extra={"quick": cfg.quick})
     total = time.perf_counter() - start
     done = sum(r.status == "done" for r in summary.records)
     log(f"reproduce finished in {total:.1f} s: {done}/{len(summary.records)} stages done"

@@ -123,6 +123,7 @@ class Stage:
 
     @property
     def output_path(self) -> str:
+        """The output path relative to the run directory (``output``, else the stage's name)."""
         return self.output if self.output is not None else self.name
 
 
@@ -139,9 +140,11 @@ class RunSummary:
         return all(r.status == "done" for r in self.records)
 
     def by_name(self) -> dict[str, StageRecord]:
+        """The records keyed by stage name."""
         return {r.name: r for r in self.records}
 
     def problems(self) -> list[StageRecord]:
+        """The records of the stages that did not finish (failed, skipped or left running)."""
         return [r for r in self.records if r.status != "done"]
 
 
@@ -216,6 +219,7 @@ def _execute(func: Callable[[StageContext], None], ctx: StageContext,
     if log_path is not None:
         import sys
 
+        _die_with_parent()
         log_path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         sys.stdout.flush()
@@ -235,18 +239,35 @@ def _execute(func: Callable[[StageContext], None], ctx: StageContext,
     return _Outcome(True, time.perf_counter() - start, time.process_time() - cpu_start)
 
 
-def _executor():
-    """A one-process pool for one stage: a fresh interpreter state per stage.
+def _die_with_parent() -> None:
+    """Linux: this worker gets SIGKILL when its parent, the reproduce process, dies.
 
-    Workers come from a fork server that imported numpy and torch once, so a stage does not pay
-    those imports again.
+    So killing ``tangentlab reproduce`` never leaves a stage running on behind it. Elsewhere
+    this does nothing.
+    """
+    import ctypes
+    import signal
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # pragma: no cover - no prctl
+        pass
+
+
+def _executor():
+    """A one-process pool for one stage.
+
+    A fresh interpreter per stage (``spawn``), whose parent is this process (so it can be made to
+    die with it; a fork server would outlive it).
     """
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["tangentlab.pipeline._preload"])
-    return ProcessPoolExecutor(max_workers=1, mp_context=ctx)
+    return ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
 
 
 def usable_cores() -> int:
@@ -276,8 +297,10 @@ def run_stages(
         jobs: ``None`` runs the stages in this process in list order; ``N >= 1`` runs them in up to
             N worker processes at once (stage functions must then be picklable, e.g.
             ``functools.partial`` of a module-level function).
-        config, seeds, device, extra: recorded in the manifest (see
-            :func:`tangentlab.runs.build_manifest`).
+        config: the resolved config, recorded in the manifest.
+        seeds: the seeds, recorded in the manifest.
+        device: the device, recorded in the manifest.
+        extra: further manifest entries (see :func:`tangentlab.runs.build_manifest`).
 
     Returns:
         A :class:`RunSummary`, records in list order. Nothing is raised for a failing stage: it
@@ -306,10 +329,14 @@ def run_stages(
         extra={**dict(extra or {}), "stage_order": [s.name for s in stages], "jobs": jobs or 1},
     )
 
+    started = time.perf_counter()
+
     def save() -> None:
         # only this invocation's stages: a stage dropped from the list (e.g. one architecture
         # fewer) must not feed the report with results of another configuration
         manifest["timings_s"] = {k: round(float(v), 3) for k, v in timings.items()}
+        # stages overlap, so their seconds do not add up to the wall time of the invocation
+        manifest["wall_seconds"] = round(time.perf_counter() - started, 3)
         manifest["stages"] = {s.name: records[s.name].to_dict() for s in stages if s.name in records}
         write_manifest(run_dir, manifest)
 
@@ -434,8 +461,10 @@ def run_stages(
 
 
 def _previous_records(run_dir: Path) -> dict[str, StageRecord]:
-    """The records of an earlier invocation in ``run_dir`` (created if missing); refuses a
-    directory that holds something other than a reproduce run."""
+    """The records of an earlier invocation in ``run_dir`` (created if missing).
+
+    Refuses a directory that holds something other than a reproduce run.
+    """
     run_dir.mkdir(parents=True, exist_ok=True)
     if (run_dir / MANIFEST_NAME).is_file():
         old = read_manifest(run_dir)

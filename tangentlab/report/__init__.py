@@ -1,9 +1,22 @@
 """Predictions against measurements: the report. It reads run directories and nothing else.
 
 - :func:`render_report` renders ``report.html`` and ``report.md`` from a run directory's stored
-  results, without recomputing (any run, ours or a user's, can be re-rendered).
-- :func:`build_verdicts` decides each prediction's status word by the rules in
+  results, without recomputing (any run, ours or a user's, can be re-rendered), optionally with
+  external measurement runs (``measures={NAME: DIR}``).
+- :func:`build_verdicts` decides each row's status word by the rules in
   :mod:`tangentlab.report.rules` (documented in ``docs/report.md``).
+
+Modules, one job each:
+
+- ``rules``: the status rules, pure functions of plain numbers;
+- ``load``: the run directory (stage records, stage outputs, external measurement runs);
+- ``tables``: one measurement's results as typed estimates (confidence intervals kept apart from
+  min-max ranges);
+- ``units``: the empirical verdicts, one frozen record per (model, site);
+- ``checks``: recorded checks as lines that say their kind of error;
+- ``synthetic_panels``: which stored rows a synthetic row's figure draws;
+- ``verdicts``: the table of row specifications and :func:`build_verdicts`;
+- ``figures``: figures as data, and their rendering; ``render``: the HTML and Markdown pages.
 
 The report imports no other pillar (theory, synthetic, empirical) and not the pipeline that
 produced the run: a test parses the imports and keeps it so. Heavy modules (pandas, matplotlib)
@@ -12,7 +25,7 @@ load inside the functions that need them.
 
 from __future__ import annotations
 
-from tangentlab.report.load import RunData, Source
+from tangentlab.report.load import RunData, Source, parse_measure_args
 from tangentlab.report.render import SECTIONS, RenderResult, render_report
 from tangentlab.report.rules import RULES, STATUS_WORDS
 from tangentlab.report.verdicts import ROWS, Verdict, build_verdicts, row_keys
@@ -23,6 +36,7 @@ __all__ = [
     "SECTIONS",
     "RunData",
     "Source",
+    "parse_measure_args",
     "build_verdicts",
     "Verdict",
     "ROWS",

@@ -4,6 +4,10 @@ A verdict row describes its figure as data (:class:`Panel` holding :class:`Serie
 stay free of plotting code and tests can inspect what would be drawn. Conventions: theory is a
 *line*, measurements are *points* with interval bars, the null (random baseline, control band)
 is a grey *band* or *hline*, and the step-0 value a dashed *hline*.
+
+Legibility at report width: each panel's legend sits in its own strip *below* the axes, never on
+the data, so no point is hidden; a band, hline or vline with a ``color`` shares that colour with
+its measurement.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from dataclasses import dataclass, field
 
 __all__ = ["Series", "Panel", "render_png", "panel_has_data"]
 
-_KINDS = ("line", "points", "band", "hline")
+_KINDS = ("line", "points", "band", "hline", "vline")
 
 
 @dataclass(frozen=True)
@@ -25,10 +29,13 @@ class Series:
     Attributes:
         label: legend text.
         kind: ``line`` (theory), ``points`` (measurement, with optional ``lo``/``hi`` interval),
-            ``band`` (``lo``..``hi`` shaded over ``x``), ``hline`` (``y[0]`` across the panel).
+            ``band`` (``lo``..``hi`` shaded over ``x``), ``hline`` (``y[0]`` across the panel),
+            ``vline`` (``x[0]`` from bottom to top: a window boundary).
         x, y, lo, hi: coordinates, all the same length (``lo``/``hi`` may be empty).
         style: ``"reference"`` draws an hline dashed (step-0 values, null lines); ``"tick"`` draws
-            a line's values as short horizontal dashes (theory at categorical x).
+            a line's values as short horizontal dashes (theory at categorical x); ``"hollow"``
+            draws points as open circles (e.g. the step-0 values beside the trained ones).
+            A label ``"_nolegend_"`` keeps the series out of the legend.
     """
 
     label: str
@@ -56,6 +63,7 @@ class Panel:
     xscale: str = "linear"
     yscale: str = "linear"
     categories: tuple[str, ...] = ()  # tick labels for categorical x (x = 0..k-1)
+    dodge: bool = True  # shift overlapping point series sideways a little, so none hides another
 
 
 def _finite(values: Sequence[float]) -> list[float]:
@@ -73,9 +81,17 @@ def panel_has_data(panel: Panel) -> bool:
 _COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
 
 
+def _legend_rows(panel: Panel, ncol: int) -> int:
+    n = sum(1 for s in panel.series if s.label and not s.label.startswith("_"))
+    return -(-n // ncol) if n else 0
+
+
 def render_png(panels: Sequence[Panel], *, width: float = 5.2, height: float = 3.6, dpi: int = 90,
                ncols: int | None = None) -> bytes:
-    """Draw ``panels`` in a grid (side by side unless ``ncols`` is given); return PNG bytes (Agg)."""
+    """Draw ``panels`` in a grid (side by side unless ``ncols`` is given); return PNG bytes (Agg).
+
+    Each panel gets a legend strip below its axes, tall enough for its entries (two columns).
+    """
     import matplotlib
 
     matplotlib.use("Agg", force=True)
@@ -87,84 +103,125 @@ def render_png(panels: Sequence[Panel], *, width: float = 5.2, height: float = 3
         raise ValueError("a figure needs at least one panel")
     ncols = min(ncols or len(panels), len(panels))
     nrows = -(-len(panels) // ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows), dpi=dpi,
-                             squeeze=False)
-    for ax in axes.flat[len(panels):]:
-        ax.set_axis_off()
+    leg_ncol = 2
+    row_leg = [max(_legend_rows(p, leg_ncol) for p in panels[r * ncols:(r + 1) * ncols])
+               for r in range(nrows)]
+    # inches under the axes for tick labels and the x label (more for rotated category ticks)
+    below = [0.72 + (0.3 if any(p.categories for p in panels[r * ncols:(r + 1) * ncols]) else 0.0)
+             for r in range(nrows)]
+    title_lines = [max(p.title.count("\n") + 1 for p in panels[(r + 1) * ncols:(r + 2) * ncols] or [panels[0]])
+                   for r in range(nrows)]
+    leg_h = [below[r] + 0.2 * k + (0.3 + 0.2 * title_lines[r] if r < nrows - 1 else 0.1)
+             for r, k in enumerate(row_leg)]
+    ratios = []
+    for r in range(nrows):
+        ratios += [height, leg_h[r]]
+    fig = plt.figure(figsize=(width * ncols, sum(ratios)), dpi=dpi)
+    grid = fig.add_gridspec(2 * nrows, ncols, height_ratios=ratios, hspace=0.0, wspace=0.35)
     try:
-        for ax, panel in zip(axes.flat, panels):
-            color_i = 0
-            for s in panel.series:
-                x = np.asarray(s.x, dtype=float)
-                y = np.asarray(s.y, dtype=float)
-                if s.kind == "hline":
-                    if len(y) and math.isfinite(y[0]):
-                        ax.axhline(y[0], color="0.35" if s.style == "reference" else "0.55",
-                                   linestyle="--" if s.style == "reference" else ":",
-                                   linewidth=1.2, label=s.label)
-                    continue
-                if s.kind == "band":
-                    lo = np.asarray(s.lo, dtype=float)
-                    hi = np.asarray(s.hi, dtype=float)
-                    order = np.argsort(x)
-                    ax.fill_between(x[order], lo[order], hi[order], color="0.6", alpha=0.3,
-                                    linewidth=0, label=s.label)
-                    continue
-                if s.color is not None:
-                    color = _COLORS[s.color % len(_COLORS)]
-                else:
-                    color = _COLORS[color_i % len(_COLORS)]
-                    color_i += 1
-                if s.kind == "line" and s.style == "tick":  # theory at categorical x: a dash each
-                    ax.plot(x, y, "_", color=color, markersize=22, markeredgewidth=2.2, label=s.label)
-                elif s.kind == "line":
-                    order = np.argsort(x)
-                    ax.plot(x[order], y[order], "-", color=color, linewidth=1.6, label=s.label)
-                else:
-                    if len(s.lo) == len(y) and len(s.hi) == len(y) and len(y):
-                        lo = np.asarray(s.lo, dtype=float)
-                        hi = np.asarray(s.hi, dtype=float)
-                        with np.errstate(invalid="ignore"):
-                            yerr = np.vstack([np.clip(y - lo, 0, None), np.clip(hi - y, 0, None)])
-                        yerr = np.where(np.isfinite(yerr), yerr, 0.0)
-                        ax.errorbar(x, y, yerr=yerr, fmt="o", color=color, markersize=4.5,
-                                    capsize=2.5, linewidth=1.0, label=s.label)
-                    else:
-                        ax.plot(x, y, "o", color=color, markersize=4.5, label=s.label)
-            if panel.xscale == "symlog":  # training steps: 0, then log-spaced
-                ax.set_xscale("symlog", linthresh=1.0, linscale=0.5)
-                xs = [float(v) for s in panel.series for v in s.x if v == v]
-                if xs:
-                    ax.set_xlim(left=-0.15, right=max(xs) * 1.3 + 0.5)
-                ax.xaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
-            else:
-                ax.set_xscale(panel.xscale)
-            ax.set_yscale(panel.yscale)
-            if panel.xscale == "log":  # label the measured x values themselves
-                xs = sorted({float(v) for s in panel.series for v in s.x if v == v and v > 0})
-                if xs:
-                    step = max(1, -(-len(xs) // 8))
-                    ax.set_xticks(xs[::step])
-                    ax.xaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
-                ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-            if panel.categories:
-                ax.set_xticks(range(len(panel.categories)))
-                ax.set_xticklabels(panel.categories, rotation=20, fontsize=8)
-            ax.set_title(panel.title, fontsize=10)
-            ax.set_xlabel(panel.xlabel, fontsize=9)
-            ax.set_ylabel(panel.ylabel, fontsize=9)
-            ax.tick_params(labelsize=8)
-            ax.grid(True, alpha=0.25)
+        for i, panel in enumerate(panels):
+            r, c = divmod(i, ncols)
+            ax = fig.add_subplot(grid[2 * r, c])
+            lax = fig.add_subplot(grid[2 * r + 1, c])
+            lax.set_axis_off()
+            _draw(ax, panel, np, matplotlib)
             handles, labels = ax.get_legend_handles_labels()
-            if handles:
-                ax.legend(fontsize=6.5 if len(handles) > 5 else 7, loc="best", framealpha=0.8,
-                          ncol=2 if len(handles) > 5 else 1)
-        # fixed margins in inches (tight_layout would cost a second full draw per figure)
-        fw, fh = width * ncols, height * nrows
-        fig.subplots_adjust(left=0.75 / fw, right=1 - 0.2 / fw, bottom=0.85 / fh, top=1 - 0.6 / fh,
-                            wspace=0.85 / width, hspace=1.5 / height)
+            keep = [(h, lbl) for h, lbl in zip(handles, labels) if not lbl.startswith("_")]
+            if keep:
+                top = 1.0 - below[r] / leg_h[r]
+                lax.legend([h for h, _ in keep], [lbl for _, lbl in keep], loc="upper center",
+                           bbox_to_anchor=(0.5, top),
+                           ncol=leg_ncol, fontsize=7, frameon=False, borderaxespad=0.0,
+                           handlelength=1.8, columnspacing=1.2)
         buf = io.BytesIO()
-        fig.savefig(buf, format="png", dpi=dpi)
+        fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight", pad_inches=0.12)
         return buf.getvalue()
     finally:
         plt.close(fig)
+
+
+def _draw(ax, panel: Panel, np, matplotlib) -> None:
+    """Draw one panel's series, scales, ticks and labels on ``ax`` (no legend)."""
+    color_i = 0
+    n_points = sum(1 for s in panel.series if s.kind == "points")
+    k_points = 0
+    span = [float(v) for s in panel.series if s.kind == "points" for v in s.x if math.isfinite(float(v))]
+    width = (max(span) - min(span)) if span else 0.0
+    for s in panel.series:
+        x = np.asarray(s.x, dtype=float)
+        if s.kind == "points" and panel.dodge and n_points > 1:
+            shift = (k_points - (n_points - 1) / 2) / max(n_points, 2)
+            k_points += 1
+            if panel.xscale in ("log", "symlog") and not panel.categories:
+                x = np.where(x > 0, x * (1.0 + 0.25 * shift), x + 0.25 * shift)
+            elif panel.categories:
+                x = x + 0.3 * shift
+            else:
+                x = x + 0.04 * width * shift
+        y = np.asarray(s.y, dtype=float)
+        own = _COLORS[s.color % len(_COLORS)] if s.color is not None else None
+        if s.kind == "hline":
+            if len(y) and math.isfinite(y[0]):
+                ax.axhline(y[0], color=own or ("0.35" if s.style == "reference" else "0.55"),
+                           linestyle="--" if s.style == "reference" else ":",
+                           linewidth=1.2, label=s.label)
+            continue
+        if s.kind == "vline":
+            if len(x) and math.isfinite(x[0]):
+                ax.axvline(x[0], color=own or "0.3", linestyle="-." if s.style == "reference" else ":",
+                           linewidth=1.1, label=s.label)
+            continue
+        if s.kind == "band":
+            lo = np.asarray(s.lo, dtype=float)
+            hi = np.asarray(s.hi, dtype=float)
+            order = np.argsort(x)
+            ax.fill_between(x[order], lo[order], hi[order], color=own or "0.6",
+                            alpha=0.15 if own else 0.3, linewidth=0, label=s.label)
+            continue
+        if own is not None:
+            color = own
+        else:
+            color = _COLORS[color_i % len(_COLORS)]
+            color_i += 1
+        face = "none" if s.style == "hollow" else color
+        if s.kind == "line" and s.style == "tick":  # theory at categorical x: a dash each
+            ax.plot(x, y, "_", color=color, markersize=22, markeredgewidth=2.2, label=s.label)
+        elif s.kind == "line":
+            order = np.argsort(x)
+            ax.plot(x[order], y[order], "-", color=color, linewidth=1.6, label=s.label)
+        elif len(s.lo) == len(y) and len(s.hi) == len(y) and len(y):
+            lo = np.asarray(s.lo, dtype=float)
+            hi = np.asarray(s.hi, dtype=float)
+            with np.errstate(invalid="ignore"):
+                yerr = np.vstack([np.clip(y - lo, 0, None), np.clip(hi - y, 0, None)])
+            yerr = np.where(np.isfinite(yerr), yerr, 0.0)
+            ax.errorbar(x, y, yerr=yerr, fmt="o", color=color, markerfacecolor=face, markersize=4.5,
+                        capsize=2.5, linewidth=1.0, label=s.label)
+        else:
+            ax.plot(x, y, "o", color=color, markerfacecolor=face, markersize=4.5, label=s.label)
+    if panel.xscale == "symlog":  # training steps: 0, then log-spaced
+        ax.set_xscale("symlog", linthresh=1.0, linscale=0.5)
+        xs = [float(v) for s in panel.series for v in s.x if v == v]
+        if xs:
+            ax.set_xlim(left=-0.15, right=max(xs) * 1.3 + 0.5)
+        ax.xaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+    else:
+        ax.set_xscale(panel.xscale)
+    ax.set_yscale(panel.yscale)
+    if panel.xscale == "log":  # label the measured x values themselves
+        xs = sorted({float(v) for s in panel.series for v in s.x if v == v and v > 0})
+        if xs:
+            step = max(1, -(-len(xs) // 8))
+            ax.set_xticks(xs[::step])
+            ax.xaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    if panel.categories:
+        ax.set_xticks(range(len(panel.categories)))
+        ax.set_xticklabels(panel.categories, rotation=20, fontsize=8)
+        ax.set_xlim(-0.5, len(panel.categories) - 0.5)
+    ax.set_title(panel.title, fontsize=10)
+    ax.set_xlabel(panel.xlabel, fontsize=9)
+    ax.set_ylabel(panel.ylabel, fontsize=9)
+    ax.tick_params(labelsize=8)
+    ax.grid(True, alpha=0.25)
+    ax.margins(x=0.06, y=0.08)  # no point on the frame

@@ -3,6 +3,15 @@
 The report reads *only* what the stages stored (never recomputes): ``manifest.json`` (stage
 records), each stage's ``results.csv``, ``checks.json`` and ``manifest.json``, and
 ``theory/verify.json``.
+
+External measurement runs (``tangentlab empirical measure`` outputs: ``results.csv`` and
+``manifest.json``) join the report as pseudo-stages ``external/<NAME>``: given on the command line
+(``tangentlab report RUN --measure NAME=DIR``) or listed in the run's recorded config under
+``external_measures`` (a table ``{NAME = "DIR"}`` or a list of ``"NAME=DIR"``). A relative DIR is
+read relative to the run directory.
+
+A ``validate/`` directory (``results.csv`` + ``checks.json`` of ``tangentlab validate``) is read
+when the run has a ``validate`` stage record, or holds the directory without one.
 """
 
 from __future__ import annotations
@@ -24,7 +33,43 @@ from tangentlab.runs import (
     read_stage_records,
 )
 
-__all__ = ["Source", "RunData"]
+__all__ = ["Source", "RunData", "EXTERNAL_PREFIX", "VALIDATE_STAGE", "parse_measure_args"]
+
+#: Stage-name prefix of the external measurement runs added to a report.
+EXTERNAL_PREFIX = "external/"
+#: The validation battery's stage (and directory) name.
+VALIDATE_STAGE = "validate"
+
+
+def parse_measure_args(items) -> dict[str, Path]:
+    """``["NAME=DIR", ...]`` (or a ``{NAME: DIR}`` table) to ``{NAME.
+
+    Path(DIR)}``; a DataError names the malformed entry.
+    """
+    if items is None:
+        return {}
+    if isinstance(items, dict):
+        pairs = [(str(k), str(v)) for k, v in items.items()]
+    elif isinstance(items, (list, tuple)):
+        pairs = []
+        for item in items:
+            if not isinstance(item, str) or "=" not in item:
+                raise DataError(f"external measure {item!r} must look like NAME=DIR "
+                                "(e.g. pythia-160m=runs/pythia)")
+            name, d = item.split("=", 1)
+            pairs.append((name.strip(), d.strip()))
+    else:
+        raise DataError(f"external_measures must be a table NAME = DIR or a list of 'NAME=DIR'; "
+                        f"got {type(items).__name__}")
+    out: dict[str, Path] = {}
+    for name, d in pairs:
+        if not name or not d or "/" in name:
+            raise DataError(f"external measure {name}={d!r}: NAME must be a non-empty word without "
+                            "'/' and DIR a measurement run directory")
+        if name in out:
+            raise DataError(f"external measure {name!r} is given twice; give each NAME once")
+        out[name] = Path(d)
+    return out
 
 
 @dataclass(frozen=True)
@@ -36,14 +81,17 @@ class Source:
         path: the stage's output directory, relative to the run directory (and to the report).
         config_hash: the config hash recorded in that directory's manifest (else the stage's).
         seed: the seed recorded there, if any.
+        present: whether the directory exists (a stage that never ran has none).
     """
 
     stage: str
     path: str
     config_hash: str | None = None
     seed: int | None = None
+    present: bool = True
 
     def label(self) -> str:
+        """The name shown for this source (the stage, or ``external/NAME``)."""
         parts = [self.path]
         if self.config_hash:
             parts.append(f"config {self.config_hash}")
@@ -70,11 +118,18 @@ class RunData:
     run_dir: Path
     manifest: dict[str, Any] = field(default_factory=dict)
     records: dict[str, StageRecord] = field(default_factory=dict)
+    externals: dict[str, Path] = field(default_factory=dict)
     _tables: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def open(cls, run_dir: str | Path) -> RunData:
-        """Open ``run_dir``; it must hold a reproduce ``manifest.json``."""
+    def open(cls, run_dir: str | Path, *, measures: dict[str, str | Path] | None = None) -> RunData:
+        """Open ``run_dir``; it must hold a reproduce ``manifest.json``.
+
+        Args:
+            run_dir: the run directory.
+            measures: external measurement runs ``{NAME: DIR}``, added to those the run's config
+                lists under ``external_measures`` (a NAME given here wins).
+        """
         run_dir = Path(run_dir)
         if not run_dir.is_dir():
             raise DataError(f"run directory {str(run_dir)!r} does not exist; pass the directory "
@@ -83,15 +138,47 @@ class RunData:
         if manifest.get("kind") != "reproduce":
             raise DataError(f"{str(run_dir)!r} holds a {manifest.get('kind')!r} run; "
                             "`tangentlab report` renders reproduce run directories")
-        return cls(run_dir=run_dir, manifest=manifest, records=read_stage_records(run_dir))
+        cfg = manifest.get("config") if isinstance(manifest.get("config"), dict) else {}
+        externals = parse_measure_args(cfg.get("external_measures"))
+        externals.update({k: Path(v) for k, v in (measures or {}).items()})
+        resolved: dict[str, Path] = {}
+        for name, d in externals.items():
+            d = d if d.is_absolute() else run_dir / d
+            if not (d / RESULTS_NAME).is_file():
+                raise DataError(f"external measure {name}={str(d)!r} holds no {RESULTS_NAME}; pass a "
+                                "directory written by `tangentlab empirical measure`")
+            resolved[name] = d
+        return cls(run_dir=run_dir, manifest=manifest, records=read_stage_records(run_dir),
+                   externals=resolved)
 
     # ---------------------------------------------------------------- stages
+    def external_stages(self) -> list[str]:
+        """The pseudo-stages of the external measurement runs, in the order given."""
+        return [EXTERNAL_PREFIX + name for name in self.externals]
+
+    def _external(self, stage: str) -> Path | None:
+        if stage.startswith(EXTERNAL_PREFIX):
+            return self.externals.get(stage[len(EXTERNAL_PREFIX):])
+        return None
+
     def status(self, stage: str) -> str:
-        """``done``, ``failed``, ``skipped``, ``running`` or ``not run`` (no record)."""
+        """``done``, ``failed``, ``skipped``, ``running`` or ``not run`` (no record).
+
+        An external measurement run is ``done`` (it was checked on open). A ``validate/``
+        directory with its checks and no stage record counts as ``done``.
+        """
+        if self._external(stage) is not None:
+            return "done"
         rec = self.records.get(stage)
+        if rec is None and stage == VALIDATE_STAGE and (self.run_dir / stage / CHECKS_NAME).is_file():
+            return "done"
         return rec.status if rec is not None else "not run"
 
     def stage_dir(self, stage: str) -> Path:
+        """The folder of ``stage`` (an external measurement's own folder for ``external/NAME``)."""
+        ext = self._external(stage)
+        if ext is not None:
+            return ext
         rec = self.records.get(stage)
         rel = rec.outputs[0] if rec is not None and rec.outputs else stage
         return self.run_dir / rel
@@ -110,16 +197,19 @@ class RunData:
                 seed = s if s is not None else seed
             except (OSError, json.JSONDecodeError):
                 pass
-        return Source(stage=stage, path=str(d.relative_to(self.run_dir)), config_hash=config_hash,
-                      seed=seed)
+        try:
+            path = str(d.relative_to(self.run_dir))
+        except ValueError:  # an external measurement run outside the run directory
+            path = str(d.resolve())
+        return Source(stage=stage, path=path, config_hash=config_hash, seed=seed, present=d.is_dir())
 
     def problem(self, stage: str) -> str | None:
         """None if the stage is done, else a sentence saying why its numbers are missing."""
+        if self.status(stage) == "done":
+            return None
         rec = self.records.get(stage)
         if rec is None:
             return f"stage {stage} was not run"
-        if rec.status == "done":
-            return None
         if rec.status == "failed":
             return f"stage {stage} failed: {rec.error}"
         if rec.status == "skipped":
@@ -134,8 +224,26 @@ class RunData:
             self._tables[stage] = read_results(path)
         return self._tables[stage]
 
+    def table(self, stage: str):
+        """The stage's results as a :class:`~tangentlab.report.tables.ResultTable` (cached)."""
+        from tangentlab.report.tables import ResultTable
+
+        key = "table:" + stage
+        if key not in self._tables:
+            self._tables[key] = ResultTable(self.results(stage))
+        return self._tables[key]
+
     def stage_manifest(self, stage: str) -> dict[str, Any]:
+        """The ``manifest.json`` of ``stage`` (empty when it has none)."""
         return read_manifest(self.stage_dir(stage))
+
+    def stage_manifest_or_empty(self, stage: str) -> dict[str, Any]:
+        """The stage's ``manifest.json``, or ``{}`` when it has none (old or foreign runs)."""
+        try:
+            m = self.stage_manifest(stage)
+        except DataError:
+            return {}
+        return m if isinstance(m, dict) else {}
 
     def checks(self, stage: str) -> list[dict[str, Any]]:
         """The stage's ``checks.json`` (a list of check dicts); empty if it wrote none."""

@@ -47,15 +47,23 @@ PAPER: dict[str, str] = {
         "Enrichment above 1 with p at its floor, often by orders of magnitude in decoders; "
         "the effect weakens late in training and is weaker in encoders."
     ),
+    "weakens-late": (
+        "The effect weakens late in training (qualitative; no checkpoint values survive)."
+    ),
     "frequency-buckets": "Frequent tokens show the strongest tangent enrichment.",
     "isoscore": "Removing Q_T raises isotropy more than removing a control.",
     "frequency-distance": (
         "The readers report rho of about -0.5 between log-frequency and distance to the "
-        "centroid for decoders, weaker for encoders."
+        "centroid for decoders, weaker for encoders. That is a Pearson correlation: compare it "
+        "with our Pearson value, not with the Spearman statistic the rule uses."
     ),
     "ablation": (
         "Not measured in the paper. The citing paper (arXiv 2606.12689) asks for causal tests "
         "against controls before a pattern counts as an explanation."
+    ),
+    "validation": (
+        "Not in the paper. The citing paper (arXiv 2606.12689) asks that statistics be "
+        "calibrated under a null and shown to recover a planted signal before they are read."
     ),
     "river-valley": (
         "Muon paper (arXiv 2606.21514): Muon advances fast along flat river directions where "

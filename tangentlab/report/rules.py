@@ -33,7 +33,10 @@ __all__ = [
     "bucket_rule",
     "greater_than_control_rule",
     "negative_correlation_rule",
+    "weakens_late_rule",
+    "matched_ablation_rule",
     "p_floor",
+    "Interval",
 ]
 
 SUPPORTED = "supported"
@@ -75,13 +78,47 @@ RULES: dict[str, str] = {
         "inconclusive if the CI is below 0 but rho is above the step-0 rho, or if the CI "
         "contains 0; not supported if the CI lower bound is above 0."
     ),
+    "weakens-late": (
+        "Late window = the checkpoints after the early/late cut the measurement recorded (its "
+        "late window where it records one). Peak = the trained checkpoint (step > 0) with the "
+        "largest enrichment. Late-window enrichment = the late-window aggregate when the run "
+        "stores a confidence interval for it, else each late-window checkpoint with its own "
+        "bootstrap CI. Not supported if the trajectory peaks at its last checkpoint. Otherwise "
+        "supported if the late-window enrichment is below the peak and their bootstrap "
+        "intervals do not overlap (every late value's CI upper bound is below the peak's CI "
+        "lower bound); else (overlapping intervals, the peak inside the late window, no "
+        "checkpoint after the cut, or no interval stored) inconclusive."
+    ),
     "ablation": (
-        "At the last checkpoint, T = loss increase when ablating along Q_T and N = the mean "
-        "over matched controls: with intervals, supported if T's lower bound is above N's "
-        "upper bound, not supported if T's upper bound is below N's lower bound, else "
-        "inconclusive; with point values only, supported if T > N and not supported if T <= N."
+        "At the last causal checkpoint, T = loss increase when mean-ablating Q_T and M = the "
+        "mean loss increase over controls matched to Q_T on the activation variance they remove "
+        "(ablation_loss_matched_mean): supported if T's CI lower bound is above M's CI upper "
+        "bound; not supported if T's CI upper bound is below M's CI lower bound; otherwise "
+        "(overlapping intervals, or an interval missing) inconclusive. A run without "
+        "variance-matched controls is inconclusive: its complement controls remove far less "
+        "activation variance than Q_T, so a larger loss increase is expected whatever the "
+        "geometry."
     ),
 }
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A labelled point estimate with its interval (a checkpoint, a window, a bucket)."""
+
+    label: str
+    value: float | None
+    lo: float | None = None
+    hi: float | None = None
+
+    def has_interval(self) -> bool:
+        """True when both ends of the interval are known."""
+        return _ok(self.lo) and _ok(self.hi)
+
+    def text(self) -> str:
+        """The estimate as text, e.g. ``3.1 [2.8, 3.4]``."""
+        iv = f" [CI {_f(self.lo)}, {_f(self.hi)}]" if self.has_interval() else " (no CI stored)"
+        return f"{self.label}: {_f(self.value)}{iv}"
 
 
 @dataclass(frozen=True)
@@ -242,6 +279,53 @@ def negative_correlation_rule(
             return Outcome(INCONCLUSIVE, txt + "; negative, but not below the step-0 value")
         return Outcome(SUPPORTED, txt)
     return Outcome(INCONCLUSIVE, txt + "; the CI contains 0")
+
+
+def weakens_late_rule(peak: Interval | None, late: Sequence[Interval], *,
+                      peak_is_last: bool) -> Outcome:
+    """Enrichment weakens late in training; see ``RULES["weakens-late"]``.
+
+    Args:
+        peak: the trained checkpoint (step > 0) with the largest enrichment, with its bootstrap CI.
+        late: the late-window enrichment: one aggregate, or each late-window checkpoint.
+        peak_is_last: whether the peak is the trajectory's last checkpoint.
+    """
+    if peak is None or not _ok(peak.value):
+        return Outcome(INCONCLUSIVE, "no trained checkpoint has an enrichment value")
+    late = [x for x in late if _ok(x.value)]
+    txt = f"peak {peak.text()}; late window " + ("; ".join(x.text() for x in late) or "empty")
+    if peak_is_last:
+        return Outcome(NOT_SUPPORTED, txt + "; the trajectory peaks at its last checkpoint")
+    if not late:
+        return Outcome(INCONCLUSIVE, f"peak {peak.text()}; no checkpoint after the early/late cut")
+    if not (peak.has_interval() and all(x.has_interval() for x in late)):
+        return Outcome(INCONCLUSIVE, txt + "; an interval is missing")
+    if not all(float(x.value) < float(peak.value) for x in late):
+        return Outcome(INCONCLUSIVE, txt + "; the peak lies inside the late window")
+    if all(float(x.hi) < float(peak.lo) for x in late):
+        return Outcome(SUPPORTED, txt + "; every late value lies below the peak, intervals apart")
+    return Outcome(INCONCLUSIVE, txt + "; the intervals overlap")
+
+
+def matched_ablation_rule(tangent: Interval | None, matched: Interval | None) -> Outcome:
+    """Causal ablation: Q_T against variance-matched controls; see ``RULES["ablation"]``.
+
+    ``matched`` is None when the run has no variance-matched controls (old runs): inconclusive.
+    """
+    if matched is None:
+        return Outcome(INCONCLUSIVE, "no variance-matched controls stored: the complement "
+                                     "controls remove far less activation variance than Q_T, so "
+                                     "they cannot separate geometry from removed variance")
+    if tangent is None or not (_ok(tangent.value) and _ok(matched.value)):
+        return Outcome(INCONCLUSIVE, "the tangent or matched-control loss increase is missing")
+    txt = f"{tangent.text()} vs {matched.text()}"
+    if not (tangent.has_interval() and matched.has_interval()):
+        return Outcome(INCONCLUSIVE, txt + "; an interval is missing")
+    if float(tangent.lo) > float(matched.hi):
+        return Outcome(SUPPORTED, txt)
+    if float(tangent.hi) < float(matched.lo):
+        return Outcome(NOT_SUPPORTED, txt)
+    return Outcome(INCONCLUSIVE, txt + "; the intervals overlap")
 
 
 def group_units(items: Iterable[tuple[str, Outcome]]) -> dict[str, Outcome]:

@@ -190,7 +190,7 @@ class Manifold(abc.ABC):
 
     # -- public contract ---------------------------------------------------------------------
     def sample(self, n: int, seed: int) -> np.ndarray:
-        """n points on the manifold, shape (n, D) (the sampling law is stated per space)."""
+        """N points on the manifold, shape (n, D) (the sampling law is stated per space)."""
         if int(n) < 1:
             raise ValidationError(f"n must be >= 1; got {n}")
         return self.from_native(self._native_sample(int(n), np.random.default_rng(seed)))
@@ -328,10 +328,12 @@ class Sphere(Manifold):
 
     @property
     def dim(self) -> int:
+        """The intrinsic dimension m."""
         return self._m
 
     @property
     def native_dim(self) -> int:
+        """The dimension of the native (unrotated) embedding, before placement in R^D."""
         return self._m + 1
 
     def _native_sample(self, n, rng):
@@ -448,10 +450,12 @@ class ParametrizedManifold(Manifold):
 
     @abc.abstractmethod
     def phi(self, theta):  # torch (m,) -> (D0,)
+        """The native immersion: torch parameters, shape (m,), to a point, shape (D0,)."""
         ...
 
     @abc.abstractmethod
-    def params(self, xn: np.ndarray) -> np.ndarray: ...
+    def params(self, xn: np.ndarray) -> np.ndarray:
+        """Parameters, shape (n, m), of native points, shape (n, D0) (the inverse of ``phi``)."""
 
     @abc.abstractmethod
     def _sample_params(self, n: int, rng: np.random.Generator) -> np.ndarray: ...
@@ -528,12 +532,14 @@ class Helix(ParametrizedManifold):
     native_dim = 3  # type: ignore[assignment]
 
     def phi(self, theta):
+        """See :meth:`ParametrizedManifold.phi`."""
         import torch
 
         t = theta[0]
         return torch.stack([self.a * torch.cos(t), self.a * torch.sin(t), self.b * t])
 
     def params(self, xn):
+        """See :meth:`ParametrizedManifold.params`."""
         return xn[:, 2:3] / self.b
 
     def _sample_params(self, n, rng):
@@ -558,6 +564,7 @@ class FlatTorus(ParametrizedManifold):
     native_dim = 4  # type: ignore[assignment]
 
     def phi(self, theta):
+        """See :meth:`ParametrizedManifold.phi`."""
         import torch
 
         return torch.stack([
@@ -566,6 +573,7 @@ class FlatTorus(ParametrizedManifold):
         ])
 
     def params(self, xn):
+        """See :meth:`ParametrizedManifold.params`."""
         return np.stack([np.arctan2(xn[:, 1], xn[:, 0]), np.arctan2(xn[:, 3], xn[:, 2])], axis=1)
 
     def _sample_params(self, n, rng):
@@ -597,6 +605,7 @@ class TorusOfRevolution(ParametrizedManifold):
     native_dim = 3  # type: ignore[assignment]
 
     def phi(self, theta):
+        """See :meth:`ParametrizedManifold.phi`."""
         import torch
 
         u, v = theta[0], theta[1]
@@ -604,6 +613,7 @@ class TorusOfRevolution(ParametrizedManifold):
         return torch.stack([rho * torch.cos(u), rho * torch.sin(u), self.r * torch.sin(v)])
 
     def params(self, xn):
+        """See :meth:`ParametrizedManifold.params`."""
         u = np.arctan2(xn[:, 1], xn[:, 0])
         rho = np.hypot(xn[:, 0], xn[:, 1]) - self.R
         return np.stack([u, np.arctan2(xn[:, 2], rho)], axis=1)
@@ -652,6 +662,7 @@ class HyperbolicPlane(ParametrizedManifold):
     native_dim = 3  # type: ignore[assignment]
 
     def phi(self, theta):
+        """See :meth:`ParametrizedManifold.phi`."""
         import torch
 
         # parameters (x, s) with y = exp(s): the chart stays inside y > 0 for any step in s
@@ -663,6 +674,7 @@ class HyperbolicPlane(ParametrizedManifold):
         ])
 
     def params(self, xn):
+        """See :meth:`ParametrizedManifold.params`."""
         rho = np.hypot(xn[:, 0], xn[:, 1])
         return np.stack([np.arctan2(xn[:, 1], xn[:, 0]), -np.log(rho)], axis=1)
 
@@ -742,18 +754,22 @@ class RandomImmersion(ParametrizedManifold):
 
     @property
     def dim(self) -> int:
+        """The intrinsic dimension m (the sum of the factors')."""
         return self._m
 
     @property
     def native_dim(self) -> int:
+        """The native embedding dimension (the sum of the factors')."""
         return self._D0
 
     def phi(self, theta):
+        """See :meth:`ParametrizedManifold.phi` (the factors' charts side by side)."""
         import torch
 
         return torch.cat([theta, self.scale * (self.W2 @ torch.tanh(self.W1 @ theta + self.b1))])
 
     def params(self, xn):
+        """See :meth:`ParametrizedManifold.params` (the factors' parameters side by side)."""
         return np.array(xn[:, : self._m], dtype=np.float64)
 
     def _sample_params(self, n, rng):
@@ -782,10 +798,12 @@ class ProductManifold(Manifold):
 
     @property
     def dim(self) -> int:
+        """The intrinsic dimension m."""
         return self.first.dim + self.second.dim
 
     @property
     def native_dim(self) -> int:
+        """The native embedding dimension D0."""
         return self.first.native_dim + self.second.native_dim
 
     def _split(self, xn):

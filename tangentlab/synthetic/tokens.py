@@ -119,6 +119,7 @@ class TokenModel:
 
     @property
     def dim(self) -> int:
+        """The manifold's intrinsic dimension m."""
         return self.manifold.dim
 
     def centroid_frame(self) -> LocalFrame:

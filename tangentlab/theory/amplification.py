@@ -71,6 +71,7 @@ _QUAD = sp.Symbol(r"II(\Delta{}u,\Delta{}u)", real=True)
 
 
 class TangentAmplification(Derivation):
+    """Tangent amplification dynamics under gradient steps (see the module docstring)."""
     name = "tangent-amplification"
     title = "Tangent amplification under training dynamics"
     summary = (
@@ -280,13 +281,13 @@ def normal_to_tangent_displacement(kappa, t, eta, grad_norm):
 
 
 def tangent_displacement_bound(eta, grad_norm):
-    """eta G."""
+    """Eta G."""
     return get("tangent-amplification").predict("tangent_displacement_bound", eta=eta,
                                                 grad_norm=grad_norm)
 
 
 def normal_displacement_bound(kappa, t, eta, grad_norm):
-    """eta G kappa t + 1/2 eta^2 G^2 kappa."""
+    """Eta G kappa t + 1/2 eta^2 G^2 kappa."""
     return get("tangent-amplification").predict(
         "normal_displacement_bound", kappa=kappa, t=t, eta=eta, grad_norm=grad_norm)
 

@@ -73,8 +73,9 @@ class Step:
 
 @dataclass(frozen=True)
 class DerivationCheck:
-    """The outcome of one check of a derivation (symbolic, numeric or Monte Carlo; compare
-    :class:`tangentlab.synthetic.AgreementCheck`, a theory-vs-measurement check).
+    """The outcome of one check of a derivation: symbolic, numeric or Monte Carlo.
+
+    Compare :class:`tangentlab.synthetic.AgreementCheck`, a theory-vs-measurement check.
 
     ``residual`` is the quantity that must be small (symbolic: a numeric measure of the simplified
     difference, 0 when it simplifies to exactly zero; numeric: the largest relative error;
@@ -127,10 +128,12 @@ class VerifyReport:
 
     @property
     def passed(self) -> bool:
+        """True when every check passed."""
         return bool(self.checks) and all(c.passed for c in self.checks)
 
     @property
     def failures(self) -> tuple[DerivationCheck, ...]:
+        """The checks that failed."""
         return tuple(c for c in self.checks if not c.passed)
 
     def to_dict(self) -> dict[str, Any]:
@@ -181,7 +184,7 @@ def symbolic_residual(expr: Any) -> float:
 
 
 def relative_error(actual: Any, expected: Any, floor: float = 1e-300) -> float:
-    """max |actual - expected| / max(|expected|, floor), elementwise, as a float."""
+    """Max |actual - expected| / max(|expected|, floor), elementwise, as a float."""
     a = np.asarray(actual, dtype=np.float64)
     b = np.asarray(expected, dtype=np.float64)
     if a.shape != b.shape and a.size != 1 and b.size != 1:
@@ -228,6 +231,7 @@ class Prediction:
     returns: str = ""
 
     def signature(self) -> str:
+        """The prediction's call signature, e.g. ``visibility(t, ii_norm_sq, m, sampling='gaussian')``."""
         parts = []
         for p in self.params:
             if p.required:
@@ -323,8 +327,10 @@ class Derivation(abc.ABC):
 
     @abc.abstractmethod
     def _build(self, step: Callable[[str, str, Any], Any]) -> tuple[str, dict[str, sp.Symbol]]:
-        """Record the steps via ``step(key, description, expr) -> expr``; return
-        ``(statement_key, symbols)``."""
+        """Record the steps via ``step(key, description, expr) -> expr``.
+
+        Return ``(statement_key, symbols)``.
+        """
 
     @abc.abstractmethod
     def _predictions(self) -> tuple[Prediction, ...]:
@@ -362,10 +368,12 @@ class Derivation(abc.ABC):
 
     @property
     def steps(self) -> tuple[Step, ...]:
+        """The derivation's steps, in order."""
         return self._ensure_built()[0]
 
     @property
     def symbols(self) -> dict[str, sp.Symbol]:
+        """The sympy symbols of the assumptions, by name."""
         return dict(self._ensure_built()[2])
 
     @property
@@ -381,6 +389,7 @@ class Derivation(abc.ABC):
         return {"symbols": syms, "model": list(self.model_assumptions)}
 
     def step(self, key: str) -> Step:
+        """The step named ``key`` (UnknownNameError otherwise)."""
         for s in self.steps:
             if s.key == key:
                 return s
@@ -394,15 +403,18 @@ class Derivation(abc.ABC):
 
     @property
     def statement(self) -> Step:
+        """The final step: the derivation's statement."""
         return self.step(self._ensure_built()[1])
 
     @property
     def mutations(self) -> tuple[str, ...]:
+        """The names of the steps replaced by :meth:`mutated` (empty for the real derivation)."""
         return tuple(sorted(self._mutations))
 
     # -- predictions --------------------------------------------------------------------------
 
     def predictions(self) -> tuple[Prediction, ...]:
+        """The numeric predictions this derivation hands out."""
         if "predictions" not in self._cache:
             self._cache["predictions"] = tuple(self._predictions())
         return self._cache["predictions"]
@@ -412,6 +424,7 @@ class Derivation(abc.ABC):
         return tuple(p.quantity for p in self.predictions())
 
     def prediction(self, quantity: str) -> Prediction:
+        """The prediction named ``quantity`` (UnknownNameError otherwise)."""
         for p in self.predictions():
             if p.quantity == quantity:
                 return p
@@ -463,6 +476,7 @@ class Derivation(abc.ABC):
     # -- verification -------------------------------------------------------------------------
 
     def check_specs(self) -> tuple[CheckSpec, ...]:
+        """The specifications of the checks :meth:`verify` runs."""
         return tuple(self._check_specs())
 
     def verify(self, seed: int = 0) -> VerifyReport:

@@ -30,6 +30,7 @@ def render_all(directory: str | Path) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Write the pages into the folder in ``argv`` (``python -m tangentlab.theory.pages DIR``)."""
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
         sys.stderr.write("usage: python -m tangentlab.theory.pages DIR\n")

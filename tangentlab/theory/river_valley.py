@@ -68,6 +68,7 @@ METHODS = ("gd", "sign", "two-stage")
 
 
 class RiverValley(Derivation):
+    """Gradient descent against sign (Muon) steps on a quadratic river valley (see the module docstring)."""
     name = "river-valley"
     title = "River valley: gradient descent against Muon (sign descent)"
     summary = (

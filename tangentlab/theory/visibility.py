@@ -145,6 +145,7 @@ def _circle_exact() -> sp.Expr:
 
 
 class CurvatureVisibility(Derivation):
+    """Curvature visibility under isotropic chart sampling (see the module docstring)."""
     name = "curvature-visibility"
     title = "Curvature visibility in a local sample"
     summary = (
@@ -443,7 +444,7 @@ def visibility_curve_next_order(t, kappa, a3, b3, b4):
 
 def sample_chart_coordinates(rng: np.random.Generator, n: int, m: int, t: float,
                              sampling: str) -> np.ndarray:
-    """n chart coordinates, shape (n, m): N(0, t^2 I_m) or uniform in the ball of radius t."""
+    """N chart coordinates, shape (n, m): N(0, t^2 I_m) or uniform in the ball of radius t."""
     z = rng.standard_normal((n, m))
     if sampling == "gaussian":
         return t * z

@@ -75,3 +75,38 @@ def test_measure_cli_runs_on_a_single_model_dir(tiny_runs, tmp_path, capsys):
     assert set(df.checkpoint) >= {"step_000060"} and "trajectory_variance_spearman" not in set(df.metric)
     man = read_manifest(out)
     assert man["config"]["exclude_positions"] == [0] and man["checkpoints"][0]["step"] == 60
+
+
+def test_measure_into_a_training_run_is_refused_before_any_work(tmp_path, capsys):
+    run = tmp_path / "train"
+    run.mkdir()
+    (run / "train_config.json").write_text("{}")
+    code = main(["empirical", "measure", str(tmp_path / "no-such-trajectory"), "--out", str(run)])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "\n" not in err
+    assert "holds a 'empirical/train' run, not a 'empirical/measure' run" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["train"]
+    assert sorted(p.name for p in run.iterdir()) == ["train_config.json"]
+
+
+def test_train_into_an_existing_training_run_says_to_resume(tmp_path, capsys):
+    run = tmp_path / "train"
+    run.mkdir()
+    (run / "train_config.json").write_text("{}")
+    code = main(["empirical", "train", "--arch", "decoder", "--preset", "tiny", "--out", str(run)])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "pass --resume to continue it" in err and "\n" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["train"]
+
+
+def test_fetch_into_an_existing_file_or_a_users_folder_is_refused(tmp_path, capsys):
+    target = tmp_path / "model.bin"
+    target.write_text("user data")
+    assert main(["empirical", "fetch", "smollm2", "--out", str(target)]) == 2
+    assert "is an existing file" in capsys.readouterr().err
+    user = tmp_path / "home"
+    user.mkdir()
+    (user / "notes.txt").write_text("mine")
+    assert main(["empirical", "fetch", "smollm2", "--out", str(user)]) == 2
+    assert "is not empty and is not a tangentlab run directory" in capsys.readouterr().err
+    assert target.read_text() == "user data" and sorted(p.name for p in user.iterdir()) == ["notes.txt"]

@@ -66,3 +66,96 @@ def test_frequency_table_roundtrip(tmp_path):
     assert load_frequency_table(tmp_path / "f.csv").tolist() == counts.tolist()
     with pytest.raises(DataError):
         frequency_table(np.array([9]), 8)
+
+
+# -- eval text through the datasets loaders, external frequency tables ------------------------------
+def test_datasets_loaders_read_text_jsonl_and_parquet(tmp_path):
+    import pandas as pd
+
+    from tangentlab.empirical.corpus import load_dataset_texts
+
+    (tmp_path / "a.txt").write_text("one two three\n\nfour five six\n")
+    assert load_texts(f"text:{tmp_path / 'a.txt'}") == load_texts(tmp_path / "a.txt")
+    rows = [{"text": "seven eight", "id": 1}, {"text": "  ", "id": 2}, {"text": "nine ten", "id": 3}]
+    (tmp_path / "b.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    assert load_texts(f"json:{tmp_path / 'b.jsonl'}") == ["seven eight", "nine ten"]
+    pq = tmp_path / "pq"
+    pq.mkdir()
+    pd.DataFrame({"body": ["alpha beta", "gamma delta"], "n": [1, 2]}).to_parquet(pq / "0.parquet")
+    pd.DataFrame({"body": ["epsilon zeta"], "n": [3]}).to_parquet(pq / "1.parquet")
+    assert load_dataset_texts(pq, fmt="parquet", text_field="body") == [
+        "alpha beta", "gamma delta", "epsilon zeta"]
+    pd.DataFrame({"text": ["eta theta", "iota kappa"]}).to_parquet(tmp_path / "c.parquet")
+    assert load_texts(tmp_path / "c.parquet") == ["eta theta", "iota kappa"]  # by suffix
+    assert load_texts(f"parquet:{tmp_path / 'c.parquet'}", max_docs=1) == ["eta theta"]
+
+
+def test_datasets_loader_errors(tmp_path):
+    import pandas as pd
+
+    from tangentlab.empirical.corpus import load_dataset_texts
+
+    pd.DataFrame({"body": ["a b"]}).to_parquet(tmp_path / "x.parquet")
+    with pytest.raises(DataError, match=r"no 'text' column.*\['body'\]"):
+        load_texts(f"parquet:{tmp_path / 'x.parquet'}")
+    pd.DataFrame({"text": [1, 2]}).to_parquet(tmp_path / "n.parquet")
+    with pytest.raises(DataError, match="not text"):
+        load_texts(f"parquet:{tmp_path / 'n.parquet'}")
+    (tmp_path / "bad.jsonl").write_text('{"text": "ok"}\n{not json\n')
+    with pytest.raises(DataError, match="cannot read"):
+        load_texts(f"json:{tmp_path / 'bad.jsonl'}")
+    with pytest.raises(DataError, match="does not exist"):
+        load_texts(f"parquet:{tmp_path / 'missing.parquet'}")
+    with pytest.raises(DataError, match="cannot tell the format"):
+        load_dataset_texts(tmp_path / "x.csv")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(DataError, match="holds no"):
+        load_texts(f"json:{tmp_path / 'empty'}")
+
+
+def test_external_frequency_table(tmp_path):
+    from tangentlab.empirical.corpus import load_token_counts
+
+    f = tmp_path / "freq.csv"
+    f.write_text("token_id,count\n# pre-training counts\n3,10\n0,2\n\n7\t5\n")
+    c = load_token_counts(f, vocab_size=8)
+    assert c.dtype == np.int64 and c.tolist() == [2, 0, 0, 10, 0, 0, 0, 5]
+    # our own saved tables read back too
+    save_frequency_table(np.array([1, 0, 4]), tmp_path / "own.csv")
+    assert load_token_counts(tmp_path / "own.csv", vocab_size=3).tolist() == [1, 0, 4]
+    bad = {
+        "3,x\n": "must be integers",
+        "1,2,3\n": "expected 'token_id,count'",
+        "9,1\n": "outside the tokenizer's range",
+        "-1,1\n": "outside",
+        "2,-4\n": "negative",
+        "2,1\n2,3\n": "appears twice",
+        "token_id,count\n1,0\n": "no positive count",
+        "1,1\n# vocab_size=99\n": "vocabulary of 99",
+    }
+    for text, msg in bad.items():
+        f.write_text(text)
+        with pytest.raises(DataError, match=msg) as err:
+            load_token_counts(f, vocab_size=8)
+        assert "\n" not in str(err.value)
+    with pytest.raises(DataError, match="does not exist"):
+        load_token_counts(tmp_path / "none.csv", vocab_size=8)
+
+
+def test_external_counts_for_a_model_and_its_tokenizer(tmp_path):
+    from types import SimpleNamespace
+
+    from tangentlab.empirical.corpus import load_external_counts
+    from tangentlab.empirical.tokenizer import train_tokenizer
+
+    tok = train_tokenizer(["alpha beta gamma delta " * 20, "beta gamma alpha " * 20], vocab_size=300)
+    n = len(tok)
+    f = tmp_path / "pile_counts.csv"
+    f.write_text(f"token_id,count\n5,7\n{n + 2},3\n")  # an id in the padded embedding range
+    counts, source = load_external_counts(f, tok, SimpleNamespace(vocab_size=n + 8))
+    assert len(counts) == n + 8 and counts[5] == 7 and counts[n + 2] == 3
+    assert source == "external table pile_counts.csv (10 tokens over 2 ids)"
+    with pytest.raises(DataError, match="outside the tokenizer's range"):
+        load_external_counts(f, tok, SimpleNamespace(vocab_size=n))
+    with pytest.raises(DataError, match="not this model's tokenizer"):
+        load_external_counts(f, tok, SimpleNamespace(vocab_size=n - 1))

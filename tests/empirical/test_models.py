@@ -37,3 +37,38 @@ def test_missing_and_corrupt_checkpoints(tmp_path):
         load_model(tmp_path)
     with pytest.raises(UnknownNameError):
         build_model("rnn", vocab_size=300, d_model=16, n_layers=1, n_heads=2, seq_len=8)
+
+
+def test_forward_dtype_control_and_records(tmp_path):
+    from tangentlab.empirical.models import load_like, resolve_dtype, stat_dtype, to_stat
+    from tangentlab.errors import ConfigError
+
+    m = build_model("decoder", vocab_size=300, d_model=16, n_layers=1, n_heads=2, seq_len=8, seed=1)
+    m.half().save_pretrained(tmp_path / "a")  # a float16 checkpoint
+    build_model("decoder", vocab_size=300, d_model=16, n_layers=1, n_heads=2, seq_len=8,
+                seed=2).save_pretrained(tmp_path / "b")
+    lm = load_model(tmp_path / "a")
+    assert lm.dtype == "float32" and lm.stored_dtype == "float16"  # default: float32 forward
+    assert all(p.dtype == torch.float32 for p in lm.model.parameters())
+    low = load_model(tmp_path / "a", dtype="bf16")
+    assert low.dtype == "bfloat16" and next(low.model.parameters()).dtype == torch.bfloat16
+    again = load_like(low, tmp_path / "b")  # the trajectory keeps the forward dtype
+    assert again.dtype == "bfloat16" and next(again.model.parameters()).dtype == torch.bfloat16
+    assert again.stored_dtype == "float32"
+    assert resolve_dtype(None) == torch.float32 and resolve_dtype("float16") == torch.float16
+    assert stat_dtype(torch.bfloat16) == torch.float32 and stat_dtype(torch.float64) == torch.float64
+    assert to_stat(torch.ones(2, dtype=torch.float16)).dtype == torch.float32
+    for bad in ["float64", "int8", "fp8"]:
+        with pytest.raises(ConfigError, match="float32, bfloat16, float16"):
+            load_model(tmp_path / "a", dtype=bad)
+
+
+def test_a_dtype_the_device_cannot_run_is_a_typed_error():
+    from tangentlab.empirical.models import check_dtype_runs
+    from tangentlab.errors import DTypeError
+
+    check_dtype_runs("cpu", torch.bfloat16)  # runs here
+    with pytest.raises(DTypeError) as err:  # CPU kernels lack float8 LayerNorm: a real failure
+        check_dtype_runs("cpu", torch.float8_e4m3fn)
+    msg = str(err.value)
+    assert "cannot run dtype float8_e4m3fn" in msg and "float32" in msg and "\n" not in msg

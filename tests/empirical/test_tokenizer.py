@@ -35,3 +35,18 @@ def test_bad_inputs(tmp_path):
         train_tokenizer(TEXTS, 10)
     with pytest.raises(CheckpointError):
         load_tokenizer(tmp_path / "missing")
+
+
+def test_check_tokenizer_fits():
+    from types import SimpleNamespace
+
+    from tangentlab.empirical.tokenizer import check_tokenizer_fits, train_tokenizer
+
+    tok = train_tokenizer(["alpha beta gamma delta " * 20, "beta gamma alpha " * 20], vocab_size=300)
+    n = len(tok)
+    assert check_tokenizer_fits(tok, SimpleNamespace(vocab_size=n)) == n
+    assert check_tokenizer_fits(tok, SimpleNamespace(vocab_size=n + 27)) == n + 27  # padded
+    with pytest.raises(DataError, match=f"{n} ids but the model's embedding has {n - 1}"):
+        check_tokenizer_fits(tok, SimpleNamespace(vocab_size=n - 1))
+    with pytest.raises(DataError, match="no vocab_size"):
+        check_tokenizer_fits(tok, SimpleNamespace())

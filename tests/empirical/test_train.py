@@ -11,7 +11,7 @@ from tangentlab.empirical.train import (
     make_batch,
     train_model,
 )
-from tangentlab.errors import CheckpointError, ConfigError
+from tangentlab.errors import CheckpointError, ConfigError, OutputPathError, RunLockedError
 from tangentlab.runs import read_results
 
 
@@ -93,6 +93,101 @@ def test_refuses_overwrite_and_bad_resume(tmp_path):
     with pytest.raises(ConfigError):
         train_model("decoder", tmp_path / "z", preset="tiny", overrides={"steps": "many"})
     assert not (tmp_path / "z").exists()
+
+
+_OV = {"steps": 12, "n_checkpoints": 4, "max_docs": 6, "measure_every": 5}
+
+
+def _final_weights(run):
+    return load_file(str(run / "checkpoints/step_000012/model.safetensors"))
+
+
+def _same_weights(a, b):
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    """The reference: a tiny decoder trained for 12 steps without interruption."""
+    return train_model("decoder", tmp_path_factory.mktemp("full") / "run", preset="tiny",
+                       device="cpu", overrides=_OV)
+
+
+def test_resume_before_the_first_checkpoint_restarts_from_step_zero(
+        tmp_path, monkeypatch, uninterrupted):
+    import tangentlab.empirical.train as train
+
+    real = train._save_checkpoint
+
+    def killed_before_first_checkpoint(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(train, "_save_checkpoint", killed_before_first_checkpoint)
+    run = tmp_path / "cut"
+    with pytest.raises(KeyboardInterrupt):
+        train_model("decoder", run, preset="tiny", device="cpu", overrides=_OV)
+    monkeypatch.setattr(train, "_save_checkpoint", real)
+    assert (run / "train_config.json").is_file() and (run / "tokenizer").is_dir()
+    assert list_checkpoints(run) == []
+    (run / "eval.jsonl").unlink()  # as if killed before the eval documents were written
+    # without --resume the message says what to do; nothing is touched
+    with pytest.raises(OutputPathError, match="pass --resume to continue it"):
+        train_model("decoder", run, preset="tiny", device="cpu", overrides=_OV)
+    # a different config cannot resume it
+    with pytest.raises(ConfigError, match="config differs in steps"):
+        train_model("decoder", run, preset="tiny", device="cpu", overrides={**_OV, "steps": 13},
+                    resume=True)
+    train_model("decoder", run, preset="tiny", device="cpu", overrides=_OV, resume=True)
+    assert _same_weights(_final_weights(uninterrupted), _final_weights(run))
+    for name in ("eval.jsonl", "frequency.csv", "train_log.csv", "inloop.csv"):
+        assert (run / name).read_text() == (uninterrupted / name).read_text(), name
+    assert json.loads((run / "manifest.json").read_text())["resumed_from"] == 0
+
+
+def test_a_second_writer_of_a_training_run_is_refused(tmp_path):
+    from tests.test_runs import _hold_in_subprocess
+
+    run = tmp_path / "run"
+    holder = _hold_in_subprocess(run, tmp_path)
+    try:
+        with pytest.raises(RunLockedError, match=f"in use by pid {holder.pid}"):
+            train_model("decoder", run, preset="tiny", device="cpu", overrides=_OV)
+        assert not run.exists()
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+@pytest.mark.slow
+def test_kill_while_a_checkpoint_is_written_then_resume_is_bit_identical(
+        tmp_path, uninterrupted, caplog):
+    """SIGKILL inside the checkpoint writer: the half-built checkpoint is never read, and
+    ``empirical train --resume`` ends with the uninterrupted run's weights."""
+    import logging
+    import signal
+
+    from tangentlab.cli import main
+    from tangentlab.runs import read_lock_holder
+    from tests.killing import kill_at
+
+    run = tmp_path / "cut"
+    argv = ["empirical", "train", "--arch", "decoder", "--preset", "tiny", "--device", "cpu",
+            "--out", str(run)] + [a for k, v in _OV.items() for a in ("--set", f"{k}={v}")]
+    rc = kill_at(argv, "checkpoint:3", tmp_path)  # step 3's files written, not yet renamed
+    assert rc == -signal.SIGKILL
+    partial = list((run / "checkpoints").glob(".step_000003.partial-*"))
+    assert len(partial) == 1 and (partial[0] / "model.safetensors").is_file()
+    assert [s for s, _ in list_checkpoints(run)] == [0, 1]  # the half-built one does not count
+    dead = read_lock_holder(run)
+    assert dead is not None and dead.is_alive() is False  # the killed writer's record stays
+    with caplog.at_level(logging.WARNING, logger="tangentlab.runs"):
+        assert main(argv + ["--resume"]) == 0
+    assert any(f"pid {dead.pid}" in r.getMessage() for r in caplog.records)  # takeover logged
+    assert not list((run / "checkpoints").glob(".*"))  # the partial was cleared
+    assert [s for s, _ in list_checkpoints(run)] == [0, 1, 3, 12]
+    assert _same_weights(_final_weights(uninterrupted), _final_weights(run))
+    assert (run / "inloop.csv").read_text() == (uninterrupted / "inloop.csv").read_text()
+    assert json.loads((run / "manifest.json").read_text())["resumed_from"] == 1
 
 
 def test_late_checkpoints_densify_the_second_half():

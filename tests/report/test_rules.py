@@ -115,3 +115,72 @@ def test_docs_state_every_rule_verbatim():
     doc = (Path(__file__).resolve().parents[2] / "docs" / "report.md").read_text()
     for key, text in R.RULES.items():
         assert text in doc, f"docs/report.md does not state the {key!r} rule as the code applies it"
+
+
+class TestWeakensLate:
+    """The rule was fixed before any result was read (issue 9 item 3)."""
+
+    iv = R.Interval
+
+    def test_supported_when_every_late_value_is_below_the_peak_intervals_apart(self):
+        peak = self.iv("step 100", 5.0, 4.6, 5.4)
+        late = [self.iv("step 400", 3.0, 2.7, 3.3), self.iv("step 800", 2.5, 2.2, 2.8)]
+        out = R.weakens_late_rule(peak, late, peak_is_last=False)
+        assert out.status == R.SUPPORTED
+        assert "4.6" in out.reason and "3.3" in out.reason and "step 800" in out.reason
+
+    def test_supported_with_one_late_aggregate(self):
+        out = R.weakens_late_rule(self.iv("step 100", 5.0, 4.6, 5.4), [self.iv("late", 3.0, 2.7, 3.3)],
+                                  peak_is_last=False)
+        assert out.status == R.SUPPORTED
+
+    def test_not_supported_when_the_trajectory_peaks_at_its_last_checkpoint(self):
+        peak = self.iv("step 800", 5.0, 4.6, 5.4)
+        # even a late aggregate far below cannot rescue a trajectory still highest at its end
+        out = R.weakens_late_rule(peak, [self.iv("late", 3.0, 2.7, 3.3)], peak_is_last=True)
+        assert out.status == R.NOT_SUPPORTED and "last checkpoint" in out.reason
+
+    def test_inconclusive_when_intervals_overlap(self):
+        out = R.weakens_late_rule(self.iv("step 100", 5.0, 4.0, 6.0), [self.iv("step 800", 4.5, 3.9, 5.1)],
+                                  peak_is_last=False)
+        assert out.status == R.INCONCLUSIVE and "overlap" in out.reason
+
+    def test_inconclusive_when_one_late_checkpoint_overlaps(self):
+        peak = self.iv("step 100", 5.0, 4.6, 5.4)
+        late = [self.iv("step 400", 3.0, 2.7, 3.3), self.iv("step 800", 4.5, 4.0, 4.7)]
+        assert R.weakens_late_rule(peak, late, peak_is_last=False).status == R.INCONCLUSIVE
+
+    def test_inconclusive_when_the_peak_is_inside_the_late_window(self):
+        peak = self.iv("step 400", 5.0, 4.6, 5.4)
+        late = [peak, self.iv("step 800", 3.0, 2.7, 3.3)]
+        out = R.weakens_late_rule(peak, late, peak_is_last=False)
+        assert out.status == R.INCONCLUSIVE and "inside the late window" in out.reason
+
+    def test_inconclusive_without_intervals_or_late_window_or_peak(self):
+        assert R.weakens_late_rule(self.iv("step 100", 5.0), [self.iv("step 800", 1.0)],
+                                   peak_is_last=False).status == R.INCONCLUSIVE
+        out = R.weakens_late_rule(self.iv("step 100", 5.0, 4.6, 5.4), [], peak_is_last=False)
+        assert out.status == R.INCONCLUSIVE and "no checkpoint after" in out.reason
+        assert R.weakens_late_rule(None, [], peak_is_last=False).status == R.INCONCLUSIVE
+
+    def test_a_peak_at_the_end_is_not_supported_even_without_a_late_window(self):
+        out = R.weakens_late_rule(self.iv("step 800", 5.0, 4.6, 5.4), [], peak_is_last=True)
+        assert out.status == R.NOT_SUPPORTED
+
+
+class TestMatchedAblation:
+    iv = R.Interval
+
+    def test_statuses(self):
+        f = R.matched_ablation_rule
+        assert f(self.iv("Q_T", 0.5, 0.4, 0.6), self.iv("matched", 0.1, 0.05, 0.15)).status == R.SUPPORTED
+        assert f(self.iv("Q_T", 0.1, 0.05, 0.15), self.iv("matched", 0.5, 0.4, 0.6)).status == R.NOT_SUPPORTED
+        assert f(self.iv("Q_T", 0.3, 0.1, 0.5), self.iv("matched", 0.25, 0.2, 0.3)).status == R.INCONCLUSIVE
+
+    def test_point_values_do_not_decide(self):
+        out = R.matched_ablation_rule(self.iv("Q_T", 0.5), self.iv("matched", 0.1, 0.05, 0.15))
+        assert out.status == R.INCONCLUSIVE and "interval is missing" in out.reason
+
+    def test_old_runs_without_matched_controls_are_inconclusive(self):
+        out = R.matched_ablation_rule(self.iv("Q_T", 0.5, 0.4, 0.6), None)
+        assert out.status == R.INCONCLUSIVE and "variance" in out.reason

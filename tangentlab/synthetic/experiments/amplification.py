@@ -1,5 +1,6 @@
-"""Experiment ``amplification``: tangent amplification in trained toy models, against
-``tangent-amplification``.
+"""Experiment ``amplification``.
+
+Tangent amplification in trained toy models, against ``tangent-amplification``.
 
 Toy: V tokens with Zipf frequencies; a learnable embedding table ``U`` (V, m) of chart
 coordinates (initialised at 0, so every token starts at the base point p); the representation of
@@ -107,8 +108,16 @@ def train_toy(c: AmplificationConfig, M, optimizer: str, head: str, weighting: s
     ``normal_to_tangent_displacement(κ, |u|, η, |∂L/∂u|)``.
 
     Args:
-        base: shape (D,), the base point p. targets: shape (V, m). noise: shape (V, D).
+        c: the experiment config.
+        M: the manifold (it must have a torch chart).
+        optimizer: ``sgd``, ``adam`` or ``muon``.
+        head: ``chart`` (the true tangent read-out) or ``mlp`` (a learned head).
+        weighting: ``frequency`` (each token's loss weighted by V·f) or ``uniform``.
+        base: shape (D,), the base point p.
+        targets: shape (V, m), the chart coordinates each token is trained towards.
+        noise: shape (V, D), a fixed per-token offset.
         freqs: shape (V,), Zipf probabilities (used when ``weighting == "frequency"``).
+        kappa: curvature for the displacement-bound check (plain SGD only), or None.
     """
     import torch
 
@@ -212,12 +221,14 @@ def train_toy(c: AmplificationConfig, M, optimizer: str, head: str, weighting: s
 
 @final
 class AmplificationExperiment(Experiment):
+    """Tangent amplification: a toy trained by SGD, Adam and Muon on manifold data (see module docstring)."""
     name = "amplification"
     description = ("toy models (embedding table of chart coordinates + head) trained with SGD, "
                    "Adam and Muon: tangent share, gradient energy, IsoScore*, by frequency bucket")
     config_cls = AmplificationConfig
 
     def quick_config(self):
+        """The ``--quick`` settings: fewer tokens and steps, the same checks."""
         return AmplificationConfig(n_types=256, steps=80, log_every=10, heads=("chart", "mlp"),
                                    lr_sgd=0.05, lr_adam=0.01, lr_muon=0.01)
 
@@ -233,6 +244,7 @@ class AmplificationExperiment(Experiment):
 
 
     def run(self, c: AmplificationConfig) -> ExperimentResult:
+        """Train the toys and compare tangent share, isotropy and displacement with the theory."""
         from tangentlab import theory
         from tangentlab.synthetic.tokens import zipf_frequencies
 

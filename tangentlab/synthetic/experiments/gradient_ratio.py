@@ -1,5 +1,7 @@
-"""Experiment ``gradient-ratio``: tangent and normal parts of gradients against
-``gradient-components``, including the counterexample where the ratio bound fails.
+"""Experiment ``gradient-ratio``.
+
+Tangent and normal parts of gradients against ``gradient-components``, including the counterexample
+where the ratio bound fails.
 
 At a base point p of each manifold, representations ``x = chart(p, u)`` with antithetic Gaussian
 chart coordinates (u and -u, so odd sample moments vanish exactly, as in the derivation's
@@ -72,12 +74,14 @@ class GradientRatioConfig(Config):
 
 @final
 class GradientRatioExperiment(Experiment):
+    """The gradient's normal/tangent ratio against the corrected proposition and its counterexample."""
     name = "gradient-ratio"
     description = ("‖normal‖/‖tangent‖ of gradients vs t and the alignment constant c against the "
                    "corrected ratio bound; the constant-gradient counterexample")
     config_cls = GradientRatioConfig
 
     def quick_config(self):
+        """The ``--quick`` settings: fewer manifolds and samples, the same checks."""
         return GradientRatioConfig(manifolds=("circle", "sphere", "immersion"),
                                    spreads=(0.03, 0.1, 0.3), n_samples=2000, n_batches=5)
 
@@ -112,6 +116,7 @@ class GradientRatioExperiment(Experiment):
                     ratios=ratios, cs=cs, tans=tans, nors=nors)
 
     def run(self, c: GradientRatioConfig) -> ExperimentResult:
+        """Measure the ratio on every manifold and spread, and the counterexample."""
         from tangentlab import theory
 
         rows: list[dict] = []

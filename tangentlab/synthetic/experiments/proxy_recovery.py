@@ -1,5 +1,7 @@
-"""Experiment ``proxy-recovery``: how well each tangent-proxy extractor recovers a true tangent
-space, and what the empirical protocol's control test reports when the truth is known.
+"""Experiment ``proxy-recovery``.
+
+How well each tangent-proxy extractor recovers a true tangent space, and what the empirical
+protocol's control test reports when the truth is known.
 
 A :class:`~tangentlab.synthetic.tokens.TokenModel` in one chart patch of radius
 ``patch_radius`` around p (Zipf frequencies, pinned spreads) gives an activation cloud in R^D (plus isotropic noise of
@@ -77,12 +79,14 @@ class ProxyRecoveryConfig(Config):
 
 @final
 class ProxyRecoveryExperiment(Experiment):
+    """Tangent-proxy extractors scored against the true tangent space, with planted and null tests."""
     name = "proxy-recovery"
     description = ("every extractor (PCA, semi-NMF, ICA, TopK SAE) scored against true tangent "
                    "spaces; planted and null calibration of the control test")
     config_cls = ProxyRecoveryConfig
 
     def quick_config(self):
+        """The ``--quick`` settings: fewer ranks, tokens and SAE steps, the same checks."""
         return ProxyRecoveryConfig(manifolds=("sphere",), ranks=(2, 4), n_types=100,
                                    n_occurrences=1500, n_null=12, sae_steps=120,
                                    null_p_tolerance=0.25)
@@ -99,6 +103,7 @@ class ProxyRecoveryExperiment(Experiment):
 
 
     def run(self, c: ProxyRecoveryConfig) -> ExperimentResult:
+        """Fit every extractor at every rank and score it against the truth."""
         from tangentlab.measure import (
             control_test,
             energy_fraction,

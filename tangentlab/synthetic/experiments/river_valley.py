@@ -1,5 +1,7 @@
-"""Experiment ``river-valley``: gradient descent against Muon on a quadratic valley and on a
-mixed-spiked matrix problem, against the ``river-valley`` predictions.
+"""Experiment ``river-valley``.
+
+Gradient descent against Muon on a quadratic valley and on a mixed-spiked matrix problem, against
+the ``river-valley`` predictions.
 
 Valley: ``L = ½ λ_r x² + ½ λ_h Σ_j y_j²``. The parameters are the diagonal of a square matrix
 ``P = diag(x, y_1..y_k)`` (off-diagonal entries are parameters too, with zero gradient), so that
@@ -149,15 +151,18 @@ def _hit(xs: np.ndarray, eps: float) -> float:
 
 @final
 class RiverValleyExperiment(Experiment):
+    """Gradient descent against Muon and sign descent on a river valley and on matrix sensing."""
     name = "river-valley"
     description = ("GD, Muon (with/without momentum), Adam and a two-stage schedule on the "
                    "quadratic valley and a mixed-spiked matrix problem: hitting times and bands")
     config_cls = RiverValleyConfig
 
     def quick_config(self):
+        """The ``--quick`` settings: fewer steps, the same checks."""
         return RiverValleyConfig(max_steps=400, sensing_steps=200, sensing_dim=8, n_bulk=3)
 
     def run(self, c: RiverValleyConfig) -> ExperimentResult:
+        """Run every method and compare hitting times, bands and the two-stage switch with theory."""
         from tangentlab import theory
 
         rows: list[dict] = []

@@ -1,5 +1,7 @@
-"""Experiment ``visibility``: curvature visibility from samples against ``curvature-visibility``,
-then its attenuation under frequency-biased sampling against ``frequency-attenuation``.
+"""Experiment ``visibility``.
+
+Curvature visibility from samples against ``curvature-visibility``, then its attenuation under
+frequency-biased sampling against ``frequency-attenuation``.
 
 Part 1. For each manifold, base point p and spread t: n chart samples ``x = chart(p, u)``,
 ``u ~ N(0, t² I_m)``, split into batches. Per batch, the visibility with the exact frame
@@ -74,8 +76,10 @@ def pooled_visibility(points: np.ndarray, ids: np.ndarray, tangent: np.ndarray,
     """Pooled normal variance / pooled tangent variance of a token corpus.
 
     Args:
-        points: shape (N, D). ids: shape (N,), token ids in [0, V).
-        tangent: shape (V, D, m), per-token tangent frames. normal: shape (V, D, D - m).
+        points: shape (N, D), the occurrences.
+        ids: shape (N,), token ids in [0, V).
+        tangent: shape (V, D, m), per-token tangent frames.
+        normal: shape (V, D, D - m), per-token normal frames.
 
     Each token is centred on its own sample mean; per-token variances use ``n_r - 1`` (tokens
     seen once are dropped); token r is weighted by its count ``n_r`` (occurrence pooling; a
@@ -98,12 +102,14 @@ def pooled_visibility(points: np.ndarray, ids: np.ndarray, tangent: np.ndarray,
 
 @final
 class VisibilityExperiment(Experiment):
+    """Curvature visibility from samples against the theory, and its attenuation under frequency bias."""
     name = "visibility"
     description = ("curvature visibility from samples (exact frame and local PCA) against "
                    "t²‖II‖²/(2m); occurrence- vs type-weighted visibility against the attenuation law")
     config_cls = VisibilityConfig
 
     def quick_config(self):
+        """The ``--quick`` settings: fewer manifolds, spreads and samples, the same checks."""
         return VisibilityConfig(
             manifolds=("circle", "sphere", "torus", "immersion"), spreads=(0.02, 0.08),
             n_points=2, n_samples=2000, n_batches=5, zipf_s=(1.0,), pin_alpha=(0.25, 0.5),
@@ -118,6 +124,7 @@ class VisibilityExperiment(Experiment):
 
 
     def run(self, c: VisibilityConfig) -> ExperimentResult:
+        """Measure visibility per manifold and spread, and the attenuation per Zipf and pinning law."""
         from tangentlab import theory
         from tangentlab.measure import empirical_visibility, visibility_in_frame
 

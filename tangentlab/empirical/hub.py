@@ -1,0 +1,472 @@
+"""Hugging Face Hub model ids and revisions → a checkpoint trajectory, through ``huggingface_hub``.
+
+A model id ``ORG/NAME`` and a revision selection resolve to local snapshot directories with
+``huggingface_hub.snapshot_download(repo_id, revision=..., cache_dir=..., local_files_only=...)``:
+its cache (``$HF_HUB_CACHE``, default ``$HF_HOME/hub``), its offline mode (``HF_HUB_OFFLINE=1``:
+only what the cache holds), its ``revision=``, its endpoint (``$HF_ENDPOINT``). These variables
+are read when a function is called, not when ``huggingface_hub`` was imported. Nothing is mocked and nothing bypasses it: a user
+online downloads exactly what a user offline reads back from the cache.
+
+Revision selections (:func:`parse_revision_spec`):
+
+- ``main`` (default) or any single ref; ``step0,step1000,step143000``: those refs, in step order;
+  ``REV=STEP`` gives a ref's step by hand (``main=143000``);
+- ``all``: every ref of the repository whose name carries a step;
+- ``log:K``: K refs log-spaced in step among those (step 0 kept when present).
+
+The repository's refs are listed online with ``HfApi.list_repo_refs`` (branches and tags) and
+offline from the cache's ``refs/`` folder (one file per ref, holding its commit).
+
+Steps come from the revision name (:func:`parse_step`): Pythia ``step1000``, OLMo
+``stepN-tokensM`` and ``stage1-stepN-tokensM``, SmolLM2 ``step-125000``, ``checkpoint-500``.
+A name without a step is an error when more than one revision is measured (a trajectory needs an
+order), unless the steps are given (``REV=STEP`` or ``steps=``); a lone revision gets step 0.
+
+Each :class:`~tangentlab.empirical.trajectory.Checkpoint` records ``repo_id``, ``revision`` and
+``commit`` (the snapshot's commit hash).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+from tangentlab.errors import CheckpointError, ConfigError, UnknownNameError
+
+__all__ = [
+    "WEIGHT_PATTERNS",
+    "looks_like_repo_id",
+    "split_model_spec",
+    "parse_step",
+    "parse_revision_spec",
+    "hub_cache_dir",
+    "hub_offline",
+    "hub_endpoint",
+    "list_revisions",
+    "select_revisions",
+    "log_spaced_indices",
+    "download_revision",
+    "resolve_hub_trajectory",
+]
+
+#: files fetched for a checkpoint: configs, tokenizer files and safetensors weights. ``*.bin``
+#: weights are fetched only for a revision that has no safetensors.
+WEIGHT_PATTERNS = ("*.json", "*.safetensors", "*.txt", "*.model", "*.tiktoken", "tokenizer*",
+                   "vocab*", "merges*")
+_BIN_PATTERNS = ("*.json", "pytorch_model*.bin", "*.txt", "*.model", "tokenizer*", "vocab*",
+                 "merges*")
+
+_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[A-Za-z0-9][\w.\-]*$")
+_STEP = re.compile(r"(?:^|[-_/])(?:step|global_step|checkpoint|ckpt)[-_]?(\d+)(?=$|[-_/.])",
+                   re.IGNORECASE)
+_LOG = re.compile(r"^log:(\d+)$")
+
+
+def looks_like_repo_id(text: str) -> bool:
+    """Whether ``text`` has the shape of a Hub model id ``ORG/NAME``.
+
+    An ``hf:`` prefix and an ``@REVISIONS`` suffix are allowed. This says nothing about whether the
+    model exists.
+    """
+    t = str(text)
+    if t.startswith("hf:"):
+        return True
+    return bool(_REPO_ID.match(t.split("@", 1)[0]))
+
+
+def split_model_spec(text: str) -> tuple[str, str | None]:
+    """``"ORG/NAME@log:12"`` → ``("ORG/NAME", "log:12")``; ``"hf:gpt2"`` → ``("gpt2", None)``."""
+    t = str(text)
+    if t.startswith("hf:"):
+        t = t[3:]
+    repo, _, spec = t.partition("@")
+    return repo, (spec or None)
+
+
+def parse_step(revision: str) -> int | None:
+    """The training step a revision name carries, or None (``main``, ``v1.0``, ...)."""
+    m = _STEP.search(str(revision))
+    return int(m.group(1)) if m else None
+
+
+def parse_revision_spec(spec: str | Sequence[str] | None) -> tuple[str, object]:
+    """Parse a revision selection into ``(mode, value)``.
+
+    - ``None``/``""`` → ``("list", [("main", None)])``;
+    - ``"all"`` → ``("all", None)``; ``"log:K"`` → ``("log", K)``;
+    - ``"a,b=100,c"`` or a sequence → ``("list", [(name, step or None), ...])``.
+
+    Raises:
+        ConfigError: ``log:0``, an empty name, or a ``REV=STEP`` whose step is not an integer.
+    """
+    if spec is None or (isinstance(spec, str) and not spec.strip()):
+        return "list", [("main", None)]
+    if isinstance(spec, str):
+        s = spec.strip()
+        if s == "all":
+            return "all", None
+        m = _LOG.match(s)
+        if m:
+            k = int(m.group(1))
+            if k < 1:
+                raise ConfigError(f"revisions {spec!r}: log:K needs K >= 1")
+            return "log", k
+        if s.startswith("log"):
+            raise ConfigError(f"revisions {spec!r}: write log:K with an integer K, e.g. log:12")
+        items = [x.strip() for x in s.split(",")]
+    else:
+        items = [str(x).strip() for x in spec]
+    out: list[tuple[str, int | None]] = []
+    for it in items:
+        name, eq, step = it.partition("=")
+        name = name.strip()
+        if not name:
+            raise ConfigError(
+                f"revisions {spec!r} holds an empty name; use e.g. step0,step1000 or log:12 or all"
+            )
+        st = None
+        if eq:
+            try:
+                st = int(step)
+            except ValueError:
+                raise ConfigError(f"revision {it!r}: the step after '=' must be an integer") from None
+        out.append((name, st))
+    return "list", out
+
+
+def hub_cache_dir(cache_dir: str | Path | None = None) -> Path:
+    """The Hub cache folder in use.
+
+    ``cache_dir`` if given, else ``$HF_HUB_CACHE``, else ``$HF_HOME/hub``, else
+    ``huggingface_hub``'s default (read at call time, so a changed environment is honoured).
+    """
+    if cache_dir is not None:
+        return Path(cache_dir).expanduser()
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
+    if os.environ.get("HF_HOME"):
+        return Path(os.environ["HF_HOME"]).expanduser() / "hub"
+    from huggingface_hub import constants
+
+    return Path(constants.HF_HUB_CACHE)
+
+
+def hub_offline(offline: bool | None = None) -> bool:
+    """Whether to read only the Hub cache.
+
+    ``offline`` if given; else whether ``HF_HUB_OFFLINE`` (or ``TRANSFORMERS_OFFLINE``) is set now,
+    or was set when ``huggingface_hub`` was imported (it then refuses every request).
+    """
+    if offline is not None:
+        return bool(offline)
+    v = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE") or ""
+    if v.strip().upper() in {"1", "ON", "YES", "TRUE"}:
+        return True
+    from huggingface_hub import constants
+
+    return bool(constants.HF_HUB_OFFLINE)
+
+
+def hub_endpoint() -> str | None:
+    """``$HF_ENDPOINT`` at call time (a mirror, or a local server), else None (the library's)."""
+    v = os.environ.get("HF_ENDPOINT", "").strip()
+    return v.rstrip("/") or None
+
+
+def _repo_folder(repo_id: str, cache: Path) -> Path:
+    return cache / ("models--" + repo_id.replace("/", "--"))
+
+
+def _not_cached(repo_id: str, cache: Path) -> UnknownNameError:
+    return UnknownNameError(
+        f"model id {repo_id!r} is neither a local path nor in the Hub cache {str(cache)!r}, and "
+        "offline mode (HF_HUB_OFFLINE=1) forbids downloading it; go online once, or point "
+        "HF_HUB_CACHE / HF_HOME at the cache that holds it"
+    )
+
+
+def _cached_refs(repo_id: str, cache: Path) -> list[str]:
+    folder = _repo_folder(repo_id, cache)
+    refs = folder / "refs"
+    if not folder.is_dir():
+        raise _not_cached(repo_id, cache)
+    if not refs.is_dir():
+        return []
+    return sorted(str(p.relative_to(refs)) for p in refs.rglob("*") if p.is_file())
+
+
+def list_revisions(repo_id: str, *, cache_dir: str | Path | None = None,
+                   offline: bool | None = None, token: str | bool | None = None) -> list[str]:
+    """Every ref (branch and tag) of ``repo_id``.
+
+    Online through ``HfApi.list_repo_refs``, offline from the cache's ``refs/`` folder.
+
+    Raises:
+        UnknownNameError: the id is not on the Hub (online) or not in the cache (offline).
+    """
+    cache = hub_cache_dir(cache_dir)
+    if hub_offline(offline):
+        return _cached_refs(repo_id, cache)
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import (
+        HFValidationError,
+        OfflineModeIsEnabled,
+        RepositoryNotFoundError,
+    )
+
+    try:
+        refs = HfApi(token=token, endpoint=hub_endpoint()).list_repo_refs(repo_id)
+    except OfflineModeIsEnabled:
+        return _cached_refs(repo_id, cache)
+    except RepositoryNotFoundError:
+        raise UnknownNameError(
+            f"model id {repo_id!r} is not a local path and was not found on the Hub (or it is "
+            "private or gated: log in with `hf auth login`)"
+        ) from None
+    except HFValidationError as exc:
+        raise UnknownNameError(f"{repo_id!r} is not a valid model id ({_first_line(exc)})") from None
+    return sorted({r.name for r in list(refs.branches) + list(refs.tags)})
+
+
+def log_spaced_indices(steps: Sequence[int], k: int) -> list[int]:
+    """Indices of ``k`` entries of the sorted distinct ``steps`` spread evenly in log(step).
+
+    Step 0 (when present) is always kept; the others are the entries nearest, in log space, to
+    ``k`` (or ``k - 1``) geometrically spaced targets from the smallest positive step to the
+    largest, each entry used once. ``k >= len(steps)`` keeps them all.
+    """
+    n = len(steps)
+    if k >= n:
+        return list(range(n))
+    chosen: list[int] = []
+    pos = [i for i, s in enumerate(steps) if s > 0]
+    if len(pos) < n:  # step 0 present
+        chosen.append(next(i for i, s in enumerate(steps) if s <= 0))
+    m = k - len(chosen)
+    if m <= 0:
+        return sorted(chosen)
+    lo, hi = math.log(steps[pos[0]]), math.log(steps[pos[-1]])
+    targets = [lo + (hi - lo) * j / (m - 1) for j in range(m)] if m > 1 else [hi]
+    free = list(pos)
+    for t in targets:
+        best = min(free, key=lambda i: (abs(math.log(steps[i]) - t), steps[i]))
+        chosen.append(best)
+        free.remove(best)
+    return sorted(chosen)
+
+
+def select_revisions(available: Sequence[str], spec: str | Sequence[str] | None, *,
+                     steps: Sequence[int] | None = None,
+                     repo_id: str = "") -> list[tuple[str, int]]:
+    """The ``(revision, step)`` pairs a selection picks, ordered by step.
+
+    ``available``: the repository's refs (used by ``all`` and ``log:K``, and to name the refs
+    when a listed one is missing). ``steps``: explicit steps, one per listed revision.
+
+    Raises:
+        UnknownNameError: a listed revision is not among ``available`` (when ``available`` is
+            given), or ``all``/``log:K`` find no revision with a step.
+        CheckpointError: a step cannot be read from a name (and was not given), or two
+            revisions share a step.
+        ConfigError: ``steps`` does not match the listed revisions.
+    """
+    mode, value = parse_revision_spec(spec)
+    label = f" of {repo_id!r}" if repo_id else ""
+    if mode in ("all", "log"):
+        if steps is not None:
+            raise ConfigError("steps= can only go with an explicit list of revisions, not all/log:K")
+        stepped = sorted(((r, parse_step(r)) for r in available if parse_step(r) is not None),
+                         key=lambda x: (x[1], x[0]))
+        if not stepped:
+            raise UnknownNameError(
+                f"no revision{label} carries a training step in its name (refs: "
+                f"{_sample(available)}); list them with steps, e.g. main=143000"
+            )
+        pairs: list[tuple[str, int]] = []
+        seen: set[int] = set()
+        for r, s in stepped:  # one revision per step (the first name in sort order)
+            if s not in seen:
+                seen.add(s)
+                pairs.append((r, int(s)))
+        if mode == "log":
+            idx = log_spaced_indices([s for _, s in pairs], int(value))
+            pairs = [pairs[i] for i in idx]
+        return pairs
+    listed: list[tuple[str, int | None]] = list(value)  # type: ignore[arg-type]
+    if steps is not None:
+        steps = list(steps)
+        if len(steps) != len(listed):
+            raise ConfigError(f"{len(steps)} steps given for {len(listed)} revisions; give one each")
+        listed = [(r, int(s)) for (r, _), s in zip(listed, steps)]
+    if available:
+        avail = set(available)
+        missing = [r for r, _ in listed if r not in avail and not re.fullmatch(r"[0-9a-f]{40}", r)]
+        if missing:
+            raise UnknownNameError(
+                f"revision {missing[0]!r} is not a ref{label}; available: {_sample(available)}"
+            )
+    out: list[tuple[str, int]] = []
+    for r, s in listed:
+        if s is None:
+            s = parse_step(r)
+        if s is None:
+            if len(listed) == 1:
+                s = 0
+            else:
+                raise CheckpointError(
+                    f"cannot read a training step from revision {r!r}{label}; name revisions like "
+                    f"step1000 or stepN-tokensM, or give the step as {r}=STEP"
+                )
+        out.append((r, int(s)))
+    all_steps = [s for _, s in out]
+    if len(set(all_steps)) != len(all_steps):
+        raise CheckpointError(f"revisions {[r for r, _ in out]}{label} share steps {all_steps}")
+    return sorted(out, key=lambda x: x[1])
+
+
+def _sample(names: Sequence[str], k: int = 8) -> str:
+    names = list(names)
+    if not names:
+        return "none"
+    head = ", ".join(names[:k])
+    return head + (f", ... ({len(names)} in all)" if len(names) > k else "")
+
+
+def _first_line(exc: BaseException) -> str:
+    s = str(exc).strip()
+    return s.splitlines()[0][:200] if s else type(exc).__name__
+
+
+def _has_weights(folder: Path) -> bool:
+    return any(folder.glob("*.safetensors")) or any(folder.glob("*.bin"))
+
+
+def download_revision(repo_id: str, revision: str, *, cache_dir: str | Path | None = None,
+                      offline: bool | None = None, token: str | bool | None = None,
+                      available: Sequence[str] | None = None) -> tuple[Path, str]:
+    """Download one revision with ``snapshot_download``; returns (snapshot dir, commit hash).
+
+    It fetches configs, the tokenizer and safetensors weights (``.bin`` weights only when the
+    revision has no safetensors).
+
+    Raises:
+        UnknownNameError: unknown model id or revision (the message lists cached/known refs).
+        CheckpointError: the snapshot holds no weights or is incomplete.
+    """
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import (
+        HFValidationError,
+        LocalEntryNotFoundError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
+    try:
+        from huggingface_hub.errors import IncompleteSnapshotError
+    except ImportError:  # older huggingface_hub
+        IncompleteSnapshotError = LocalEntryNotFoundError  # noqa: N806
+
+    cache = hub_cache_dir(cache_dir)
+    off = hub_offline(offline)
+
+    def fetch(patterns) -> Path:
+        try:
+            return Path(snapshot_download(repo_id, revision=revision, cache_dir=str(cache),
+                                          local_files_only=off, allow_patterns=list(patterns),
+                                          token=token, endpoint=hub_endpoint()))
+        except RevisionNotFoundError:
+            known = available if available is not None else _safe_list(repo_id, cache, off, token)
+            raise UnknownNameError(
+                f"revision {revision!r} of {repo_id!r} does not exist on the Hub; refs: "
+                f"{_sample(known)}"
+            ) from None
+        except RepositoryNotFoundError:
+            raise UnknownNameError(
+                f"model id {repo_id!r} is not a local path and was not found on the Hub (or it "
+                "is private or gated: log in with `hf auth login`)"
+            ) from None
+        except HFValidationError as exc:
+            raise UnknownNameError(f"{repo_id!r} is not a valid model id ({_first_line(exc)})") from None
+        except IncompleteSnapshotError as exc:
+            raise CheckpointError(
+                f"the cached snapshot of {repo_id}@{revision} is incomplete ({_first_line(exc)})"
+            ) from None
+        except LocalEntryNotFoundError:
+            if not _repo_folder(repo_id, cache).is_dir():
+                raise _not_cached(repo_id, cache) from None
+            raise UnknownNameError(
+                f"revision {revision!r} of {repo_id!r} is not in the Hub cache {str(cache)!r}"
+                f"{' (offline mode)' if off else ''}; cached refs: "
+                f"{_sample(_cached_refs(repo_id, cache))}"
+            ) from None
+
+    if off and not _repo_folder(repo_id, cache).is_dir():
+        raise _not_cached(repo_id, cache)
+    folder = fetch(WEIGHT_PATTERNS)
+    if not _has_weights(folder) and not off:
+        folder = fetch(_BIN_PATTERNS)
+    if not _has_weights(folder):
+        raise CheckpointError(
+            f"{repo_id}@{revision} ({str(folder)!r}) holds no weights (*.safetensors or *.bin)"
+        )
+    commit = folder.name if folder.parent.name == "snapshots" else ""
+    return folder, commit
+
+
+def _safe_list(repo_id, cache, off, token) -> list[str]:
+    try:
+        return list_revisions(repo_id, cache_dir=cache, offline=off, token=token)
+    except Exception:  # only used to enrich an error message
+        return []
+
+
+def resolve_hub_trajectory(repo_id: str, revisions: str | Sequence[str] | None = None, *,
+                           steps: Sequence[int] | None = None,
+                           cache_dir: str | Path | None = None, offline: bool | None = None,
+                           token: str | bool | None = None):
+    """Resolve a Hub model id and a revision selection into a trajectory.
+
+    The result is a :class:`~tangentlab.empirical.trajectory.Trajectory` of snapshot directories.
+
+    Args:
+        repo_id: ``ORG/NAME`` (``hf:`` prefix and ``@SPEC`` suffix accepted).
+        revisions: see :func:`parse_revision_spec` (default ``main``).
+        steps: optional explicit steps, one per listed revision.
+        cache_dir: the Hub cache (default: :func:`hub_cache_dir`).
+        offline: read only the cache (default: ``HF_HUB_OFFLINE``).
+        token: a Hub token for gated or private repositories (``huggingface_hub``'s convention).
+
+    Raises:
+        UnknownNameError: unknown id or revision; CheckpointError: unreadable steps, missing
+            weights, or revisions of different architectures.
+    """
+    from tangentlab.empirical.checkpoints import Checkpoint, Trajectory, check_same_architecture
+
+    repo, inline = split_model_spec(repo_id)
+    if inline is not None:
+        if revisions is not None:
+            raise ConfigError(
+                f"{repo_id!r} already selects revisions after '@'; do not also pass revisions="
+            )
+        revisions = inline
+    if not looks_like_repo_id(repo) and "/" in repo:
+        raise UnknownNameError(f"{repo!r} is not a valid model id; write ORG/NAME")
+    mode, _ = parse_revision_spec(revisions)
+    off = hub_offline(offline)
+    cache = hub_cache_dir(cache_dir)
+    available: list[str] = []
+    if mode != "list" or off:
+        available = list_revisions(repo, cache_dir=cache, offline=off, token=token)
+    picked = select_revisions(available if mode != "list" else [], revisions, steps=steps,
+                              repo_id=repo)
+    cks = []
+    for rev, step in picked:
+        folder, commit = download_revision(repo, rev, cache_dir=cache, offline=off, token=token,
+                                           available=available or None)
+        cks.append(Checkpoint(path=folder, name=rev, step=step, repo_id=repo, revision=rev,
+                              commit=commit))
+    check_same_architecture(cks, repo)
+    return Trajectory(cks, model_name=repo, source="hub")

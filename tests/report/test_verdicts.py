@@ -1,0 +1,203 @@
+"""The verdict table on run directories written by hand: one unit per (model, site), each model
+read from its own table (the old ``cats`` bug), weakens-late windows, intervals against ranges."""
+
+from __future__ import annotations
+
+import pytest
+
+from tangentlab.report import rules as R
+from tangentlab.report.load import RunData
+from tangentlab.report.tables import ResultTable
+from tangentlab.report.verdicts import build_verdicts
+from tests.report.fixtures import (
+    activation_only_rows,
+    measure_rows,
+    trajectory_rows,
+    write_run,
+)
+
+
+def _by_key(run) -> dict:
+    return {v.key: v for v in build_verdicts(RunData.open(run))}
+
+
+class TestBucketsPerModel:
+    """Issue 9: ``_bucket_build`` used ``cats`` after its loop. With an activation-only model first it
+    raised UnboundLocalError; after another model it silently reused that model's buckets."""
+
+    def test_activation_only_model_first_does_not_break_the_row(self, tmp_path):
+        run = write_run(tmp_path / "run", {"encoder": activation_only_rows("encoder"),
+                                           "decoder": measure_rows("decoder")})
+        v = _by_key(run)["frequency-buckets"]
+        assert v.error is None, v.error
+        assert [u.model for u in v.units] == ["decoder"]
+        assert v.units[0].status == R.SUPPORTED  # q2 (most frequent) largest, CIs apart
+        titles = {p.title.split(":")[0]: p for p in v.panels}
+        assert set(titles) == {"decoder"}
+        assert titles["decoder"].categories == ("q0", "q1", "q2")
+        assert ("not measured", "no enrichment rows in: encoder") in v.numbers
+
+    def test_a_model_without_buckets_does_not_reuse_the_previous_models(self, tmp_path):
+        run = write_run(tmp_path / "run", {"encoder": measure_rows("encoder"),
+                                           "decoder": activation_only_rows("decoder")})
+        v = _by_key(run)["frequency-buckets"]
+        assert v.error is None, v.error
+        for panel in v.panels:
+            model = panel.title.split(":")[0]
+            assert model == "encoder", f"{model} drew buckets it never measured: {panel.categories}"
+        assert v.panels[0].categories == ("q0", "q1", "q2")
+
+    def test_two_models_with_different_buckets_each_keep_their_own(self, tmp_path):
+        run = write_run(tmp_path / "run", {
+            "encoder": trajectory_rows("enc", {0: 1.0, 10: 2.0}, buckets=("q0", "q1")),
+            "decoder": trajectory_rows("dec", {0: 1.0, 10: 2.0}, buckets=("f1", "f2", "f3"))})
+        v = _by_key(run)["frequency-buckets"]
+        cats = {p.title.split(":")[0]: p.categories for p in v.panels}
+        assert cats == {"encoder": ("q0", "q1"), "decoder": ("f1", "f2", "f3")}
+        assert [u.model for u in v.units] == ["encoder", "decoder"]
+
+
+class TestEveryEmpiricalRowIsPerUnit:
+    def test_one_unit_per_model_and_site_with_estimate_and_interval(self, tmp_path):
+        rows = trajectory_rows("dec", {0: 1.0, 10: 3.0}, site="blocks.0.resid_post") + \
+            trajectory_rows("dec", {0: 1.0, 10: 0.5}, site="blocks.1.resid_post")
+        run = write_run(tmp_path / "run", {"decoder": rows})
+        v = _by_key(run)["enrichment"]
+        assert [(u.model, u.site, u.status) for u in v.units] == [
+            ("decoder", "blocks.0.resid_post", R.SUPPORTED),
+            ("decoder", "blocks.1.resid_post", R.NOT_SUPPORTED)]
+        assert v.status == R.NOT_SUPPORTED
+        assert v.units[0].estimate == "3 CI [2.85, 3.15]" and v.units[0].at == "step 10"
+
+    def test_a_missing_measure_stage_reads_not_run_without_crashing(self, tmp_path):
+        run = write_run(tmp_path / "run", {}, stages={
+            "measure/decoder": {"status": "skipped", "config_hash": "x", "reason": "train failed"}})
+        for key in ("enrichment", "weakens-late", "frequency-buckets", "isoscore", "frequency-distance",
+                    "ablation", "validation"):
+            v = _by_key(run)[key]
+            assert v.status == R.NOT_RUN and v.error is None, (key, v.reason)
+
+
+class TestWeakensLate:
+    def test_supported_when_late_checkpoints_fall_below_the_peak(self, tmp_path):
+        rows = trajectory_rows("dec", {0: 1.0, 10: 2.0, 100: 5.0, 400: 3.0, 800: 2.5}, half_width=0.05)
+        run = write_run(tmp_path / "run", {"decoder": rows},
+                        measure_extra={"decoder": {"early_late_cut_step": 240.0}})
+        u = _by_key(run)["weakens-late"].units[0]
+        assert u.status == R.SUPPORTED, u.reason
+        assert "steps 400, 800" in u.at and "early/late cut at step 240" in u.at and "peak at step 100" in u.at
+
+    def test_not_supported_when_still_rising_at_the_end(self, tmp_path):
+        rows = trajectory_rows("dec", {0: 1.0, 10: 2.0, 100: 3.0, 800: 5.0})
+        run = write_run(tmp_path / "run", {"decoder": rows},
+                        measure_extra={"decoder": {"early_late_cut_step": 240.0}})
+        assert _by_key(run)["weakens-late"].units[0].status == R.NOT_SUPPORTED
+
+    def test_a_recorded_weighted_late_window_is_read(self, tmp_path):
+        rows = trajectory_rows("dec", {0: 1.0, 10: 2.0, 100: 5.0, 400: 4.9, 800: 2.0})
+        extra = {"early_late_cut_step": 50.0,  # ignored: the recorded window wins
+                 "late_window": {"steps": [800], "weights": [1.0], "weighted_median_step": 800}}
+        run = write_run(tmp_path / "run", {"decoder": rows}, measure_extra={"decoder": extra})
+        u = _by_key(run)["weakens-late"].units[0]
+        assert u.status == R.SUPPORTED and "late window: steps 800" in u.at and "weighted" in u.at
+
+    def test_old_late_aggregate_is_a_range_not_an_interval(self, tmp_path):
+        rows = trajectory_rows("dec", {0: 1.0, 100: 5.0, 400: 4.9, 800: 2.0}, late=(3.0, 2.0, 4.9))
+        run = write_run(tmp_path / "run", {"decoder": rows},
+                        measure_extra={"decoder": {"early_late_cut_step": 240.0}})
+        u = _by_key(run)["weakens-late"].units[0]
+        # per-checkpoint CIs are used; 400 overlaps the peak's CI
+        assert u.status == R.INCONCLUSIVE and "range over checkpoints" in u.note
+
+    def test_new_late_aggregate_with_a_ci_is_used(self, tmp_path):
+        rows = trajectory_rows("dec", {0: 1.0, 100: 5.0, 400: 4.9, 800: 2.0}, band_columns=True,
+                               late=(3.0, 2.8, 3.2))
+        run = write_run(tmp_path / "run", {"decoder": rows},
+                        measure_extra={"decoder": {"early_late_cut_step": 240.0}})
+        u = _by_key(run)["weakens-late"].units[0]
+        assert u.status == R.SUPPORTED and "late-window aggregate" in u.estimate
+
+
+class TestIntervalsAndRanges:
+    def test_old_tables_read_control_means_and_windows_as_ranges(self):
+        import pandas as pd
+
+        df = pd.DataFrame(trajectory_rows("m", {0: 1.0, 10: 2.0}, late=(2.0, 1.5, 2.5)))
+        t = ResultTable(df)
+        c = t.get("energy_control_mean", site="blocks.1.resid_post", step=10)
+        assert not c.has_ci and (c.band_low, c.band_high) == (0.15, 0.25)
+        assert c.interval_text() == "range [0.15, 0.25]"
+        late = t.get("enrichment", site="blocks.1.resid_post", window="late")
+        assert not late.has_ci and late.has_band
+        e = t.get("enrichment", site="blocks.1.resid_post", step=10)
+        assert e.has_ci and not e.has_band
+
+    def test_new_tables_keep_ci_and_band_apart(self):
+        import pandas as pd
+
+        df = pd.DataFrame(trajectory_rows("m", {0: 1.0, 10: 2.0}, band_columns=True, late=(2.0, 1.9, 2.1)))
+        t = ResultTable(df)
+        c = t.get("energy_control_mean", site="blocks.1.resid_post", step=10)
+        assert (c.ci_low, c.ci_high, c.band_low, c.band_high) == (0.19, 0.21, 0.15, 0.25)
+        assert c.interval_text() == "CI [0.19, 0.21], range [0.15, 0.25]"
+        late = t.get("enrichment", site="blocks.1.resid_post", window="late")
+        assert late.has_ci and (late.ci_low, late.ci_high) == (1.9, 2.1)
+
+
+class TestCausalAndLabels:
+    def test_ablation_without_matched_controls_is_inconclusive(self, tmp_path):
+        run = write_run(tmp_path / "run", {"decoder": measure_rows("decoder")})
+        v = _by_key(run)["ablation"]
+        assert v.status == R.INCONCLUSIVE
+        assert all("variance" in u.reason for u in v.units)
+
+    @pytest.mark.parametrize("matched, status", [((0.1, 0.05, 0.15), R.SUPPORTED),
+                                                 ((0.9, 0.8, 1.0), R.NOT_SUPPORTED)])
+    def test_ablation_against_matched_controls(self, tmp_path, matched, status):
+        rows = measure_rows("decoder")
+        for r in rows:
+            if r["metric"] == "ablation_loss_tangent":
+                r.update(ci_low=0.45, ci_high=0.55)
+        base = {k: rows[0][k] for k in ("model", "arch", "site", "bucket")}
+        for step in (0, 10, 100):
+            v, lo, hi = matched
+            rows += [{**base, "step": step, "checkpoint": f"step_{step:06d}",
+                      "metric": "ablation_loss_matched_mean", "value": v, "ci_low": lo, "ci_high": hi},
+                     {**base, "step": step, "checkpoint": f"step_{step:06d}",
+                      "metric": "ablation_loss_per_variance_tangent", "value": 2.0, "ci_low": 1.8,
+                      "ci_high": 2.2}]
+        run = write_run(tmp_path / "run", {"decoder": rows})
+        u = _by_key(run)["ablation"].units[0]
+        assert u.status == status, u.reason
+        assert "per unit of removed variance: tangent 2 CI [1.8, 2.2]" in u.note
+        assert "not variance-matched" in u.note
+
+    def test_isoscore_row_says_it_depends_on_the_enrichment(self, tmp_path):
+        run = write_run(tmp_path / "run", {"decoder": measure_rows("decoder")})
+        v = _by_key(run)["isoscore"]
+        assert v.depends_on == "enrichment"
+        assert all("depends on the enrichment" in u.note for u in v.units)
+
+    def test_frequency_distance_shows_pearson_beside_the_readers_value(self, tmp_path):
+        run = write_run(tmp_path / "run", {"decoder": measure_rows("decoder", rho_last=-0.4)})
+        u = _by_key(run)["frequency-distance"].units[0]
+        assert "Spearman -0.4 CI [-0.5, -0.3]" in u.estimate and "Pearson -0.4" in u.estimate
+        assert "Pearson value" in u.note
+
+
+def test_an_optional_measurement_nobody_stored_reads_not_run(tmp_path):
+    rows = [r for r in measure_rows("decoder") if not r["metric"].startswith("ablation")]
+    run = write_run(tmp_path / "run", {"decoder": rows})
+    v = _by_key(run)["ablation"]
+    assert v.status == R.NOT_RUN and v.error is None
+    assert "no measured model stored ablation_loss_tangent rows (decoder)" in v.reason
+
+
+def test_rows_told_apart_only_by_an_unread_column_are_flagged(tmp_path):
+    rows = trajectory_rows("dec", {0: 1.0, 10: 3.0})
+    rows += [dict(r, space="reachable", value=r["value"] * 2) for r in rows if r["metric"] == "enrichment"
+             and r["bucket"] == "all"]
+    run = write_run(tmp_path / "run", {"decoder": rows})
+    v = _by_key(run)["enrichment"]
+    assert v.units[0].estimate.startswith("3 CI")  # the first stored row
+    assert ("decoder: duplicate rows", ) == tuple(k for k, _ in v.numbers if "duplicate" in k)

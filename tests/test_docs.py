@@ -1,0 +1,48 @@
+"""The documentation site, with its API reference from the docstrings, builds offline with
+warnings treated as errors (what ``make docs`` runs)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.killing import subprocess_env
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_mkdocs_builds_strictly_offline_with_the_api_reference(tmp_path):
+    site = tmp_path / "site"
+    # any attempt to reach the network goes to a closed local port and fails
+    env = subprocess_env({"HTTP_PROXY": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9",
+                          "NO_PROXY": ""})
+    proc = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file",
+         str(ROOT / "mkdocs.yml"), "--site-dir", str(site)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert "WARNING" not in proc.stderr, proc.stderr[-4000:]
+    api = site / "api"
+    # rendered from the docstrings: signatures and their documentation
+    assert "control_test" in (api / "measure.html").read_text()
+    runs = (api / "runs.html").read_text()
+    assert "run_lock" in runs and "check_output_dir" in runs and "write_crash_log" in runs
+    assert "train_model" in (api / "empirical.html").read_text()
+    assert "RunLockedError" in (api / "errors.html").read_text()
+    assert (site / "cli.html").is_file() and (site / "theory" / "index.html").is_file()
+
+
+def test_make_docs_regenerates_the_pages_then_builds_the_site_strictly():
+    makefile = (ROOT / "Makefile").read_text()
+    recipe = makefile.split("\ndocs:", 1)[1].split("\n\n", 1)[0]
+    steps = [line.strip() for line in recipe.splitlines()[1:]]
+    assert steps == [
+        "$(BIN)/python -m tangentlab.theory.render docs/theory",
+        "$(BIN)/python -m tangentlab.cli_reference docs/cli.md",
+        "$(BIN)/python -m mkdocs build --strict --site-dir site",
+    ]
+    # make setup installs what the build needs (make test runs this file, and installs nothing else)
+    extras = next(line for line in makefile.splitlines() if line.startswith("EXTRAS ?="))
+    assert "docs" in extras.split("=", 1)[1].split(",")
