@@ -5,7 +5,7 @@ Two parts, each repeated ``--repeats`` times (default 3), one torch thread per r
 launcher on loopback):
 
 - **measure**: ``tangentlab empirical measure TRAJECTORY --nproc 1`` and ``--nproc 2`` on one
-  trajectory (8 checkpoints: checkpoint-parallel on 2 ranks). Prints each run's measurement
+  trajectory (12 checkpoints: checkpoint-parallel on 2 ranks). Prints each run's measurement
   wall time (rank 0, from set-up to the last row: ``manifest.json`` ``distributed.wall_s``) and
   the whole command's wall time (with interpreter start and launch), the throughput ratio
   (target >= 1.6x) and the largest relative difference between the two ``results.csv``.
@@ -22,7 +22,7 @@ Usage::
     python benchmarks/bench_distributed.py --part measure --repeats 1
     python benchmarks/bench_distributed.py --trajectory RUN    # measure an existing run
 
-Sizes: the measured trajectory is a decoder trained here (d=64, 2 layers, 80 steps, 8
+Sizes: the measured trajectory is a decoder trained here (d=64, 2 layers, 120 steps, 12
 checkpoints); each checkpoint is measured on 32 eval batches of 8 x 64 tokens with the default statistics
 (200-control pool, 1000 bootstrap replicates). Training: d=128, 4 layers, batch 16 x 128, 40
 steps.
@@ -47,8 +47,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 MEASURE = {"n_batches": 32, "batch_size": 8, "seq_len": 64, "sample_rows": 1024, "threads": 1,
            "causal_checkpoints": 2, "causal_batches": 2}
-TRAJECTORY = {"d_model": 64, "n_layers": 2, "n_heads": 2, "steps": 80, "measure_every": 0,
-              "n_checkpoints": 8, "threads": 1}
+TRAJECTORY = {"d_model": 64, "n_layers": 2, "n_heads": 2, "steps": 120, "measure_every": 0,
+              "n_checkpoints": 12, "threads": 1}
 TRAIN = {"d_model": 128, "n_layers": 4, "n_heads": 4, "vocab_size": 2048, "seq_len": 128,
          "batch_size": 16, "steps": 40, "warmup_steps": 5, "n_checkpoints": 2,
          "measure_every": 0, "threads": 1, "max_docs": 40}
