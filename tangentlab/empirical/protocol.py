@@ -574,6 +574,8 @@ def measure_trajectory(
     try:
         _run(cfg, traj, cks, out_dir, trajectory, partial, dev, timer, threads, on_checkpoint,
              world, dist)
+    except distributed.DistributedError:
+        raise  # another rank stopped: like a kill, keep the partial folder for --resume
     except TangentlabError:
         partial.clear()  # bad input: no partial output (a kill or crash keeps it for resume)
         raise

@@ -127,3 +127,23 @@ def test_a_rank_killed_part_way_leaves_no_results(tiny_runs, tmp_path):
     lines = [ln for ln in r.stderr.splitlines() if ln.startswith("tangentlab: error:")]
     assert len(lines) == 1, r.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_killed_checkpoint_parallel_run_resumes_to_the_same_results(tiny_runs, tmp_path):
+    """Rank 1 killed at its last checkpoint: rank 0 has kept its finished checkpoints in the
+    partial folder; ``--resume`` on 2 ranks gives one process's results.csv byte for byte."""
+    from tangentlab.empirical.partial import partial_dir
+
+    run = tiny_runs["decoder"]
+    one = _single(run, tmp_path / "one", TEST_MEASURE)
+    out = tmp_path / "two"
+    r = _measure(run, out, 2, TEST_MEASURE, TANGENTLAB_FAULT="measure_checkpoint:5:1")
+    assert r.returncode != 0 and not out.exists()
+    assert sorted(p.name for p in partial_dir(out).glob("checkpoint_*.json"))  # rank 0's, kept
+    sets = [x for k, v in TEST_MEASURE.items() for x in ("--set", f"{k}={v}")]
+    cmd = [sys.executable, "-m", "tangentlab", "empirical", "measure", str(run), "--out", str(out),
+           "--device", "cpu", "--nproc", "2", "--resume", *sets]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=400)
+    assert r.returncode == 0, r.stderr
+    assert (out / "results.csv").read_bytes() == (one / "results.csv").read_bytes()
+    assert not partial_dir(out).exists()
