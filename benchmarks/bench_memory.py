@@ -61,9 +61,9 @@ def table() -> None:
     shared = {d: d * (d - 1) * 8 / MB for d in (768, 2048, 4096)}
     print(f"  {'+ per rank: basis of 1-perp':<28}" + "".join(f"{shared[d]:>12.1f}" for d in shared))
     print("Per rank with S sites: S x total + the basis + the model + one batch's captured\n"
-          "activations and gradients. Data-parallel: rank 0 also receives every rank's partial\n"
-          "statistics while merging, (W + 1) x the moment and pool rows above; checkpoint-parallel:\n"
-          "each rank holds one checkpoint at a time, rank 0 also the last checkpoint's statistics.")
+          "activations and gradients. Data-parallel: rank 0 folds the other ranks' partial\n"
+          "statistics in one at a time (about 3 x the moment rows at the peak); checkpoint-parallel:\n"
+          "each rank holds one checkpoint at a time.")
 
 
 def _measure_child(d: int, n_batches: int) -> None:

@@ -148,6 +148,25 @@ class World:
         _collective(lambda dist: dist.gather_object(obj, out, dst=dst))
         return out
 
+    def fold_to_main(self, obj: Any, fold: Callable[[Any, Any], Any]) -> Any:
+        """``fold(...fold(fold(obj_0, obj_1), obj_2)..., obj_{W-1})`` on rank 0, None elsewhere.
+
+        Rank 0 receives one rank's object at a time (point-to-point, in rank order), so it holds
+        at most the running result and one incoming object, never all W of them.
+        """
+        if not self.distributed:
+            return obj
+        acc = obj
+        for src in range(1, self.size):
+            if self.rank == src:
+                _collective(lambda dist, s=src: dist.send_object_list([obj], dst=0))  # noqa: B023
+            elif self.rank == 0:
+                box: list[Any] = [None]
+                _collective(lambda dist, s=src, b=box: dist.recv_object_list(b, src=s))
+                acc = fold(acc, box[0])
+                box[0] = None
+        return acc if self.rank == 0 else None
+
     def all_gather_arrays(self, array) -> list:
         """Every rank's numpy array, in rank order.
 

@@ -37,6 +37,8 @@ def _collectives(args) -> int:
     n = w.sum_int(r + 1)
     share = w.shard(list(range(10)))
     shares = w.all_gather_object(share)
+    folded = w.fold_to_main([r], lambda a, b: a + b)  # rank 0 only; others None
+    assert (folded is None) == (not w.is_main)
     if not w.is_main:
         return 0
     if os.path.exists(args.out):
@@ -45,7 +47,7 @@ def _collectives(args) -> int:
         json.dump({
             "size": w.size, "backend": w.backend, "device": w.device,
             "sum": total.tolist(), "concat": cat.tolist(), "flags": flags.tolist(),
-            "broadcast": obj, "gathered": gathered, "sum_int": n, "shares": shares,
+            "broadcast": obj, "gathered": gathered, "sum_int": n, "shares": shares, "folded": folded,
         }, f)
     return 0
 

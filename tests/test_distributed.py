@@ -57,6 +57,7 @@ def test_single_process_world_is_the_identity():
     assert w.all_gather_object(3) == [3]
     assert w.sum_int(4) == 4
     assert w.shard([1, 2, 3]) == [1, 2, 3]
+    assert w.fold_to_main([5], lambda a, b: a + b) == [5]
     assert distributed.current() == World() and not distributed.launched()
 
 
@@ -113,6 +114,7 @@ def test_collectives_on_three_gloo_ranks(tmp_path):
     assert seen["gathered"] == [["rank", 0], ["rank", 1], ["rank", 2]]
     assert seen["sum_int"] == 6
     assert seen["shares"] == [[0, 1, 2], [3, 4, 5], [6, 7, 8, 9]]
+    assert seen["folded"] == [0, 1, 2]  # point-to-point, folded in rank order
 
 
 @pytest.mark.slow

@@ -160,6 +160,8 @@ class DataShare:
     This rank's contiguous share of the fit half and of the test half of the eval batches,
     and the merges of every rank's statistics on rank 0.
 
+    Rank 0 folds the ranks' statistics in one at a time (:meth:`World.fold_to_main`), so it
+    holds at most two partial records besides the merged one.
     Merges, all in rank order (= batch order, since shares are contiguous): moment accumulators
     (:meth:`MomentAccumulator.merge`, float64), per-token sums (float64, added rank by rank),
     counts (exact), samples, geometry rows and test activation rows (concatenated: exact),
@@ -189,8 +191,7 @@ class DataShare:
 
         local = collect_fit_half(lm, sites, self.eval_data, self.plans, uniq,
                                  sample_only=sample_only)
-        parts = self.world.gather_object(local)
-        return None if parts is None else merge_fit_parts(parts, sites)
+        return self.world.fold_to_main(local, lambda a, b: merge_fit_parts([a, b], sites))
 
     def test_half(self, lm, sites, **kwargs):
         """The test half over this rank's batches, merged on rank 0.
@@ -202,8 +203,7 @@ class DataShare:
 
         local = collect_test_half(lm, sites, self.eval_data, self.plans,
                                   n_test_batches=self.n_test, **kwargs)
-        parts = self.world.gather_object(local)
-        return None if parts is None else merge_test_parts(parts, sites)
+        return self.world.fold_to_main(local, lambda a, b: merge_test_parts([a, b], sites))
 
 
 def _sum_in_order(arrays):
@@ -252,11 +252,15 @@ def merge_test_parts(parts, sites):
     """One {site: test-half result} from the ranks' :func:`collect_test_half` results."""
     from tangentlab.empirical.collect import _combine_cosines
 
+    known = {"grad", "energies", "constrained", "forced", "test_acts", "loss_sum", "n_targets"}
     out = {}
     for site in sites:
         got = [p[site] for p in parts if site in p]
         if not got:
             continue
+        unknown = sorted(set().union(*got) - known)
+        if unknown:  # a new statistic of collect_test_half needs a merge rule here
+            raise ConfigError(f"data-parallel measure cannot merge test-half fields {unknown}")
         grad = got[0]["grad"].copy()
         for g in got[1:]:
             grad.merge(g["grad"])
