@@ -169,6 +169,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     debug = bool(getattr(args, "debug", False)) or crash.debug_enabled()
     crash.reset()
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # what --nproc relaunches
+    from tangentlab import distributed
+
+    if distributed.launched():  # one rank of torchrun / --nproc: one error line from rank 0
+        return distributed.run_rank(func, args)
     try:
         with _sigterm_raises():
             return int(func(args) or 0)

@@ -6,7 +6,8 @@ import argparse
 import contextlib
 from collections.abc import Iterator
 
-__all__ = ["add_common_run_args", "require_subcommand", "writing_run"]
+__all__ = ["add_common_run_args", "add_device_args", "relaunch", "require_subcommand",
+           "writing_run"]
 
 
 def add_common_run_args(parser: argparse.ArgumentParser) -> None:
@@ -16,6 +17,34 @@ def add_common_run_args(parser: argparse.ArgumentParser) -> None:
         "--set", dest="overrides", metavar="KEY=VALUE", action="append", default=[],
         help="override one config value (repeatable), e.g. --set rank=8",
     )
+
+
+def add_device_args(parser: argparse.ArgumentParser, *, nproc: bool = False,
+                    default: str | None = "auto") -> None:
+    """``--device`` (auto | cpu | cuda | cuda:N | mps) and, with ``nproc``, ``--nproc N`` (see
+    :mod:`tangentlab.distributed`)."""
+    parser.add_argument(
+        "--device", default=default, metavar="DEVICE",
+        help="auto | cpu | cuda | cuda:N | mps (default: auto); under torchrun or --nproc "
+             "each rank uses cuda:LOCAL_RANK",
+    )
+    if nproc:
+        parser.add_argument(
+            "--nproc", type=int, default=1, metavar="N",
+            help="run N ranks on this node with torch.distributed (gloo on CPU, NCCL on CUDA); "
+                 "same as torchrun --nproc-per-node N -m tangentlab ...",
+        )
+
+
+def relaunch(args: argparse.Namespace) -> int | None:
+    """With ``--nproc N`` > 1 outside a launch: start N ranks of this same command and return
+    the run's exit code; otherwise None (the caller runs the command itself)."""
+    from tangentlab import distributed
+
+    n = getattr(args, "nproc", 1) or 1
+    if n <= 1 or distributed.launched():
+        return None
+    return distributed.launch(getattr(args, "argv", []), n)
 
 
 def require_subcommand(parser: argparse.ArgumentParser):
@@ -39,8 +68,12 @@ def writing_run(out, *, kind: str, command: str, existing: str = "replace") -> I
     """
     from pathlib import Path
 
+    from tangentlab import distributed
     from tangentlab.runs import check_output_dir, remove_partials, run_lock
 
+    if not distributed.is_main_process():  # under torchrun / --nproc rank 0 alone checks and locks
+        yield
+        return
     check_output_dir(out, kind=kind, existing=existing)
     with run_lock(out, command=command):
         check_output_dir(out, kind=kind, existing=existing)

@@ -16,12 +16,20 @@ from __future__ import annotations
 
 import argparse
 
-from tangentlab.commands import add_common_run_args, require_subcommand, writing_run
+from tangentlab.commands import (
+    add_common_run_args,
+    add_device_args,
+    relaunch,
+    require_subcommand,
+    writing_run,
+)
 
 __all__ = ["register"]
 
 
 def _train(args: argparse.Namespace) -> int:
+    if (code := relaunch(args)) is not None:
+        return code
     # train_model checks --out and holds the run lock itself (so API callers get both too)
     from tangentlab.config import parse_overrides
     from tangentlab.empirical import train_model
@@ -51,6 +59,8 @@ def _trajectory_arg(args: argparse.Namespace) -> str:
 
 
 def _measure(args: argparse.Namespace) -> int:
+    if (code := relaunch(args)) is not None:
+        return code
     from tangentlab.config import parse_overrides
     from tangentlab.empirical import measure_trajectory
 
@@ -69,7 +79,7 @@ def _measure(args: argparse.Namespace) -> int:
     with writing_run(args.out, kind="empirical/measure", command="empirical measure"):
         run = measure_trajectory(trajectory, args.out, device=args.device, seed=args.seed,
                                  overrides=ov, config_path=args.config, gguf=args.gguf,
-                                 resume=args.resume)
+                                 resume=args.resume, autocast=args.autocast)
     print(run)
     return 0
 
@@ -116,7 +126,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--corpus", default="wikipedia",
                    help="wikipedia | bible | shakespeare | a .txt/.jsonl file or directory")
     t.add_argument("--out", required=True, help="run directory to create")
-    t.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    add_device_args(t, nproc=True)
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--resume", action="store_true",
                    help="continue from the last complete checkpoint in --out (from step 0 if the "
@@ -153,7 +163,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     m.add_argument("--gguf", action="store_true", help="TRAJECTORY is a GGUF file")
     m.add_argument("--resume", action="store_true",
                    help="continue an interrupted measurement from its finished checkpoints")
-    m.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    add_device_args(m, nproc=True)
+    m.add_argument("--autocast", choices=["bf16", "fp16"], default=None,
+                   help="forward passes under torch.autocast in this dtype (statistics stay float64)")
     m.add_argument("--seed", type=int, default=0)
     add_common_run_args(m)
     m.set_defaults(func=_measure)

@@ -95,8 +95,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="continue RUNS_ROOT/latest instead of starting a new run directory")
     p.add_argument("--runs-root", metavar="RUNS_ROOT", default="runs",
                    help="where timestamped run directories and the 'latest' link go (default: runs)")
-    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default=None,
-                   help="device for training and measurement (default: the config's, auto)")
+    p.add_argument("--device", default=None, metavar="DEVICE",
+                   help="auto | cpu | cuda | cuda:N | mps, for training and measurement "
+                        "(default: the config's, auto)")
     p.add_argument("--seed", type=int, default=None, help="the seed of every stage (default 0)")
     p.add_argument("--jobs", type=_positive_int, default=None, metavar="N",
                    help="stages run at once, each in its own process (default: the usable cores); "

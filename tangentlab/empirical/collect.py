@@ -129,7 +129,10 @@ def collect_fit_half(loaded, sites: Sequence[str], eval_data, plans: Sequence[Ro
     parts: dict[str, dict[str, Any]] = {}
     loss_sum, n_targets = 0.0, 0
     U = len(uniq)
-    for batch, plan in zip(eval_data.batches, plans, strict=True):
+    from tangentlab.progress import progress
+
+    for batch, plan in progress(list(zip(eval_data.batches, plans, strict=True)),
+                                desc="fit batches"):  # per-batch progress (rank 0 only)
         if batch.half != "fit" or (sample_only and not plan.sample.any()):
             continue
         cap = capture_batch(loaded, sites, batch.input_ids, batch.labels, masked=batch.masked,
@@ -192,7 +195,8 @@ def _combine_cosines(acc: dict[str, float], got: Mapping[str, float]) -> dict[st
 def collect_test_half(loaded, sites: Sequence[str], eval_data, plans: Sequence[RowPlan], *,
                       subspaces: Mapping[str, Mapping[str, tuple]],
                       constrain: Mapping[str, tuple] | None = None, act_rows: int = 1024,
-                      seed: int = 0, chunk: int = 8) -> dict[str, dict[str, Any]]:
+                      seed: int = 0, chunk: int = 8,
+                      n_test_batches: int | None = None) -> dict[str, dict[str, Any]]:
     """Forward + backward passes over the test half, with the subspaces known.
 
     ``subspaces``: {site: {proxy: (Q (d, r), pool (K, d, r))}}. ``constrain``: optional
@@ -221,7 +225,8 @@ def collect_test_half(loaded, sites: Sequence[str], eval_data, plans: Sequence[R
 
     labels = list(eval_data.labels)
     tests = [(b, p) for b, p in zip(eval_data.batches, plans, strict=True) if b.half == "test"]
-    per_batch = -(-act_rows // max(len(tests), 1))
+    # n_test_batches: the whole test half's count when these batches are one rank's share
+    per_batch = -(-act_rows // max(n_test_batches or len(tests), 1))
     parts: dict[str, dict[str, Any]] = {}
     loss_sum, n_targets = 0.0, 0
 
@@ -252,7 +257,9 @@ def collect_test_half(loaded, sites: Sequence[str], eval_data, plans: Sequence[R
                 add(p["constrained"], (proxy, "all"), batch_energies(Qc, poolc, GU))
         p["pending"] = []
 
-    for batch, plan in tests:
+    from tangentlab.progress import progress
+
+    for batch, plan in progress(tests, desc="test batches"):  # per-batch progress (rank 0 only)
         cap = capture_batch(loaded, sites, batch.input_ids, batch.labels, masked=batch.masked,
                             grads=True)
         if not math.isnan(cap.loss_sum):

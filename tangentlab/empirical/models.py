@@ -74,16 +74,15 @@ class LoadedModel:
 
 
 def resolve_device(device: str) -> str:
-    """``auto`` → ``cuda`` when available, else ``cpu``; ``cuda`` without a GPU is a ConfigError."""
-    import torch
+    """The device string for ``device`` (see tangentlab.distributed).
 
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("device 'cuda' was requested but no CUDA GPU is available; use --device cpu")
-    if device not in {"cpu", "cuda"}:
-        raise ConfigError(f"device must be auto, cpu or cuda; got {device!r}")
-    return device
+    ``auto`` → CUDA, else MPS, else CPU; ``cuda``, ``cuda:N``, ``mps`` checked against the
+    machine (a ConfigError when absent). Under a distributed launch each rank takes
+    ``cuda:LOCAL_RANK``. See :func:`tangentlab.distributed.resolve_device`.
+    """
+    from tangentlab.distributed import resolve_device as _resolve
+
+    return _resolve(device)
 
 
 def _dtype_name(dt) -> str:

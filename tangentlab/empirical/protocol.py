@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import math
 import re
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -300,7 +301,9 @@ def _load(setup: _Setup, ck, dev: str):
 
 
 def _fixed_proxies(setup: _Setup, schedule, cks, dev: str, timer) -> dict[str, Any]:
-    """The pre-pass: forward passes over the fit half of the fit-window checkpoints, then the
+    """The pre-pass: the fixed proxy of each site from the fit window.
+
+    The pre-pass: forward passes over the fit half of the fit-window checkpoints, then the
     fixed proxy of each site from their samples (weighted by step span).
     """
     samples: dict[str, dict[int, Any]] = {s: {} for s in setup.sites}
@@ -453,32 +456,50 @@ class _Context:
     timer: Any
 
 
-def _measure_checkpoint(ctx: _Context, i: int, ck, previous: Mapping[str, Any]
-                        ) -> tuple[list[dict], dict, dict[str, dict]]:
-    """Measure checkpoint ``ck`` (position ``i``): its rows, its manifest record, and per site
+def _measure_checkpoint(ctx: _Context, i: int, ck, previous: Mapping[str, Any], share=None
+                        ) -> tuple[list[dict], dict, dict[str, dict]] | None:
+    """Measure one checkpoint (all of it, or this rank's share).
+
+    Measure checkpoint ``ck`` (position ``i``): its rows, its manifest record, and per site
     the arrays later steps need (scatter, centroids, refit proxy, geometry counts).
+
+    ``share``: a :class:`tangentlab.empirical.parallel.DataShare` in data-parallel mode (this
+    rank captures its share of the eval batches, rank 0 merges, fits the refit proxy and
+    broadcasts it, then computes every row); None is returned on the other ranks.
     """
     from tangentlab.empirical.collect import merge_halves
 
     cfg, setup, timer = ctx.cfg, ctx.setup, ctx.timer
     head = setup.first.head
+    main = share is None or share.world.is_main
     with timer("load"):
         lm = _load(setup, ck, ctx.dev)
     with timer("capture"):
-        fit = collect_fit_half(lm, setup.sites, setup.eval_data, setup.plans, setup.uniq)
+        if share is None:
+            fit = collect_fit_half(lm, setup.sites, setup.eval_data, setup.plans, setup.uniq)
+        else:
+            fit = share.fit_half(lm, setup.sites, setup.uniq)
     proxies, tested, test = {}, {}, {}
     if head:
         with timer("proxy_fit"):
+            if main:
+                for site in setup.sites:
+                    proxies[site] = ctx.schedule.proxies(ctx.fixed[site], fit[site].sample,
+                                                         previous.get(site))
+            if share is not None:
+                proxies = share.world.broadcast_object(proxies)
             for site in setup.sites:
-                proxies[site] = ctx.schedule.proxies(ctx.fixed[site], fit[site].sample,
-                                                     previous.get(site))
                 tested[site] = _tested_subspaces(proxies[site], cfg, ctx.ones)
         with timer("capture"):
-            test = collect_test_half(
-                lm, setup.sites, setup.eval_data, setup.plans,
-                subspaces={s: t[0] for s, t in tested.items()},
-                constrain={s: (ctx.ones.basis, t[1]) for s, t in tested.items()},
-                act_rows=cfg.sample_rows, seed=cfg.seed)
+            kwargs = dict(subspaces={s: t[0] for s, t in tested.items()},
+                          constrain={s: (ctx.ones.basis, t[1]) for s, t in tested.items()},
+                          act_rows=cfg.sample_rows, seed=cfg.seed)
+            if share is None:
+                test = collect_test_half(lm, setup.sites, setup.eval_data, setup.plans, **kwargs)
+            else:
+                test = share.test_half(lm, setup.sites, **kwargs)
+    if not main:
+        return None
     info = {**ck.to_dict(), "checkpoint": ck.name, "step": ck.step, "path": str(ck.path),
             "tie_embeddings": lm.tie_embeddings, "in_fit_window": ctx.schedule.in_window(ck.step),
             "causal": i in ctx.causal_idx}
@@ -510,6 +531,7 @@ def measure_trajectory(
     gguf: bool = False,
     resume: bool = False,
     on_checkpoint=None,
+    autocast: str | None = None,
 ) -> Path:
     """Run the protocol over ``trajectory``; write ``results.csv``, ``manifest.json`` and figures.
 
@@ -517,30 +539,43 @@ def measure_trajectory(
     checkpoint is also saved to a partial folder beside it (:mod:`tangentlab.empirical.partial`);
     ``resume=True`` continues from there after a kill, with the same ``results.csv`` as an
     uninterrupted run. ``on_checkpoint(index, name)`` is called after each checkpoint is saved.
+    ``autocast``: ``bf16`` | ``fp16`` runs the captures under ``torch.autocast``
+    (:func:`tangentlab.empirical.parallel.autocast`; statistics stay float64). Under torchrun (or
+    ``--nproc``) the ranks split the work and rank 0 alone writes (docs/scale.md).
     Returns the run directory. See the module docstring and docs/empirical.md.
     """
     import torch
 
+    from tangentlab import distributed
     from tangentlab.config import config_hash
+    from tangentlab.empirical import parallel
     from tangentlab.empirical.models import resolve_device
     from tangentlab.empirical.partial import PartialRun
     from tangentlab.empirical.trajectory import resolve_trajectory
     from tangentlab.runs import Timer
 
+    world = distributed.ensure(device)  # one process, or one rank of torchrun / --nproc
+    t_start = time.perf_counter()
     cfg = resolve_measure_config(overrides, config_path, seed)
     traj = resolve_trajectory(trajectory, gguf=gguf)
-    dev = resolve_device(device)
+    dev = world.device if world.distributed else resolve_device(device)
+    dist = dict(parallel.world_record(world, dev), autocast=autocast or None, t_start=t_start)
+    parallel.autocast(dev, autocast)  # a bad choice fails before any work
     cks = traj.checkpoints
     if cfg.max_checkpoints and len(cks) > cfg.max_checkpoints:
         cks = [cks[i] for i in sorted(_spread_indices(len(cks), cfg.max_checkpoints))]
     timer = Timer()
     torch.manual_seed(cfg.seed)
     threads = cfg.threads or int(traj.train_config.get("threads", 0) or 0)
-    partial = PartialRun(out_dir, config_hash=config_hash(cfg), resume=resume,
-                         checkpoints=[f"{c.name}@{c.step}" for c in cks])
+    partial = (PartialRun(out_dir, config_hash=config_hash(cfg), resume=resume,
+                          checkpoints=[f"{c.name}@{c.step}" for c in cks])
+               if world.is_main else parallel.NoPartial())  # rank 0 alone writes
 
     try:
-        _run(cfg, traj, cks, out_dir, trajectory, partial, dev, timer, threads, on_checkpoint)
+        _run(cfg, traj, cks, out_dir, trajectory, partial, dev, timer, threads, on_checkpoint,
+             world, dist)
+    except distributed.DistributedError:
+        raise  # another rank stopped: like a kill, keep the partial folder for --resume
     except TangentlabError:
         partial.clear()  # bad input: no partial output (a kill or crash keeps it for resume)
         raise
@@ -549,31 +584,60 @@ def measure_trajectory(
 
 
 def _run(cfg: MeasureConfig, traj, cks, out_dir, trajectory, partial, dev: str, timer, threads,
-         on_checkpoint) -> None:
-    """The body of :func:`measure_trajectory`: plan, measure each checkpoint, finish, write."""
+         on_checkpoint, world, dist: dict) -> None:
+    """The body of :func:`measure_trajectory`: plan, measure each checkpoint, finish, write.
+
+    On several ranks (``world``): checkpoint-parallel or data-parallel, see docs/scale.md.
+    """
+    from tangentlab import distributed
     from tangentlab._runtime import single_blas_thread, torch_threads
+    from tangentlab.empirical import parallel
     from tangentlab.empirical.metrics import aggregate_rows
     from tangentlab.empirical.proxy_schedule import ProxySchedule
     from tangentlab.progress import progress
-    from tangentlab.runs import RESULTS_NAME, atomic_directory
+    from tangentlab.runs import RESULTS_NAME
 
-    with single_blas_thread(), torch_threads(threads), atomic_directory(out_dir) as tmp:
+    with single_blas_thread(), torch_threads(threads), parallel.autocast(dev, dist["autocast"]), \
+            parallel.output_directory(out_dir, world) as tmp:
         setup = _prepare(traj, cks, cfg, dev, timer)
+        t_measure = time.perf_counter()  # after the one-off set-up (imports, first model, data)
         schedule = ProxySchedule.plan([c.step for c in cks], method=cfg.proxy, rank=cfg.rank,
                                       seed=cfg.seed, fraction=cfg.fit_fraction, refit=cfg.refit)
         head = setup.first.head
-        ctx = _Context(cfg=cfg, traj=traj, setup=setup, schedule=schedule,
-                       fixed=_fixed_proxies(setup, schedule, cks, dev, timer) if head else {},
+        mode = distributed.choose_mode(len(cks), len(setup.eval_data.batches), world.size)
+        share = parallel.DataShare(world, setup.eval_data, setup.plans) if mode == "data" else None
+        if not head:
+            fixed = {}
+        elif mode == "single":
+            fixed = _fixed_proxies(setup, schedule, cks, dev, timer)
+        else:  # the fit window's samples from every rank; rank 0 fits and broadcasts
+            fixed = parallel.fixed_proxies(world, mode, share, setup, schedule, cks, timer,
+                                           lambda ck: _load(setup, ck, dev))
+        ctx = _Context(cfg=cfg, traj=traj, setup=setup, schedule=schedule, fixed=fixed,
                        ones=_ones_space(setup.d), dev=dev, timer=timer,
                        causal_idx=frozenset(_spread_indices(len(cks), cfg.causal_checkpoints)
                                             if cfg.causal else ()))
         rows, ck_info, per_ck = [], [], []
         previous: dict[str, Any] = {}
-        for i, ck in enumerate(progress(cks, desc="measure")):
-            if partial.has(i):
+        mine = parallel.checkpoint_share(world, mode, len(cks))
+        if mode == "checkpoint" and head and cfg.refit and mine and mine[0] > 0:
+            previous = parallel.previous_refits(setup, schedule, fixed, cks[mine[0] - 1], timer,
+                                                lambda ck: _load(setup, ck, dev))
+        for i in progress(mine, desc="measure"):
+            ck = cks[i]
+            distributed.fault_point("measure_checkpoint", i)  # test hook (TANGENTLAB_FAULT)
+            saved = partial.has(i)
+            if share is not None:  # every rank skips a checkpoint rank 0 has saved
+                saved = world.broadcast_object(saved)
+            if saved:
+                if not world.is_main:
+                    continue
                 got, info, per_site = partial.load(i)
             else:
-                got, info, per_site = _measure_checkpoint(ctx, i, ck, previous)
+                result = _measure_checkpoint(ctx, i, ck, previous, share)
+                if result is None:  # a rank other than 0 in data-parallel mode
+                    continue
+                got, info, per_site = result
                 partial.save(i, got, info, per_site)
             rows += got
             ck_info.append(info)
@@ -581,6 +645,10 @@ def _run(cfg: MeasureConfig, traj, cks, out_dir, trajectory, partial, dev: str, 
             previous = {s: per_site[s].get("refit") for s in setup.sites}
             if on_checkpoint is not None:
                 on_checkpoint(i, ck.name)
+        if mode == "checkpoint":  # every rank's checkpoints on rank 0, in checkpoint order
+            rows, ck_info, per_ck = parallel.gather_checkpoints(world, rows, ck_info, per_ck)
+        if not world.is_main:
+            return
         with timer("metrics"):
             if len(cks) >= 2:
                 for site in setup.sites:
@@ -591,12 +659,15 @@ def _run(cfg: MeasureConfig, traj, cks, out_dir, trajectory, partial, dev: str, 
             rows += aggregate_rows(rows, cfg.early_fraction * schedule.max_step,
                                    schedule.max_step)
         scatter = {s: {c["step"]: p[s] for c, p in zip(ck_info, per_ck)} for s in setup.sites}
+        t_start, t_end = dist.pop("t_start"), time.perf_counter()  # rank 0's clock
+        dist.update(mode=mode, wall_s=round(t_end - t_start, 3),
+                    measure_s=round(t_end - t_measure, 3))
         _write_outputs(tmp, rows, scatter, setup, schedule, cfg, trajectory, traj, ck_info,
-                       dev, timer, RESULTS_NAME)
+                       dev, timer, RESULTS_NAME, dist)
 
 
 def _write_outputs(tmp, rows, scatter, setup: _Setup, schedule, cfg: MeasureConfig, trajectory,
-                   traj, ck_info, dev, timer, results_name) -> None:
+                   traj, ck_info, dev, timer, results_name, distributed=None) -> None:
     """results.csv, the two figures and manifest.json into the run folder ``tmp``."""
     import torch
 
@@ -647,6 +718,7 @@ def _write_outputs(tmp, rows, scatter, setup: _Setup, schedule, cfg: MeasureConf
             "frequency_source": eval_data.frequency_source, "corpus": setup.corpus,
             "eval_tokens_per_checkpoint": int(sum(b.input_ids.numel() for b in eval_data.batches)),
             "seq_len": setup.seq_len, "torch_threads": torch.get_num_threads(),
+            "distributed": distributed,
         },
     )
     write_manifest(tmp, manifest)

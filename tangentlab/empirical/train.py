@@ -314,14 +314,20 @@ def train_model(
     """
     cfg = resolve_train_config(arch, preset, corpus=corpus, seed=seed, overrides=overrides,
                                config_path=config_path)
-    from tangentlab import crash
+    import contextlib
+
+    from tangentlab import crash, distributed
     from tangentlab._runtime import torch_threads
     from tangentlab.config import config_to_dict
     from tangentlab.runs import check_output_dir, run_lock
 
     crash.note(train_config=config_to_dict(cfg))
-    check_output_dir(out_dir, kind="empirical/train", existing="resume" if resume else "refuse")
-    with run_lock(out_dir, command=f"empirical train --arch {cfg.arch}"), torch_threads(cfg.threads):
+    main = distributed.is_main_process()  # under torchrun / --nproc rank 0 alone checks and locks
+    if main:
+        check_output_dir(out_dir, kind="empirical/train", existing="resume" if resume else "refuse")
+    lock = (run_lock(out_dir, command=f"empirical train --arch {cfg.arch}") if main
+            else contextlib.nullcontext())
+    with lock, torch_threads(cfg.threads):
         return _train(cfg, out_dir, device=device, resume=resume, callbacks=callbacks)
 
 
@@ -357,7 +363,12 @@ def _train(
     )
 
     quiet_transformers()
-    dev = resolve_device(device)
+    from tangentlab import distributed
+    from tangentlab.empirical import parallel
+
+    world = distributed.ensure(device)  # one process, or one rank of torchrun / --nproc
+    dev = world.device if world.distributed else resolve_device(device)
+    dist_record = parallel.world_record(world, dev)
     run_dir = Path(out_dir)
     timer = Timer()
     cfg_dict = config_to_dict(cfg)
@@ -365,8 +376,9 @@ def _train(
 
     # under the run lock: check again what train_model checked before taking it, and clear what
     # a killed writer left half-written (never read: a checkpoint counts once renamed into place)
-    check_output_dir(run_dir, kind="empirical/train", existing="resume" if resume else "refuse")
-    for folder in (run_dir, run_dir / "checkpoints"):
+    if world.is_main:
+        check_output_dir(run_dir, kind="empirical/train", existing="resume" if resume else "refuse")
+    for folder in (run_dir, run_dir / "checkpoints") if world.is_main else ():
         for p in remove_partials(folder):
             log(f"removed {p.name}, left half-written by an interrupted run")
     existing = list_checkpoints(run_dir)
@@ -392,6 +404,7 @@ def _train(
                 f"{str(run_dir / 'checkpoints')!r} to restart from step 0"
             )
 
+    world.barrier()  # every rank has checked the folder before rank 0 writes into it
     # Data and tokenizer (validated before anything is written).
     with timer("data"):
         docs = load_texts(cfg.corpus, max_docs=cfg.max_docs)
@@ -408,22 +421,24 @@ def _train(
             )
         vocab = len(tokenizer)
         counts = frequency_table(stream_np, vocab)
+    if world.distributed:  # every rank trains on rank 0's tokenizer and stream
+        tokenizer, stream_np, counts = world.broadcast_object((tokenizer, stream_np, counts))
     stream = torch.from_numpy(stream_np)
 
     # The run's inputs, the config first (it marks the folder as a training run). On resume,
     # whatever a stopped run had not written yet is written now; each file is atomic.
     run_dir.mkdir(parents=True, exist_ok=True)
-    if not (run_dir / TRAIN_CONFIG_NAME).is_file():
+    if world.is_main and not (run_dir / TRAIN_CONFIG_NAME).is_file():  # rank 0 alone writes
         atomic_write_json(run_dir / TRAIN_CONFIG_NAME, cfg_dict)
-    if not (run_dir / "tokenizer" / "tokenizer.json").is_file():
+    if world.is_main and not (run_dir / "tokenizer" / "tokenizer.json").is_file():
         tok_tmp = Path(tempfile.mkdtemp(prefix=".tokenizer.partial-", dir=run_dir))
         tokenizer.save_pretrained(str(tok_tmp))
         if (run_dir / "tokenizer").exists():
             shutil.rmtree(run_dir / "tokenizer")
         os.replace(tok_tmp, run_dir / "tokenizer")
-    if not (run_dir / "frequency.csv").is_file():
+    if world.is_main and not (run_dir / "frequency.csv").is_file():
         save_frequency_table(counts, run_dir / "frequency.csv")
-    if not (run_dir / "eval.jsonl").is_file():
+    if world.is_main and not (run_dir / "eval.jsonl").is_file():
         atomic_write_text(run_dir / "eval.jsonl",
                           "".join(json.dumps({"text": t}) + "\n" for t in split.eval))
 
@@ -434,6 +449,7 @@ def _train(
         pad_token_id=tokenizer.pad_token_id or 0, seed=cfg.seed,
     )
     model.to(dev)
+    ddp = parallel.wrap_ddp(model, world)  # DistributedDataParallel on several ranks
     optimizers = _build_optimizers(model, cfg)
     schedule = checkpoint_schedule(cfg.steps, cfg.n_checkpoints, cfg.late_checkpoints)
     start, tokens_seen, log_rows = 0, 0, []
@@ -482,7 +498,12 @@ def _train(
     state_base = {"arch": cfg.arch, "preset": cfg.preset, "seed": cfg.seed, "config_hash": chash,
                   "tie_embeddings": cfg.tie_embeddings, "optimizer": cfg.optimizer}
 
+    if not world.is_main:  # rank 0 alone logs, measures in-loop and writes
+        callbacks = []
+
     def save(step: int, loss: float) -> None:
+        if not world.is_main:
+            return
         with timer("checkpoints"):
             _save_checkpoint(run_dir, step, model, tokenizer, optimizers,
                              {**state_base, "step": step, "tokens_seen": tokens_seen, "loss": loss})
@@ -505,9 +526,17 @@ def _train(
             for o in optimizers:
                 for g in o.param_groups:
                     g["lr"] = cfg.lr * factor
-            out = model(input_ids=inputs.to(dev), labels=labels.to(dev))
-            loss = out.loss
-            if not torch.isfinite(loss):
+            if world.distributed:  # this rank's rows; gradient of the global mean loss
+                n_all = parallel.n_targets(labels, cfg.arch)
+                x, y = parallel.shard_rows(world, inputs, labels)
+                part = parallel.shard_loss(ddp, x.to(dev), y.to(dev), cfg.arch, n_all)
+                loss = part * world.size  # DDP averages gradients over the ranks
+                global_loss = float(world.sum_float64(part.detach().double().cpu()))
+            else:
+                out = model(input_ids=inputs.to(dev), labels=labels.to(dev))
+                loss = out.loss
+                global_loss = None
+            if not math.isfinite(float(loss.item()) if global_loss is None else global_loss):
                 raise ConfigError(f"training diverged at step {step} (loss {loss.item()}); lower lr")
             for o in optimizers:
                 o.zero_grad(set_to_none=True)
@@ -517,7 +546,7 @@ def _train(
             for o in optimizers:
                 o.step()
             tokens_seen += inputs.numel()
-            lv = float(loss.item())
+            lv = float(loss.item()) if global_loss is None else global_loss
             done = step + 1
             log_rows.append({"step": done, "loss": lv, "lr": cfg.lr * factor, "tokens_seen": tokens_seen})
             rate = (done - start) * inputs.numel() / max(1e-9, time.perf_counter() - t0)
@@ -533,6 +562,7 @@ def _train(
                 model.eval()
                 save(done, lv)
                 model.train()
+            distributed.fault_point("train_step", done)  # test hook (TANGENTLAB_FAULT)
     model.eval()
 
     ckpts = list_checkpoints(run_dir)
@@ -543,9 +573,10 @@ def _train(
                "tie_embeddings": cfg.tie_embeddings, "vocab_size": vocab,
                "checkpoint_steps": [s for s, _ in ckpts], "train_tokens": int(stream_np.size),
                "eval_documents": len(split.eval), "train_documents": len(split.train),
-               "resumed_from": start if resume else None},
+               "resumed_from": start if resume else None, "distributed": dist_record},
     )
-    write_manifest(run_dir, manifest)
+    if world.is_main:
+        write_manifest(run_dir, manifest)
     return run_dir
 
 

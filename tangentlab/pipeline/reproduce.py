@@ -142,8 +142,8 @@ class ReproduceConfig(Config):
 
     def relations(self) -> list[tuple[bool, str]]:
         """The device spelling and the ``[scope:]key=value`` form of every override."""
-        out = [(self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:"),
-                f"config key 'device' must be auto, cpu or cuda[:N]; got {self.device!r}")]
+        out = [(self.device in ("auto", "cpu", "cuda", "mps") or self.device.startswith("cuda:"),
+                f"config key 'device' must be auto, cpu, cuda[:N] or mps; got {self.device!r}")]
         for key, required in (("synthetic_overrides", True), ("train_overrides", False),
                               ("measure_overrides", False)):
             for item in getattr(self, key):
