@@ -120,10 +120,12 @@ def capture_batch(loaded, sites: Sequence[str], input_ids, labels=None, *, atten
     Args:
         loaded: a :class:`~tangentlab.empirical.models.LoadedModel`.
         sites: site names (see :mod:`tangentlab.empirical.sites`).
-        input_ids: (B, T) int tensor. labels: (B, T), -100 where no loss (encoder), or the inputs
-            (decoder; shifted inside). Required when ``grads`` or the loss is wanted.
+        input_ids: (B, T) int tensor.
+        labels: (B, T), -100 where no loss (encoder), or the inputs (decoder; shifted inside).
+            Required when ``grads`` or the loss is wanted.
         attention_mask: optional (B, T) 1/0 (padding = 0).
         masked: optional (B, T) bool, the MLM-masked positions (recorded).
+        grads: also run the backward pass and return the gradient rows at every site.
         edit: optional {site: fn} to modify activations (ablation/steering).
 
     Activations and gradients come back in float32 or wider whatever the forward pass's dtype

@@ -51,8 +51,9 @@ def select_geometry_rows(tokens, windows, eligible, seed: int):
 
 def plan_rows(eval_data, arch: str, *, exclude_positions: Sequence[int], sample_rows: int,
               seed: int) -> tuple[list[RowPlan], Any]:
-    """One :class:`RowPlan` per eval batch, and the sorted distinct token ids ``(U,)`` of the
-    fit half's geometry rows.
+    """One :class:`RowPlan` per eval batch, and the fit half's distinct geometry token ids.
+
+    The ids are sorted, shape ``(U,)``.
 
     The fixed sample draws ``min(sample_rows, kept fit rows)`` rows uniformly without
     replacement (seed ``[seed, 7]``) over the kept rows of the fit batches.

@@ -1,5 +1,8 @@
-"""Figures of ``measure``: enrichment over training with its control band, and log-frequency
-against spread (first and last checkpoint). Matplotlib with the Agg backend, set here."""
+"""Figures of ``measure``.
+
+Enrichment over training with its control band, and log-frequency against spread (first and last
+checkpoint). Matplotlib with the Agg backend, set here.
+"""
 
 from __future__ import annotations
 

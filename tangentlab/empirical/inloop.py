@@ -103,5 +103,6 @@ class InLoopMeasure:
         return new
 
     def __call__(self, state) -> None:
+        """The training callback: measure at every ``every``-th step and at the last one."""
         if self.every > 0 and (state.step % self.every == 0 or state.step == self.final_step):
             self.measure(state.model, state.step)

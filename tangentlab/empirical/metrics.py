@@ -157,8 +157,10 @@ def representation_rows(st: SiteStats, cfg, base: RowBase) -> list[dict]:
 
 
 def corr_with_ci(x, y, *, n_boot: int, confidence: float, seed) -> dict[str, tuple]:
-    """Pearson r and Spearman ρ with bootstrap (over tokens) intervals; NaN when n < 4 or a
-    variable is constant. ``x``, ``y``: (n,). See :func:`tangentlab.measure.correlation_with_ci`.
+    """Pearson r and Spearman ρ with bootstrap (over tokens) intervals.
+
+    NaN when n < 4 or a variable is constant. ``x``, ``y``: (n,). See
+    :func:`tangentlab.measure.correlation_with_ci`.
     """
     import numpy as np
 
@@ -231,8 +233,11 @@ def frequency_rows(st: SiteStats, counts, uniq, cfg, base: RowBase):
 
 
 def forced_direction_rows(st: SiteStats, base: RowBase, tol: float) -> list[dict]:
-    """Max and mean |cos| between the gradient rows and 𝟙, the centred activation and the
-    activation; the max rows say whether the direction is ``forced`` (max |cos| < ``tol``)."""
+    """Max and mean |cos| between the gradient rows and each direction a norm may force.
+
+    The directions are 𝟙, the centred activation and the activation; the max rows say whether
+    the direction is ``forced`` (max |cos| < ``tol``).
+    """
     f = st.forced
     rows = []
     for name in ("ones", "centred", "raw"):
@@ -407,8 +412,9 @@ def trajectory_rows(centroids, logf, base: RowBase, cfg, *, raw: bool = False) -
 
 
 def aggregate_rows(rows: Sequence[dict], cut: float, max_step: int) -> list[dict]:
-    """Early (0 < step ≤ ``cut``) and late (step > ``cut``) aggregates of
-    :data:`AGGREGATED_METRICS` (fixed proxy or none; step 0 left out).
+    """Early (0 < step ≤ ``cut``) and late (step > ``cut``) aggregates of the tracked metrics.
+
+    The metrics are :data:`AGGREGATED_METRICS` (fixed proxy or none; step 0 left out).
 
     Each checkpoint is weighted by the span of training steps it stands for inside its phase
     (:func:`~tangentlab.empirical.proxy_schedule.step_spans` over ``[0, cut]`` or

@@ -55,8 +55,10 @@ class PartialRun:
                 )
 
     def _create(self) -> None:
-        """The folder is made on the first save, so a run refused before any checkpoint (bad
-        input) leaves nothing behind."""
+        """Make the folder (on the first save only).
+
+        So a run refused before any checkpoint (bad input) leaves nothing behind.
+        """
         from tangentlab.runs import atomic_write_json
 
         if not (self.folder / _META).is_file():
@@ -71,9 +73,11 @@ class PartialRun:
         return self._stem(index).with_suffix(".json").is_file()
 
     def save(self, index: int, rows: list[dict], info: dict, sites: dict[str, dict]) -> None:
-        """Save checkpoint ``index``: its rows, its record and per-site arrays {site: {name: array
-        or None}}. The arrays go first, the rows last: a checkpoint counts as finished only once
-        its JSON exists."""
+        """Save checkpoint ``index``: its rows, its record and its per-site arrays.
+
+        The arrays are ``{site: {name: array or None}}``. They go first, the rows last: a
+        checkpoint counts as finished only once its JSON exists.
+        """
         import numpy as np
 
         from tangentlab.runs import atomic_write_bytes, atomic_write_text

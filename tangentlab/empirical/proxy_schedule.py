@@ -129,6 +129,7 @@ class ProxySchedule:
         return dict(zip(self.window_steps, base, strict=True))
 
     def in_window(self, step: int) -> bool:
+        """True when ``step`` is one of the fit window's checkpoints."""
         return int(step) in self.window_steps
 
     def fit(self, X) -> Any:
