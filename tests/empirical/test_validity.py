@@ -393,9 +393,9 @@ def test_measure_resumes_after_a_kill_with_identical_results(measured, tiny_runs
     measured_again = []
     real = protocol._measure_checkpoint
 
-    def spy(ctx, i, ck, previous):
+    def spy(ctx, i, ck, previous, *args, **kwargs):
         measured_again.append(i)
-        return real(ctx, i, ck, previous)
+        return real(ctx, i, ck, previous, *args, **kwargs)
 
     monkeypatch.setattr(protocol, "_measure_checkpoint", spy)
     protocol.measure_trajectory(tiny_runs["decoder"], out, device="cpu", seed=0,
