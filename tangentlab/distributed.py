@@ -572,9 +572,21 @@ def fault_point(name: str, index: int) -> None:
 
     Test hook: SIGKILL this process when ``TANGENTLAB_FAULT`` is ``name:index:rank`` for this
     rank (how the kill-and-resume tests stop one rank part-way). A no-op otherwise.
+
+    When ``TANGENTLAB_FAULT_AFTER`` holds a glob pattern, the rank first waits (up to 300 s)
+    until a file matches it, so that a test can order the kill after another rank's write
+    instead of relying on timing.
     """
     spec = os.environ.get("TANGENTLAB_FAULT")
     if spec and spec == f"{name}:{int(index)}:{current().rank}":
+        after = os.environ.get("TANGENTLAB_FAULT_AFTER")
+        if after:
+            import glob
+            import time
+
+            deadline = time.monotonic() + 300.0
+            while not glob.glob(after) and time.monotonic() < deadline:
+                time.sleep(0.05)
         sys.stdout.flush()
         sys.stderr.flush()
         os.kill(os.getpid(), signal.SIGKILL)

@@ -30,6 +30,7 @@ def _env(**extra: str) -> dict[str, str]:
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
     env.update({"OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TANGENTLAB_QUIET": "1"})
     env.pop("TANGENTLAB_FAULT", None)
+    env.pop("TANGENTLAB_FAULT_AFTER", None)
     env.update(extra)
     return env
 
@@ -141,7 +142,9 @@ def test_killed_checkpoint_parallel_run_resumes_to_the_same_results(tiny_runs, t
     run = tiny_runs["decoder"]
     one = _single(run, tmp_path / "one", TEST_MEASURE)
     out = tmp_path / "two"
-    r = _measure(run, out, 2, TEST_MEASURE, TANGENTLAB_FAULT="measure_checkpoint:5:1")
+    # rank 1 dies only once rank 0 has finished a checkpoint (ordered, not timed)
+    r = _measure(run, out, 2, TEST_MEASURE, TANGENTLAB_FAULT="measure_checkpoint:5:1",
+                 TANGENTLAB_FAULT_AFTER=str(partial_dir(out) / "checkpoint_*.json"))
     assert r.returncode != 0 and not out.exists()
     assert sorted(p.name for p in partial_dir(out).glob("checkpoint_*.json"))  # rank 0's, kept
     sets = [x for k, v in TEST_MEASURE.items() for x in ("--set", f"{k}={v}")]
