@@ -80,6 +80,33 @@ def test_correlation_with_ci():
         correlation_with_ci(x, y, confidence=1.0)
 
 
+@pytest.mark.parametrize("values", ["continuous", "tied"])
+def test_resampled_ranks_are_scipy_average_ranks(values):
+    """The counting route gives rankdata's average ranks of every resample, ties included."""
+    from scipy.stats import rankdata
+
+    from tangentlab.measure.geometry import _resampled_ranks
+
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal(97) if values == "continuous" else rng.integers(0, 6, 97) * 1.0
+    idx = rng.integers(0, a.size, size=(50, a.size))
+    np.testing.assert_array_equal(_resampled_ranks(a, idx), rankdata(a[idx], axis=-1))
+
+
+def test_spearman_interval_is_the_percentile_of_resampled_spearman():
+    """The Spearman interval equals percentiles of scipy's Spearman over the same resamples."""
+    from scipy.stats import spearmanr
+
+    rng = np.random.default_rng(2)
+    x = rng.integers(0, 30, 80) * 1.0  # ties, as log-frequencies have
+    y = 0.3 * x + rng.standard_normal(80)
+    _, lo, hi = correlation_with_ci(x, y, n_boot=300, seed=5)["spearman"]
+    idx = np.random.default_rng(5).integers(0, x.size, size=(300, x.size))
+    reps = np.array([spearmanr(x[i], y[i]).statistic for i in idx])
+    want = np.quantile(reps[np.isfinite(reps)], [0.025, 0.975])
+    assert (lo, hi) == pytest.approx(tuple(want), rel=1e-12)
+
+
 def _rho(rule, seed):
     from tangentlab.validate.streams import token_windows
 
