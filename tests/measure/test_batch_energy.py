@@ -179,6 +179,23 @@ def test_grouped_batch_energies_split_rows_by_label():
         grouped_batch_energies(Q, pool, bs[:1], [labs[0][:-1]])
 
 
+@pytest.mark.parametrize("n, d, m", [(5, 8, 6), (400, 8, 300)])  # row route, Gram route
+def test_grouped_energy_sums_agree_with_per_row_projection(n, d, m):
+    """Both routes (every row projected, or each group's Gram matrix) give the same sums."""
+    import torch
+
+    from tangentlab.measure.energy import _grouped_energy_sums
+
+    rng = np.random.default_rng(3)
+    g, bases = rng.standard_normal((n, d)), rng.standard_normal((d, m))
+    inv = rng.integers(0, 3, n)
+    inv[0], inv[1], inv[2] = 0, 1, 2
+    want = np.zeros((3, m))
+    np.add.at(want, inv, (g @ bases) ** 2)
+    got = _grouped_energy_sums(torch.from_numpy(g), torch.from_numpy(bases), inv, 3)
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
 def test_float32_projection_agrees_with_float64():
     bs = _batches(4, d=40)
     Q = np.eye(40)[:, :2]
