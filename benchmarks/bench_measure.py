@@ -66,17 +66,35 @@ def main() -> None:
     plain = time.perf_counter() - t0
     model.zero_grad(set_to_none=True)
 
-    # 1b. a full measure of that one checkpoint (no causal check), same batches
-    common = {"n_batches": args.batches, "batch_size": B, "seq_len": T}
+    # 1b. a full measure of that one checkpoint (no causal check), same batches, and as many
+    # torch threads as the plain pass (by default a measurement inherits the training's thread
+    # count, 1 for the small preset, which would compare one thread against all cores)
+    threads = torch.get_num_threads()
+    common = {"n_batches": args.batches, "batch_size": B, "seq_len": T, "threads": threads}
     m1 = measure_trajectory(ck, root / "m1", device="cpu",
                             overrides={**common, "causal": False, "corpus": str(run / "eval.jsonl")})
     t1 = json.loads((m1 / "manifest.json").read_text())["timings_s"]
     per_ckpt = t1.get("capture", 0) + t1.get("proxy_fit", 0) + t1.get("metrics", 0)
-    print(f"N = {N} tokens ({args.batches} batches of {B}x{T}), torch threads {torch.get_num_threads()}")
+    print(f"N = {N} tokens ({args.batches} batches of {B}x{T}), torch threads {threads} "
+          f"(plain and measure; the measure's manifest says {json.loads((m1 / 'manifest.json').read_text())['torch_threads']})")
     print(f"plain forward+backward: {plain:.2f} s")
+
+    # the passes alone: forward over the fit half, forward + backward (to the sites) over the
+    # test half, as the measure runs them, without any statistic
+    from tangentlab.empirical.capture import capture_batch
+    from tangentlab.empirical.sites import normalize_site
+
+    sites = [normalize_site(model, s) for s in ("blocks.0.resid_post", "blocks.-1.resid_post")]
+    t0 = time.perf_counter()
+    for b in ev.batches:
+        capture_batch(lm, sites, b.input_ids, b.labels, masked=b.masked, grads=b.half == "test")
+    passes = time.perf_counter() - t0
     print(f"measure of one checkpoint (capture {t1.get('capture', 0):.2f} + proxy fit "
           f"{t1.get('proxy_fit', 0):.2f} + metrics {t1.get('metrics', 0):.2f}): {per_ckpt:.2f} s")
     print(f"RATIO measure / plain = {per_ckpt / plain:.2f}  (target <= 1.3)")
+    print(f"  of which the passes alone (capture_batch over the same batches, timed apart): "
+          f"{passes:.2f} s; statistics = measure - passes = {per_ckpt - passes:.2f} s "
+          f"({100 * (per_ckpt - passes) / per_ckpt:.0f}% of the measure)")
     print(f"  whole measure call incl. load {t1.get('load', 0):.2f}, data {t1.get('data', 0):.2f}, "
           f"figures {t1.get('figures', 0):.2f} s")
 

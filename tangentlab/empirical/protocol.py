@@ -40,7 +40,7 @@ import math
 import re
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -300,25 +300,45 @@ def _load(setup: _Setup, ck, dev: str):
     return lm
 
 
-def _fixed_proxies(setup: _Setup, schedule, cks, dev: str, timer) -> dict[str, Any]:
+#: Memory the pre-pass may keep for fit-half statistics it collected in full, so that the main
+#: pass does not forward those fit halves a second time (see :func:`_fixed_proxies`).
+FIT_CACHE_BYTES = 1 << 30
+
+
+def _fixed_proxies(setup: _Setup, schedule, cks, dev: str, timer, skip=frozenset()
+                   ) -> tuple[dict[str, Any], dict[int, dict]]:
     """The pre-pass: the fixed proxy of each site from the fit window.
 
     The pre-pass: forward passes over the fit half of the fit-window checkpoints, then the
     fixed proxy of each site from their samples (weighted by step span).
+
+    While their memory stays within :data:`FIT_CACHE_BYTES`, it collects a window checkpoint's
+    whole fit half (not only the sample) and returns it, so the main pass reuses it instead of
+    forwarding the same batches again (the same statistics: same model, same batches).
+    Returns ``(fixed {site: proxy}, cache {checkpoint index: {site: SiteStats}})``. ``skip``:
+    indices already measured (a resumed run), whose fit half is not kept.
     """
     samples: dict[str, dict[int, Any]] = {s: {} for s in setup.sites}
-    for ck in cks:
+    cache: dict[int, dict] = {}
+    held, size = 0, 0
+    for i, ck in enumerate(cks):
         if not schedule.in_window(ck.step):
             continue
+        keep = i not in skip and held + size <= FIT_CACHE_BYTES
         with timer("load"):
             lm = _load(setup, ck, dev)
         with timer("capture"):
             got = collect_fit_half(lm, setup.sites, setup.eval_data, setup.plans, setup.uniq,
-                                   sample_only=True)
+                                   sample_only=not keep)
         for site in setup.sites:
             samples[site][ck.step] = got[site].sample
+        if keep:
+            size = sum(st.fit_nbytes() for st in got.values())
+            if held + size <= FIT_CACHE_BYTES:
+                cache[i] = got
+                held += size
     with timer("proxy_fit"):
-        return {site: schedule.fit_fixed(samples[site]) for site in setup.sites}
+        return {site: schedule.fit_fixed(samples[site]) for site in setup.sites}, cache
 
 
 def _ones_space(d: int):
@@ -454,6 +474,7 @@ class _Context:
     causal_idx: frozenset
     dev: str
     timer: Any
+    fit_cache: dict = field(default_factory=dict)
 
 
 def _measure_checkpoint(ctx: _Context, i: int, ck, previous: Mapping[str, Any], share=None
@@ -475,9 +496,10 @@ def _measure_checkpoint(ctx: _Context, i: int, ck, previous: Mapping[str, Any], 
     with timer("load"):
         lm = _load(setup, ck, ctx.dev)
     with timer("capture"):
-        if share is None:
+        fit = ctx.fit_cache.pop(i, None)  # collected by the pre-pass, or now:
+        if fit is None and share is None:
             fit = collect_fit_half(lm, setup.sites, setup.eval_data, setup.plans, setup.uniq)
-        else:
+        elif fit is None:
             fit = share.fit_half(lm, setup.sites, setup.uniq)
     proxies, tested, test = {}, {}, {}
     if head:
@@ -606,15 +628,17 @@ def _run(cfg: MeasureConfig, traj, cks, out_dir, trajectory, partial, dev: str, 
         head = setup.first.head
         mode = distributed.choose_mode(len(cks), len(setup.eval_data.batches), world.size)
         share = parallel.DataShare(world, setup.eval_data, setup.plans) if mode == "data" else None
+        fit_cache: dict[int, dict] = {}  # fit halves the pre-pass collected in full
         if not head:
             fixed = {}
         elif mode == "single":
-            fixed = _fixed_proxies(setup, schedule, cks, dev, timer)
+            done = frozenset(i for i in range(len(cks)) if partial.has(i))
+            fixed, fit_cache = _fixed_proxies(setup, schedule, cks, dev, timer, skip=done)
         else:  # the fit window's samples from every rank; rank 0 fits and broadcasts
             fixed = parallel.fixed_proxies(world, mode, share, setup, schedule, cks, timer,
                                            lambda ck: _load(setup, ck, dev))
         ctx = _Context(cfg=cfg, traj=traj, setup=setup, schedule=schedule, fixed=fixed,
-                       ones=_ones_space(setup.d), dev=dev, timer=timer,
+                       ones=_ones_space(setup.d), dev=dev, timer=timer, fit_cache=fit_cache,
                        causal_idx=frozenset(_spread_indices(len(cks), cfg.causal_checkpoints)
                                             if cfg.causal else ()))
         rows, ck_info, per_ck = [], [], []

@@ -109,6 +109,12 @@ class SiteStats:
     loss_sum: float = 0.0
     n_targets: int = 0
 
+    def fit_nbytes(self) -> int:
+        """Bytes held by the fit-half fields (arrays, and the d×d float64 activation moment)."""
+        arrays = (self.sample, self.sample_tokens, self.tok_sum, self.tok_sq, self.tok_n,
+                  self.geo_rows, self.geo_tokens)
+        return sum(int(getattr(a, "nbytes", 0)) for a in arrays) + 8 * self.act.dim ** 2
+
 
 @dataclass(frozen=True)
 class RowBase:

@@ -737,8 +737,8 @@ def batch_control_test(
         chunk = max(1, min(n_boot, 2_000_000 // max(1, B * be.pool_size)))
         for start in range(0, n_boot, chunk):
             m = min(chunk, n_boot - start)
-            W = np.stack([np.bincount(rng.integers(0, B, size=B), minlength=B)
-                          for _ in range(m)]).astype(np.float64)  # (m, B)
+            draws = rng.integers(0, B, size=(m, B)) + B * np.arange(m)[:, None]
+            W = np.bincount(draws.ravel(), minlength=m * B).reshape(m, B).astype(np.float64)
             idx = rng.integers(0, be.pool_size, size=(m, n_controls))
             num_t = W @ be.tangent
             tots = W @ be.trace
