@@ -222,13 +222,18 @@ class World:
         """
         import numpy as np
 
+        import torch
+
         a = np.asarray(array, dtype=np.float64)
         if not self.distributed:
             return a.copy()
-        parts = self.all_gather_arrays(a.reshape(1, -1) if a.ndim else a.reshape(1, 1))
-        total = parts[0].astype(np.float64).copy()
-        for p in parts[1:]:
-            total += p
+        # the shape is the same on every rank: one all_gather, no exchange of sizes
+        t = torch.from_numpy(np.ascontiguousarray(a).reshape(-1)).to(self._comm_device())
+        bufs = [torch.empty_like(t) for _ in range(self.size)]
+        _collective(lambda dist: dist.all_gather(bufs, t))
+        total = bufs[0].cpu().numpy().astype(np.float64).copy()
+        for b in bufs[1:]:
+            total += b.cpu().numpy()
         return total.reshape(a.shape)
 
     def sum_int(self, value: int) -> int:
