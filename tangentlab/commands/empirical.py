@@ -37,7 +37,7 @@ def _train(args: argparse.Namespace) -> int:
     run = train_model(
         args.arch, args.out, preset=args.preset, corpus=args.corpus, device=args.device,
         seed=args.seed, overrides=parse_overrides(args.overrides), config_path=args.config,
-        resume=args.resume,
+        resume=args.resume, autocast=args.autocast,
     )
     print(run)
     return 0
@@ -127,6 +127,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="wikipedia | bible | shakespeare | a .txt/.jsonl file or directory")
     t.add_argument("--out", required=True, help="run directory to create")
     add_device_args(t, nproc=True)
+    t.add_argument("--autocast", choices=["bf16", "fp16"], default=None,
+                   help="forward passes and loss under torch.autocast in this dtype (weights, "
+                        "gradients and optimizer states stay float32; fp16 needs a GPU)")
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--resume", action="store_true",
                    help="continue from the last complete checkpoint in --out (from step 0 if the "

@@ -294,6 +294,7 @@ def train_model(
     config_path: str | Path | None = None,
     resume: bool = False,
     callbacks: Sequence[Callable[[TrainState], None]] = (),
+    autocast: str | None = None,
 ) -> Path:
     """Train ``arch`` (``encoder`` | ``decoder``) from scratch and save its trajectory in ``out_dir``.
 
@@ -302,6 +303,11 @@ def train_model(
 
     With ``resume=True``, training continues from the newest complete checkpoint, or restarts
     from step 0 when the run stopped before its first checkpoint (see the module docstring).
+
+    ``autocast`` (``bf16`` | ``fp16``): forward passes and the loss under ``torch.autocast`` in
+    that dtype; weights, gradients and optimizer states stay float32 (``fp16``, GPU only, adds a
+    ``torch.amp.GradScaler``; a resumed ``fp16`` run starts its loss scale afresh). Recorded in
+    the manifest (``autocast``).
 
     Raises:
         ConfigError: bad config values, or ``resume`` with a config differing from the saved one.
@@ -328,7 +334,8 @@ def train_model(
     lock = (run_lock(out_dir, command=f"empirical train --arch {cfg.arch}") if main
             else contextlib.nullcontext())
     with lock, torch_threads(cfg.threads):
-        return _train(cfg, out_dir, device=device, resume=resume, callbacks=callbacks)
+        return _train(cfg, out_dir, device=device, resume=resume, callbacks=callbacks,
+                      autocast=autocast)
 
 
 def _train(
@@ -338,6 +345,7 @@ def _train(
     device: str,
     resume: bool,
     callbacks: Sequence[Callable[[TrainState], None]],
+    autocast: str | None = None,
 ) -> Path:
     import torch
 
@@ -369,6 +377,8 @@ def _train(
     world = distributed.ensure(device)  # one process, or one rank of torchrun / --nproc
     dev = world.device if world.distributed else resolve_device(device)
     dist_record = parallel.world_record(world, dev)
+    parallel.autocast(dev, autocast)  # a bad choice fails before any work
+    scaler = torch.amp.GradScaler(dev.split(":")[0], enabled=autocast == "fp16")
     run_dir = Path(out_dir)
     timer = Timer()
     cfg_dict = config_to_dict(cfg)
@@ -529,22 +539,28 @@ def _train(
             if world.distributed:  # this rank's rows; gradient of the global mean loss
                 n_all = parallel.n_targets(labels, cfg.arch)
                 x, y = parallel.shard_rows(world, inputs, labels)
-                part = parallel.shard_loss(ddp, x.to(dev), y.to(dev), cfg.arch, n_all)
+                with parallel.autocast(dev, autocast):
+                    part = parallel.shard_loss(ddp, x.to(dev), y.to(dev), cfg.arch, n_all)
                 loss = part * world.size  # DDP averages gradients over the ranks
                 global_loss = float(world.sum_float64(part.detach().double().cpu()))
             else:
-                out = model(input_ids=inputs.to(dev), labels=labels.to(dev))
-                loss = out.loss
+                with parallel.autocast(dev, autocast):
+                    out = model(input_ids=inputs.to(dev), labels=labels.to(dev))
+                loss = out.loss.float()
                 global_loss = None
             if not math.isfinite(float(loss.item()) if global_loss is None else global_loss):
                 raise ConfigError(f"training diverged at step {step} (loss {loss.item()}); lower lr")
             for o in optimizers:
                 o.zero_grad(set_to_none=True)
-            loss.backward()
+            scaler.scale(loss).backward()  # the identity unless fp16
+            if scaler.is_enabled():
+                for o in optimizers:
+                    scaler.unscale_(o)
             if cfg.grad_clip > 0:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
             for o in optimizers:
-                o.step()
+                scaler.step(o)  # o.step() unless fp16 (which skips a step with inf gradients)
+            scaler.update()
             tokens_seen += inputs.numel()
             lv = float(loss.item()) if global_loss is None else global_loss
             done = step + 1
@@ -573,7 +589,8 @@ def _train(
                "tie_embeddings": cfg.tie_embeddings, "vocab_size": vocab,
                "checkpoint_steps": [s for s, _ in ckpts], "train_tokens": int(stream_np.size),
                "eval_documents": len(split.eval), "train_documents": len(split.train),
-               "resumed_from": start if resume else None, "distributed": dist_record},
+               "resumed_from": start if resume else None, "distributed": dist_record,
+               "autocast": autocast or None},
     )
     if world.is_main:
         write_manifest(run_dir, manifest)

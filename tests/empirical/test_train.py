@@ -198,3 +198,33 @@ def test_late_checkpoints_densify_the_second_half():
     late_dense = [s for s in dense if s >= 500]
     assert len(late_dense) >= len(late_base) + 4
     assert PRESETS["small"].steps >= 800 and PRESETS["small"].late_checkpoints > 0
+
+
+def _losses(run):
+    lines = (run / "train_log.csv").read_text().splitlines()[1:]
+    return [float(x.split(",")[1]) for x in lines]
+
+
+def test_bf16_autocast_trains_in_low_precision_with_float32_weights(tmp_path):
+    """--autocast bf16 on the CPU: the forward really runs in bfloat16 (losses differ from the
+    float32 run's, by little), the saved weights stay float32, the manifest records it."""
+    ov = {"steps": 3, "n_checkpoints": 2, "max_docs": 6, "measure_every": 0}
+    ref = train_model("decoder", tmp_path / "fp32", preset="tiny", device="cpu", overrides=ov)
+    low = train_model("decoder", tmp_path / "bf16", preset="tiny", device="cpu", overrides=ov,
+                      autocast="bf16")
+    a, b = _losses(ref), _losses(low)
+    assert len(a) == len(b) == 3
+    assert a != b  # autocast was active
+    assert all(abs(x - y) <= 0.02 * abs(x) for x, y in zip(a, b, strict=True))
+    w = load_file(str(low / "checkpoints/step_000003/model.safetensors"))
+    assert {t.dtype for t in w.values()} == {torch.float32}
+    assert json.loads((low / "manifest.json").read_text())["autocast"] == "bf16"
+    assert json.loads((ref / "manifest.json").read_text())["autocast"] is None
+
+
+def test_fp16_autocast_on_the_cpu_is_refused_before_any_work(tmp_path):
+    with pytest.raises(ConfigError, match="fp16 needs a GPU"):
+        train_model("decoder", tmp_path / "x", preset="tiny", device="cpu", autocast="fp16")
+    assert not (tmp_path / "x").exists()  # nothing half-written
+    with pytest.raises(ConfigError, match="autocast must be one of"):
+        train_model("decoder", tmp_path / "y", preset="tiny", device="cpu", autocast="int8")
