@@ -101,6 +101,35 @@ def test_same_seed_same_results(measured, tiny_runs, tmp_path):
     assert (again / "results.csv").read_bytes() == (measured["decoder"] / "results.csv").read_bytes()
 
 
+def test_fit_halves_kept_by_the_pre_pass_give_the_same_results(measured, tiny_runs, tmp_path,
+                                                              monkeypatch):
+    """The pre-pass keeps the fit-window checkpoints' fit halves (no sample-only passes); with no
+    memory to keep them, it runs sample-only passes and the main pass forwards every fit half
+    again. Both give the fixture's results, byte for byte."""
+    import tangentlab.empirical.protocol as protocol
+
+    calls = []
+    real = protocol.collect_fit_half
+
+    def spy(*args, **kwargs):
+        calls.append(kwargs.get("sample_only", False))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(protocol, "collect_fit_half", spy)
+    want = (measured["decoder"] / "results.csv").read_bytes()
+    n_ck = len(json.loads((measured["decoder"] / "manifest.json").read_text())["checkpoints"])
+    kept = measure_trajectory(tiny_runs["decoder"], tmp_path / "kept", device="cpu", seed=0,
+                              overrides=TEST_MEASURE)
+    assert calls == [False] * n_ck  # one full fit half per checkpoint, none forwarded twice
+    calls.clear()
+    monkeypatch.setattr(protocol, "FIT_CACHE_BYTES", -1)
+    again = measure_trajectory(tiny_runs["decoder"], tmp_path / "again", device="cpu", seed=0,
+                               overrides=TEST_MEASURE)
+    assert calls.count(True) >= 1 and calls.count(False) == n_ck
+    assert (kept / "results.csv").read_bytes() == want
+    assert (again / "results.csv").read_bytes() == want
+
+
 def test_config_validation():
     with pytest.raises(ConfigError):
         MeasureConfig(n_batches=1)
