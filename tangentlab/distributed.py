@@ -221,7 +221,6 @@ class World:
         rank order: ``((a_0 + a_1) + a_2) + ...`` on every rank, whatever the arrival order.
         """
         import numpy as np
-
         import torch
 
         a = np.asarray(array, dtype=np.float64)
