@@ -151,10 +151,14 @@ def bench_train(work: Path, repeats: int) -> None:
             print(f"  train run {rep + 1}, {n} rank(s): {rates[n]:.3f} steps/s (loop {t:.2f} s, "
                   f"command {cmd:.2f} s); components {({k: round(v, 2) for k, v in man['timings_s'].items()})}",
                   flush=True)
-        diff = max(abs(logs[1][s] - logs[2][s]) / abs(logs[1][s]) for s in logs[1])
+        rel = {s: abs(logs[1][s] - logs[2][s]) / abs(logs[1][s]) for s in logs[1]}
+        diff = max(rel.values())
+        first = min((s for s, v in rel.items() if v > 1e-5), default=None)
         ratios.append(rates[2] / rates[1])
         print(f"train run {rep + 1}: steps/s ratio 2 ranks / 1 rank = {ratios[-1]:.3f}; largest "
-              f"relative loss difference {diff:.3g}", flush=True)
+              f"relative loss difference {diff:.3g} (steps 1-5: "
+              f"{', '.join(f'{rel[s]:.1e}' for s in sorted(rel)[:5])}; first step above 1e-5: "
+              f"{first})", flush=True)
     print(f"TRAIN steps/s ratio (target >= 1.5): {_spread(ratios)}")
 
 

@@ -72,6 +72,13 @@ def world_record(world, device: str) -> dict[str, Any]:
             "rank_devices": {str(r): d for r, d in enumerate(devices)}}
 
 
+#: DDP gradient bucket size (MB) on CPU (gloo): ranks that share the cores gain nothing from
+#: overlapping small all-reduces with the backward, so the gradients go in one bucket after it
+#: (benchmarks/bench_distributed.py --part train). GPUs keep torch's default (25 MB), which
+#: overlaps communication with the backward.
+CPU_BUCKET_MB = 100
+
+
 def wrap_ddp(model, world):
     """``model`` in DistributedDataParallel, or itself in one process.
 
@@ -82,12 +89,16 @@ def wrap_ddp(model, world):
         return model
     from torch.nn.parallel import DistributedDataParallel
 
-    ids = [world.device] if world.device.startswith("cuda") else None
+    gpu = world.device.startswith("cuda")
+    ids = [world.device] if gpu else None
+    buckets = {} if gpu else {"bucket_cap_mb": CPU_BUCKET_MB}
     # our models' buffers (position ids, causal masks) never change: no per-forward buffer sync
     try:
-        return DistributedDataParallel(model, device_ids=ids, forward_sync_buffers=False)
+        return DistributedDataParallel(model, device_ids=ids, forward_sync_buffers=False,
+                                       gradient_as_bucket_view=True, **buckets)
     except TypeError:  # torch before forward_sync_buffers
-        return DistributedDataParallel(model, device_ids=ids, broadcast_buffers=False)
+        return DistributedDataParallel(model, device_ids=ids, broadcast_buffers=False,
+                                       gradient_as_bucket_view=True, **buckets)
 
 
 def shard_rows(world, *tensors):
