@@ -301,7 +301,9 @@ def _load(setup: _Setup, ck, dev: str):
 
 
 #: Memory the pre-pass may keep for fit-half statistics it collected in full, so that the main
-#: pass does not forward those fit halves a second time (see :func:`_fixed_proxies`).
+#: pass does not forward those fit halves a second time (see :func:`_fixed_proxies`): 1 GiB, or
+#: ``TANGENTLAB_FIT_CACHE_MB`` megabytes (0 keeps none: every fit-window fit half is then
+#: forwarded twice, as a sample-only pre-pass and in the main pass; the results are the same).
 FIT_CACHE_BYTES = 1 << 30
 
 
@@ -318,13 +320,23 @@ def _fixed_proxies(setup: _Setup, schedule, cks, dev: str, timer, skip=frozenset
     Returns ``(fixed {site: proxy}, cache {checkpoint index: {site: SiteStats}})``. ``skip``:
     indices already measured (a resumed run), whose fit half is not kept.
     """
+    import os
+
     samples: dict[str, dict[int, Any]] = {s: {} for s in setup.sites}
     cache: dict[int, dict] = {}
     held, size = 0, 0
+    budget = FIT_CACHE_BYTES
+    if os.environ.get("TANGENTLAB_FIT_CACHE_MB"):
+        try:
+            budget = int(float(os.environ["TANGENTLAB_FIT_CACHE_MB"]) * 2**20)
+        except ValueError:
+            raise ConfigError("TANGENTLAB_FIT_CACHE_MB must be a number of megabytes, got "
+                              f"{os.environ['TANGENTLAB_FIT_CACHE_MB']!r}") from None
+        budget = budget if budget > 0 else -1
     for i, ck in enumerate(cks):
         if not schedule.in_window(ck.step):
             continue
-        keep = i not in skip and held + size <= FIT_CACHE_BYTES
+        keep = i not in skip and held + size <= budget
         with timer("load"):
             lm = _load(setup, ck, dev)
         with timer("capture"):
@@ -334,7 +346,7 @@ def _fixed_proxies(setup: _Setup, schedule, cks, dev: str, timer, skip=frozenset
             samples[site][ck.step] = got[site].sample
         if keep:
             size = sum(st.fit_nbytes() for st in got.values())
-            if held + size <= FIT_CACHE_BYTES:
+            if held + size <= budget:
                 cache[i] = got
                 held += size
     with timer("proxy_fit"):

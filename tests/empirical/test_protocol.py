@@ -122,7 +122,7 @@ def test_fit_halves_kept_by_the_pre_pass_give_the_same_results(measured, tiny_ru
                               overrides=TEST_MEASURE)
     assert calls == [False] * n_ck  # one full fit half per checkpoint, none forwarded twice
     calls.clear()
-    monkeypatch.setattr(protocol, "FIT_CACHE_BYTES", -1)
+    monkeypatch.setenv("TANGENTLAB_FIT_CACHE_MB", "0")  # keep none
     again = measure_trajectory(tiny_runs["decoder"], tmp_path / "again", device="cpu", seed=0,
                                overrides=TEST_MEASURE)
     assert calls.count(True) >= 1 and calls.count(False) == n_ck
