@@ -16,7 +16,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=(
             "Feed the protocol's statistics with synthetic streams whose truth is known and "
             "check power, null calibration (false-positive rate <= 0.06), interval coverage "
-            "(93-97%% for nominal 95%%), the frequency-spread null (mean |rho| <= 0.03) and the "
+            "(93-97% for nominal 95%), the frequency-spread null (mean |rho| <= 0.03) and the "
             "causal null. Exit code 0 when every criterion passes, 1 when one fails, 2 on bad "
             "input."),
     )
