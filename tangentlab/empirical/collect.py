@@ -23,7 +23,14 @@ from typing import Any
 from tangentlab.empirical.records import RowPlan, SiteStats
 
 __all__ = ["plan_rows", "collect_fit_half", "collect_test_half", "merge_halves",
-           "select_geometry_rows", "FORCED_DIRECTIONS"]
+           "select_geometry_rows", "prefetch_fit_halves", "fit_cache_budget", "FORCED_DIRECTIONS",
+           "FIT_CACHE_BYTES"]
+
+#: Memory the pre-pass may keep for fit-half statistics it collected in full, so that the main
+#: pass does not forward those fit halves a second time (:func:`prefetch_fit_halves`): 1 GiB, or
+#: ``TANGENTLAB_FIT_CACHE_MB`` megabytes (0 keeps none: every fit-window fit half is then
+#: forwarded twice, as a sample-only pre-pass and in the main pass; the results are the same).
+FIT_CACHE_BYTES = 1 << 30
 
 #: The directions checked against the gradient rows (max and mean |cos| are recorded for each,
 #: by :func:`tangentlab.measure.forced_direction_cosines`): ``ones`` (𝟙/√d: forced to 0 before a
@@ -175,6 +182,59 @@ def collect_fit_half(loaded, sites: Sequence[str], eval_data, plans: Sequence[Ro
                         else np.zeros(0, dtype=np.int64)),
             loss_sum=loss_sum, n_targets=n_targets)
     return out
+
+
+def fit_cache_budget() -> int:
+    """Bytes the pre-pass may keep (``TANGENTLAB_FIT_CACHE_MB`` or :data:`FIT_CACHE_BYTES`).
+
+    Returns -1 when nothing may be kept.
+    """
+    import os
+
+    from tangentlab.errors import ConfigError
+
+    text = os.environ.get("TANGENTLAB_FIT_CACHE_MB")
+    if not text:
+        return FIT_CACHE_BYTES
+    try:
+        budget = int(float(text) * 2**20)
+    except ValueError:
+        raise ConfigError(f"TANGENTLAB_FIT_CACHE_MB must be a number of megabytes, got {text!r}"
+                          ) from None
+    return budget if budget > 0 else -1
+
+
+def prefetch_fit_halves(checkpoints: Sequence[tuple[int, Any, bool, bool]], load, sites,
+                        eval_data, plans, uniq, timer) -> tuple[dict[int, dict], dict[int, dict]]:
+    """The fit halves a pre-pass collects before the main pass.
+
+    ``checkpoints``: ``(index, checkpoint, in_window, keepable)`` in trajectory order; ``load``
+    gives a checkpoint's loaded model. A window checkpoint's fixed activation sample is always
+    collected; a keepable checkpoint's whole fit half is collected and kept while the kept
+    statistics stay within :func:`fit_cache_budget` (a checkpoint neither in the window nor kept
+    is not forwarded). Returns ``(samples {index: {site: (n_s, d)}}`` of the window checkpoints,
+    ``kept {index: {site: SiteStats}})``: the main pass reuses the kept ones instead of forwarding
+    the same batches again (the same statistics: same model, same batches).
+    """
+    samples: dict[int, dict] = {}
+    kept: dict[int, dict] = {}
+    budget, held, size = fit_cache_budget(), 0, 0
+    for i, ck, in_window, keepable in checkpoints:
+        keep = keepable and held + size <= budget
+        if not (keep or in_window):
+            continue
+        with timer("load"):
+            lm = load(ck)
+        with timer("capture"):
+            got = collect_fit_half(lm, sites, eval_data, plans, uniq, sample_only=not keep)
+        if in_window:
+            samples[i] = {site: got[site].sample for site in sites}
+        if keep:
+            size = sum(st.fit_nbytes() for st in got.values())
+            if held + size <= budget:
+                kept[i] = got
+                held += size
+    return samples, kept
 
 
 def _combine_cosines(acc: dict[str, float], got: Mapping[str, float]) -> dict[str, float]:

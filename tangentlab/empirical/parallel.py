@@ -294,19 +294,26 @@ def merge_test_parts(parts, sites):
     return out
 
 
-def fixed_proxies(world, mode: str, share, setup, schedule, cks, timer, load):
-    """The fixed proxy of every site, fitted on rank 0 and broadcast.
+def fixed_proxies(world, mode: str, share, setup, schedule, cks, timer, load, skip=frozenset()
+                  ) -> tuple[dict, dict[int, dict]]:
+    """The fixed proxy of every site, fitted on rank 0 and broadcast; and this rank's kept fit halves.
 
     The fixed proxy of every site, fitted on rank 0 from the fit window's samples and
-    broadcast. Data mode: every rank captures its share of each window checkpoint's batches;
-    checkpoint mode: each rank captures whole window checkpoints (its contiguous share).
+    broadcast. Data mode: every rank captures its share of each window checkpoint's batches
+    (sample only). Checkpoint mode: each rank collects the fit halves of its own checkpoints
+    (:func:`checkpoint_share`) ahead of the main pass: the window ones always (their samples go
+    to rank 0), and every one in full while a memory budget allows
+    (:func:`tangentlab.empirical.collect.prefetch_fit_halves`), so that a rank whose share holds
+    few window checkpoints works while rank 0 fits, and no fit half is forwarded twice.
+    Returns ``(fixed {site: proxy}, kept {checkpoint index: {site: SiteStats}})``; ``skip``:
+    indices already measured (a resumed run).
     """
-    from tangentlab.empirical.collect import collect_fit_half
+    from tangentlab.empirical.collect import prefetch_fit_halves
 
-    window = [ck for ck in cks if schedule.in_window(ck.step)]
     samples: dict = {s: {} for s in setup.sites}
+    kept: dict[int, dict] = {}
     if mode == "data":
-        for ck in window:
+        for ck in [ck for ck in cks if schedule.in_window(ck.step)]:
             with timer("load"):
                 lm = load(ck)
             with timer("capture"):
@@ -315,14 +322,11 @@ def fixed_proxies(world, mode: str, share, setup, schedule, cks, timer, load):
                 for site in setup.sites:
                     samples[site][ck.step] = got[site].sample
     else:
-        local = {}
-        for ck in world.shard(window):
-            with timer("load"):
-                lm = load(ck)
-            with timer("capture"):
-                got = collect_fit_half(lm, setup.sites, setup.eval_data, setup.plans,
-                                       setup.uniq, sample_only=True)
-            local[ck.step] = {site: got[site].sample for site in setup.sites}
+        mine = checkpoint_share(world, mode, len(cks))
+        got, kept = prefetch_fit_halves(
+            [(i, cks[i], schedule.in_window(cks[i].step), i not in skip) for i in mine],
+            load, setup.sites, setup.eval_data, setup.plans, setup.uniq, timer)
+        local = {cks[i].step: by_site for i, by_site in got.items()}
         for part in world.gather_object(local) or []:
             for step, by_site in part.items():
                 for site, x in by_site.items():
@@ -331,7 +335,7 @@ def fixed_proxies(world, mode: str, share, setup, schedule, cks, timer, load):
     if world.is_main:
         with timer("proxy_fit"):
             fixed = {site: schedule.fit_fixed(samples[site]) for site in setup.sites}
-    return world.broadcast_object(fixed)
+    return world.broadcast_object(fixed), kept
 
 
 def previous_refits(setup, schedule, fixed, ck, timer, load) -> dict:

@@ -45,7 +45,11 @@ from pathlib import Path
 from typing import Any
 
 from tangentlab.config import Config, option
-from tangentlab.empirical.collect import collect_fit_half, collect_test_half
+from tangentlab.empirical.collect import (
+    collect_fit_half,
+    collect_test_half,
+    prefetch_fit_halves,
+)
 from tangentlab.empirical.metrics import (
     AGGREGATED_METRICS,
     energy_rows,
@@ -300,57 +304,25 @@ def _load(setup: _Setup, ck, dev: str):
     return lm
 
 
-#: Memory the pre-pass may keep for fit-half statistics it collected in full, so that the main
-#: pass does not forward those fit halves a second time (see :func:`_fixed_proxies`): 1 GiB, or
-#: ``TANGENTLAB_FIT_CACHE_MB`` megabytes (0 keeps none: every fit-window fit half is then
-#: forwarded twice, as a sample-only pre-pass and in the main pass; the results are the same).
-FIT_CACHE_BYTES = 1 << 30
-
-
 def _fixed_proxies(setup: _Setup, schedule, cks, dev: str, timer, skip=frozenset()
                    ) -> tuple[dict[str, Any], dict[int, dict]]:
     """The pre-pass: the fixed proxy of each site from the fit window.
 
     The pre-pass: forward passes over the fit half of the fit-window checkpoints, then the
-    fixed proxy of each site from their samples (weighted by step span).
-
-    While their memory stays within :data:`FIT_CACHE_BYTES`, it collects a window checkpoint's
-    whole fit half (not only the sample) and returns it, so the main pass reuses it instead of
-    forwarding the same batches again (the same statistics: same model, same batches).
-    Returns ``(fixed {site: proxy}, cache {checkpoint index: {site: SiteStats}})``. ``skip``:
-    indices already measured (a resumed run), whose fit half is not kept.
+    fixed proxy of each site from their samples (weighted by step span). Their whole fit halves
+    are kept for the main pass within a memory budget
+    (:func:`tangentlab.empirical.collect.prefetch_fit_halves`). Returns ``(fixed {site: proxy},
+    kept {checkpoint index: {site: SiteStats}})``. ``skip``: indices already measured (a resumed
+    run), whose fit half is not kept.
     """
-    import os
-
-    samples: dict[str, dict[int, Any]] = {s: {} for s in setup.sites}
-    cache: dict[int, dict] = {}
-    held, size = 0, 0
-    budget = FIT_CACHE_BYTES
-    if os.environ.get("TANGENTLAB_FIT_CACHE_MB"):
-        try:
-            budget = int(float(os.environ["TANGENTLAB_FIT_CACHE_MB"]) * 2**20)
-        except ValueError:
-            raise ConfigError("TANGENTLAB_FIT_CACHE_MB must be a number of megabytes, got "
-                              f"{os.environ['TANGENTLAB_FIT_CACHE_MB']!r}") from None
-        budget = budget if budget > 0 else -1
-    for i, ck in enumerate(cks):
-        if not schedule.in_window(ck.step):
-            continue
-        keep = i not in skip and held + size <= budget
-        with timer("load"):
-            lm = _load(setup, ck, dev)
-        with timer("capture"):
-            got = collect_fit_half(lm, setup.sites, setup.eval_data, setup.plans, setup.uniq,
-                                   sample_only=not keep)
-        for site in setup.sites:
-            samples[site][ck.step] = got[site].sample
-        if keep:
-            size = sum(st.fit_nbytes() for st in got.values())
-            if held + size <= budget:
-                cache[i] = got
-                held += size
+    window = [schedule.in_window(ck.step) for ck in cks]
+    got, kept = prefetch_fit_halves(
+        [(i, ck, w, w and i not in skip) for i, (ck, w) in enumerate(zip(cks, window))],
+        lambda ck: _load(setup, ck, dev), setup.sites, setup.eval_data, setup.plans,
+        setup.uniq, timer)
     with timer("proxy_fit"):
-        return {site: schedule.fit_fixed(samples[site]) for site in setup.sites}, cache
+        return {site: schedule.fit_fixed({cks[i].step: got[i][site] for i in got})
+                for site in setup.sites}, kept
 
 
 def _ones_space(d: int):
@@ -641,14 +613,15 @@ def _run(cfg: MeasureConfig, traj, cks, out_dir, trajectory, partial, dev: str, 
         mode = distributed.choose_mode(len(cks), len(setup.eval_data.batches), world.size)
         share = parallel.DataShare(world, setup.eval_data, setup.plans) if mode == "data" else None
         fit_cache: dict[int, dict] = {}  # fit halves the pre-pass collected in full
+        done = frozenset(i for i in range(len(cks)) if partial.has(i))  # resumed: not kept
         if not head:
             fixed = {}
         elif mode == "single":
-            done = frozenset(i for i in range(len(cks)) if partial.has(i))
             fixed, fit_cache = _fixed_proxies(setup, schedule, cks, dev, timer, skip=done)
         else:  # the fit window's samples from every rank; rank 0 fits and broadcasts
-            fixed = parallel.fixed_proxies(world, mode, share, setup, schedule, cks, timer,
-                                           lambda ck: _load(setup, ck, dev))
+            fixed, fit_cache = parallel.fixed_proxies(world, mode, share, setup, schedule, cks,
+                                                      timer, lambda ck: _load(setup, ck, dev),
+                                                      skip=done)
         ctx = _Context(cfg=cfg, traj=traj, setup=setup, schedule=schedule, fixed=fixed,
                        ones=_ones_space(setup.d), dev=dev, timer=timer, fit_cache=fit_cache,
                        causal_idx=frozenset(_spread_indices(len(cks), cfg.causal_checkpoints)

@@ -95,39 +95,46 @@ def test_results_table_has_every_metric(measured):
         assert (run / "frequency_distance.png").stat().st_size > 1000
 
 
-def test_same_seed_same_results(measured, tiny_runs, tmp_path):
-    again = measure_trajectory(tiny_runs["decoder"], tmp_path / "again", device="cpu", seed=0,
-                               overrides=TEST_MEASURE)
-    assert (again / "results.csv").read_bytes() == (measured["decoder"] / "results.csv").read_bytes()
-
-
-def test_fit_halves_kept_by_the_pre_pass_give_the_same_results(measured, tiny_runs, tmp_path,
-                                                              monkeypatch):
-    """The pre-pass keeps the fit-window checkpoints' fit halves (no sample-only passes); with no
-    memory to keep them, it runs sample-only passes and the main pass forwards every fit half
-    again. Both give the fixture's results, byte for byte."""
+def _spy_fit_halves(monkeypatch) -> list[bool]:
+    """Record ``sample_only`` of every fit-half collection (pre-pass and main pass)."""
+    import tangentlab.empirical.collect as collect
     import tangentlab.empirical.protocol as protocol
 
-    calls = []
+    calls: list[bool] = []
     real = protocol.collect_fit_half
 
     def spy(*args, **kwargs):
         calls.append(kwargs.get("sample_only", False))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(protocol, "collect_fit_half", spy)
-    want = (measured["decoder"] / "results.csv").read_bytes()
-    n_ck = len(json.loads((measured["decoder"] / "manifest.json").read_text())["checkpoints"])
-    kept = measure_trajectory(tiny_runs["decoder"], tmp_path / "kept", device="cpu", seed=0,
-                              overrides=TEST_MEASURE)
-    assert calls == [False] * n_ck  # one full fit half per checkpoint, none forwarded twice
-    calls.clear()
+    monkeypatch.setattr(protocol, "collect_fit_half", spy)  # the main pass
+    monkeypatch.setattr(collect, "collect_fit_half", spy)  # the pre-pass
+    return calls
+
+
+def _n_checkpoints(run) -> int:
+    return len(json.loads((run / "manifest.json").read_text())["checkpoints"])
+
+
+def test_same_seed_same_results(measured, tiny_runs, tmp_path, monkeypatch):
+    """Same bytes again; the pre-pass kept the fit-window fit halves (none forwarded twice)."""
+    calls = _spy_fit_halves(monkeypatch)
+    again = measure_trajectory(tiny_runs["decoder"], tmp_path / "again", device="cpu", seed=0,
+                               overrides=TEST_MEASURE)
+    assert (again / "results.csv").read_bytes() == (measured["decoder"] / "results.csv").read_bytes()
+    assert calls == [False] * _n_checkpoints(measured["decoder"])  # one full fit half each
+
+
+def test_fit_halves_forwarded_twice_give_the_same_results(measured, tiny_runs, tmp_path,
+                                                         monkeypatch):
+    """With no memory to keep fit halves (TANGENTLAB_FIT_CACHE_MB=0) the pre-pass runs
+    sample-only passes and the main pass forwards every fit half again: the fixture's bytes."""
+    calls = _spy_fit_halves(monkeypatch)
     monkeypatch.setenv("TANGENTLAB_FIT_CACHE_MB", "0")  # keep none
     again = measure_trajectory(tiny_runs["decoder"], tmp_path / "again", device="cpu", seed=0,
                                overrides=TEST_MEASURE)
-    assert calls.count(True) >= 1 and calls.count(False) == n_ck
-    assert (kept / "results.csv").read_bytes() == want
-    assert (again / "results.csv").read_bytes() == want
+    assert calls.count(True) >= 1 and calls.count(False) == _n_checkpoints(measured["decoder"])
+    assert (again / "results.csv").read_bytes() == (measured["decoder"] / "results.csv").read_bytes()
 
 
 def test_config_validation():
