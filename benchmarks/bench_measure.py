@@ -73,18 +73,20 @@ def main() -> None:
     common = {"n_batches": args.batches, "batch_size": B, "seq_len": T, "threads": threads}
     m1 = measure_trajectory(ck, root / "m1", device="cpu",
                             overrides={**common, "causal": False, "corpus": str(run / "eval.jsonl")})
-    t1 = json.loads((m1 / "manifest.json").read_text())["timings_s"]
+    man1 = json.loads((m1 / "manifest.json").read_text())
+    t1 = man1["timings_s"]
     per_ckpt = t1.get("capture", 0) + t1.get("proxy_fit", 0) + t1.get("metrics", 0)
     print(f"N = {N} tokens ({args.batches} batches of {B}x{T}), torch threads {threads} "
-          f"(plain and measure; the measure's manifest says {json.loads((m1 / 'manifest.json').read_text())['torch_threads']})")
+          f"(plain and measure; the measure's manifest says {man1['torch_threads']})")
     print(f"plain forward+backward: {plain:.2f} s")
 
     # the passes alone: forward over the fit half, forward + backward (to the sites) over the
     # test half, as the measure runs them, without any statistic
     from tangentlab.empirical.capture import capture_batch
+    from tangentlab.empirical.protocol import MeasureConfig
     from tangentlab.empirical.sites import normalize_site
 
-    sites = [normalize_site(model, s) for s in ("blocks.0.resid_post", "blocks.-1.resid_post")]
+    sites = [normalize_site(model, s) for s in MeasureConfig().sites]  # the measure's sites
     t0 = time.perf_counter()
     for b in ev.batches:
         capture_batch(lm, sites, b.input_ids, b.labels, masked=b.masked, grads=b.half == "test")
@@ -104,10 +106,10 @@ def main() -> None:
         **common, "causal": True, "causal_controls": nc, "causal_batches": args.batches,
         "causal_checkpoints": 1, "corpus": str(run / "eval.jsonl")})
     t2 = json.loads((m2 / "manifest.json").read_text())["timings_s"]
-    n_sites = 2
+    n_sites = len(sites)
     variants_per_control = 1 + 2  # one ablation + two steering sizes (defaults)
     per_control = t2["causal"] / n_sites / (nc + 1)
-    print(f"causal check ({nc} controls + tangent, 2 sites, {variants_per_control} forward "
+    print(f"causal check ({nc} controls + tangent, {n_sites} sites, {variants_per_control} forward "
           f"variants each): {t2['causal']:.2f} s = {per_control:.2f} s per control per site "
           f"over N tokens ({per_control / plain:.2f}x a plain forward+backward)")
 

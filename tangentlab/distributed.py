@@ -230,7 +230,7 @@ class World:
         t = torch.from_numpy(np.ascontiguousarray(a).reshape(-1)).to(self._comm_device())
         bufs = [torch.empty_like(t) for _ in range(self.size)]
         _collective(lambda dist: dist.all_gather(bufs, t))
-        total = bufs[0].cpu().numpy().astype(np.float64).copy()
+        total = bufs[0].cpu().numpy().astype(np.float64)  # a new array
         for b in bufs[1:]:
             total += b.cpu().numpy()
         return total.reshape(a.shape)

@@ -485,7 +485,8 @@ def _grouped_energy_sums(g, bases, inv: np.ndarray, n_groups: int) -> np.ndarray
         np.add.at(sums, inv, e.numpy())
         return sums
     idx = torch.from_numpy(np.asarray(inv, dtype=np.int64))
-    grams = torch.stack([g[idx == j].T @ g[idx == j] for j in range(n_groups)])  # (L, d, d)
+    parts = [g[idx == j] for j in range(n_groups)]
+    grams = torch.stack([p.T @ p for p in parts])  # (L, d, d)
     proj = (grams.reshape(n_groups * d, d) @ bases).reshape(n_groups, d, M)
     return (proj * bases[None]).sum(1).numpy()
 
