@@ -185,7 +185,7 @@ def run_experiment(name: str, out_dir: str | Path, *, quick: bool = False,
     out = Path(out_dir)
     timer = Timer()
     with atomic_directory(out) as tmp:
-        from tangentlab.synthetic.experiments._common import single_thread
+        from tangentlab._runtime import single_thread
 
         with timer("run"), single_thread():
             result = exp.run(cfg)
