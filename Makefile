@@ -1,6 +1,7 @@
 # tangentlab: set-up, tests and the reproduction.
 #   make setup      create .venv, install torch first, then the package under a torch constraint
-#   make test       setup + ruff + the whole pytest suite (slow tests included)
+#   make test       setup + ruff + the whole pytest suite (slow and model tests included)
+#   make test-unit  setup + the tests that train, measure or reproduce nothing (about a minute)
 #   make reproduce  setup + `tangentlab reproduce` (theory, synthetic, empirical, report)
 #   make docs       setup + regenerate docs/theory and docs/cli.md, then build the site (with the
 #                   API reference from the docstrings) into site/ with mkdocs, offline and strict
@@ -13,7 +14,7 @@ EXTRAS ?= dev,corpora,docs
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: setup test test-fast reproduce lint docs clean
+.PHONY: setup test test-unit test-fast reproduce lint docs clean
 
 setup: $(VENV)/.setup-stamp
 
@@ -32,8 +33,10 @@ test: setup
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
 
-test-fast: setup
-	$(BIN)/python -m pytest -m "not slow"
+test-unit: setup
+	$(BIN)/python -m pytest -m "not slow and not model"
+
+test-fast: test-unit
 
 reproduce: setup
 	$(BIN)/tangentlab reproduce $(ARGS)

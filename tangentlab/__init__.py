@@ -17,9 +17,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tangentlab._lazy import lazy_exports
+from tangentlab._version import __version__
 from tangentlab.errors import TangentlabError
-
-__version__ = "0.1.0"
 
 _PILLARS = ("measure", "theory", "synthetic", "empirical", "report", "pipeline")
 _exports, __getattr__, __dir__ = lazy_exports(__name__, {"": _PILLARS})

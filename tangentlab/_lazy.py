@@ -5,11 +5,11 @@ only on first access, so ``import tangentlab`` and ``tangentlab --help`` stay fa
 
 Example::
 
-    >>> import types
-    >>> pkg = types.ModuleType("demo")
-    >>> __all__, __getattr__, __dir__ = lazy_exports("json", {"json": ("dumps",)})
-    >>> __getattr__("dumps")({"a": 1})
-    '{"a": 1}'
+    >>> __all__, __getattr__, __dir__ = lazy_exports("demo", {"json.decoder": ("JSONDecoder",)})
+    >>> __all__
+    ['JSONDecoder']
+    >>> __getattr__("JSONDecoder")().decode('{"a": 1}')
+    {'a': 1}
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-__all__ = ["torch_threads", "single_blas_thread", "quiet_transformers"]
+__all__ = ["torch_threads", "single_blas_thread", "single_thread", "quiet_transformers"]
 
 
 @contextlib.contextmanager
@@ -45,3 +45,26 @@ def quiet_transformers() -> None:
 
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
+
+
+class single_thread:
+    """Context manager: torch and BLAS on one thread (the toys are tiny; threads only contend).
+
+    Restores the previous torch thread count on exit.
+    """
+
+    def __enter__(self):
+        import torch
+        from threadpoolctl import threadpool_limits
+
+        self._n = torch.get_num_threads()
+        torch.set_num_threads(1)
+        self._limits = threadpool_limits(limits=1)
+        return self
+
+    def __exit__(self, *exc):
+        import torch
+
+        torch.set_num_threads(self._n)
+        self._limits.restore_original_limits()
+        return False

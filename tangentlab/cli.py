@@ -28,7 +28,7 @@ import signal
 import sys
 from collections.abc import Iterator, Sequence
 
-from tangentlab import __version__
+from tangentlab._version import __version__
 from tangentlab.errors import TangentlabError
 
 __all__ = ["main", "build_parser", "iter_parsers", "COMMAND_MODULES", "EXIT_CODES"]

@@ -121,7 +121,7 @@ def _jsonable(obj: Any) -> Any:
 
 
 def _render(exc: BaseException, argv: Sequence[str], args: Mapping[str, Any] | None) -> str:
-    from tangentlab import __version__
+    from tangentlab._version import __version__
     from tangentlab.runs import package_versions
 
     lines = [

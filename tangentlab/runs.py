@@ -710,7 +710,7 @@ def build_manifest(
     """
     import dataclasses
 
-    from tangentlab import __version__
+    from tangentlab._version import __version__
     from tangentlab.config import config_hash, config_to_dict
 
     cfg = config_to_dict(config) if dataclasses.is_dataclass(config) else dict(config or {})

@@ -22,6 +22,47 @@ settings.load_profile("ci" if os.environ.get("CI") else "default")
 
 import pytest  # noqa: E402
 
+#: Fixtures that train, measure or reproduce a real model: a test that uses one is a ``model``
+#: test (``make test-unit`` leaves it out; ``make test`` runs it).
+MODEL_FIXTURES = frozenset({
+    "tiny_runs", "measured", "quick_reproduce", "uninterrupted", "failed_run", "hub",
+    "gpt2_suite", "quick_runs",
+})
+#: Test modules that train, measure or reproduce in their test bodies (every test in them is a
+#: ``model`` test), and single tests that do so in modules that are otherwise quick.
+MODEL_MODULES = (
+    "tests/empirical/test_distributed_measure.py",
+    "tests/empirical/test_distributed_train.py",
+    "tests/empirical/test_train.py",
+    "tests/empirical/test_protocol.py",
+    "tests/empirical/test_validity.py",
+    "tests/empirical/test_cli.py",
+    "tests/pipeline/test_jobs_equivalence.py",
+    "tests/pipeline/test_kill_resume.py",
+    "tests/pipeline/test_reproduce.py",
+    "tests/pipeline/test_parallel.py",
+    "tests/report/test_render.py",
+    "tests/report/test_report_inputs.py",
+    "tests/test_distributed.py",
+    "tests/test_examples.py",
+    "tests/validate/test_battery.py",
+)
+MODEL_TESTS = (
+    "tests/test_cli.py::test_sigterm_exits_143_and_leaves_no_partial_run",
+    "tests/test_cli.py::test_a_killed_attempts_half_built_run_is_cleared_by_the_next",
+    "tests/empirical/test_capture.py::test_gradients_equal_autograd_of_the_same_loss",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tier the tests: ``model`` for what trains, measures or reproduces (see the lists above)."""
+    for item in items:
+        nodeid = item.nodeid
+        if (MODEL_FIXTURES.intersection(getattr(item, "fixturenames", ()))
+                or nodeid.split("::")[0] in MODEL_MODULES
+                or nodeid.startswith(MODEL_TESTS)):
+            item.add_marker(pytest.mark.model)
+
 
 @pytest.fixture(scope="session")
 def quick_reproduce(tmp_path_factory):

@@ -7,11 +7,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.killing import subprocess_env
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow  # builds the whole site with mkdocstrings (the docs build is the slow tier)
 def test_mkdocs_builds_strictly_offline_with_the_api_reference(tmp_path):
     site = tmp_path / "site"
     # any attempt to reach the network goes to a closed local port and fails

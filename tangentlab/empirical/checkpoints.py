@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tangentlab.errors import CheckpointError
 
-__all__ = ["Checkpoint", "Trajectory", "check_same_architecture"]
+__all__ = ["Checkpoint", "Trajectory", "check_same_architecture", "list_checkpoints"]
 
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model",
                     "vocab.txt")
@@ -112,3 +112,17 @@ def check_same_architecture(cks: list[Checkpoint], label: str) -> None:
             f"trajectory {label!r} mixes architectures ({desc}); measure one model's checkpoints "
             "at a time"
         )
+
+
+def list_checkpoints(run_dir: str | Path) -> list[tuple[int, Path]]:
+    """Complete checkpoints of a run (``checkpoints/step_*`` with train_state.json), by step."""
+    root = Path(run_dir) / "checkpoints"
+    out = []
+    if root.is_dir():
+        for d in root.iterdir():
+            if d.is_dir() and d.name.startswith("step_") and (d / "train_state.json").is_file():
+                try:
+                    out.append((int(d.name[5:]), d))
+                except ValueError:
+                    continue
+    return sorted(out)

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tangentlab.config import Config, option
+from tangentlab.empirical.checkpoints import list_checkpoints
 from tangentlab.empirical.data import make_batch
 from tangentlab.errors import CheckpointError, ConfigError, UnknownNameError
 from tangentlab.runs import TRAIN_CONFIG_NAME
@@ -178,20 +179,6 @@ def _lr_factor(step: int, cfg: TrainConfig) -> float:
 
 def _ckpt_name(step: int) -> str:
     return f"step_{step:06d}"
-
-
-def list_checkpoints(run_dir: str | Path) -> list[tuple[int, Path]]:
-    """Complete checkpoints of a run (``checkpoints/step_*`` with train_state.json), by step."""
-    root = Path(run_dir) / "checkpoints"
-    out = []
-    if root.is_dir():
-        for d in root.iterdir():
-            if d.is_dir() and d.name.startswith("step_") and (d / "train_state.json").is_file():
-                try:
-                    out.append((int(d.name[5:]), d))
-                except ValueError:
-                    continue
-    return sorted(out)
 
 
 def _build_optimizers(model, cfg: TrainConfig):

@@ -73,8 +73,8 @@ def resolve_trajectory(path: str | Path, *, gguf: bool = False,
             on the Hub / in its cache.
         ConfigError: ``revisions`` given with a local path.
     """
+    from tangentlab.empirical.checkpoints import list_checkpoints
     from tangentlab.empirical.hub import looks_like_repo_id, resolve_hub_trajectory
-    from tangentlab.empirical.train import list_checkpoints
 
     p = Path(path)
     if not gguf and not p.exists() and looks_like_repo_id(str(path)):

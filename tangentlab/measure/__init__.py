@@ -40,6 +40,7 @@ Example::
 
 from __future__ import annotations
 
+from tangentlab.measure._validate import check_positive_int
 from tangentlab.measure.constrained import (
     ComplementSpace,
     complement_space,
@@ -117,6 +118,8 @@ from tangentlab.measure.subspace import (
 )
 
 __all__ = [
+    # input checks shared with the validation battery
+    "check_positive_int",
     # subspace
     "orthonormalize",
     "projector",

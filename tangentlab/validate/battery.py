@@ -317,7 +317,7 @@ def _figures(pw, curve, nl, cv, fq, cn) -> dict[str, bytes]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from tangentlab.synthetic.experiments._base import figure_png
+    from tangentlab.synthetic.experiments import figure_png
 
     fig, ax = plt.subplots(1, 4, figsize=(16, 3.4))
     # null p-values
@@ -367,6 +367,7 @@ def _figures(pw, curve, nl, cv, fq, cn) -> dict[str, bytes]:
 
 def write_battery(out_dir: str | Path, cfg: BatteryConfig, *, quick: bool) -> tuple[Path, bool]:
     """Run the battery and write its run directory atomically; returns (path, all passed)."""
+    from tangentlab._runtime import single_thread
     from tangentlab.runs import (
         CHECKS_NAME,
         RESULTS_NAME,
@@ -377,7 +378,6 @@ def write_battery(out_dir: str | Path, cfg: BatteryConfig, *, quick: bool) -> tu
         write_manifest,
         write_results,
     )
-    from tangentlab.synthetic.experiments._common import single_thread
 
     cfg.validate()
     out = Path(out_dir)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tangentlab.errors import ValidationError
-from tangentlab.measure._validate import check_positive_int
+from tangentlab.measure import check_positive_int
 
 __all__ = ["GradientModel", "make_gradient_model", "TokenWindows", "token_windows",
            "true_enrichment"]

@@ -11,11 +11,12 @@ from tangentlab.synthetic.experiments._base import (
     AgreementCheck,
     Experiment,
     ExperimentResult,
+    figure_png,
     get,
     names,
     resolve_config,
     run_experiment,
 )
 
-__all__ = ["AgreementCheck", "Experiment", "ExperimentResult", "get", "names",
+__all__ = ["AgreementCheck", "Experiment", "ExperimentResult", "figure_png", "get", "names",
            "resolve_config", "run_experiment"]

@@ -111,10 +111,15 @@ def register(exp: Experiment) -> Experiment:
     return exp
 
 
+#: The experiment modules, in the canonical order of :func:`names` (one line per experiment).
+_MODULES = ("visibility", "gradient_ratio", "amplification", "proxy_recovery", "river_valley")
+
+
 def names() -> list[str]:
-    """The experiment names, in their canonical order."""
+    """The experiment names, in their canonical order (whatever was imported before)."""
     _load_all()
-    return list(_REGISTRY)
+    rank = {f"tangentlab.synthetic.experiments.{m}": i for i, m in enumerate(_MODULES)}
+    return sorted(_REGISTRY, key=lambda n: rank[type(_REGISTRY[n]).__module__])
 
 
 def get(name: str) -> Experiment:
@@ -122,17 +127,16 @@ def get(name: str) -> Experiment:
     _load_all()
     if name not in _REGISTRY:
         raise UnknownNameError(
-            f"unknown synthetic experiment {name!r}; known: {', '.join(_REGISTRY)}"
+            f"unknown synthetic experiment {name!r}; known: {', '.join(names())}"
         )
     return _REGISTRY[name]
 
 
 def _load_all() -> None:
-    if _REGISTRY:
-        return
+    """Import every experiment module of the table (each registers itself once)."""
     import importlib
 
-    for mod in ("visibility", "gradient_ratio", "amplification", "proxy_recovery", "river_valley"):
+    for mod in _MODULES:
         importlib.import_module(f"tangentlab.synthetic.experiments.{mod}")
 
 
@@ -185,7 +189,7 @@ def run_experiment(name: str, out_dir: str | Path, *, quick: bool = False,
     out = Path(out_dir)
     timer = Timer()
     with atomic_directory(out) as tmp:
-        from tangentlab.synthetic.experiments._common import single_thread
+        from tangentlab._runtime import single_thread
 
         with timer("run"), single_thread():
             result = exp.run(cfg)

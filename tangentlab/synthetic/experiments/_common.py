@@ -6,7 +6,7 @@ import numpy as np
 
 from tangentlab.errors import ConfigError, TangentlabError
 
-__all__ = ["build_manifold", "mean_ci", "rel_err", "new_figure", "max_normal_curvature", "single_thread"]
+__all__ = ["build_manifold", "mean_ci", "rel_err", "new_figure", "max_normal_curvature"]
 
 #: Default parameters per manifold name used by the experiments (curvatures of order 1).
 DEFAULT_PARAMS: dict[str, dict] = {
@@ -73,26 +73,3 @@ def max_normal_curvature(ii: np.ndarray, seed: int = 0) -> float:
         V /= np.linalg.norm(V, axis=1, keepdims=True)
     vals = np.einsum("kij,ni,nj->nk", ii, V, V)
     return float(np.sqrt((vals**2).sum(1)).max())
-
-
-class single_thread:
-    """Context manager: torch and BLAS on one thread (the toys are tiny; threads only contend).
-
-    Restores the previous torch thread count on exit.
-    """
-
-    def __enter__(self):
-        import torch
-        from threadpoolctl import threadpool_limits
-
-        self._n = torch.get_num_threads()
-        torch.set_num_threads(1)
-        self._limits = threadpool_limits(limits=1)
-        return self
-
-    def __exit__(self, *exc):
-        import torch
-
-        torch.set_num_threads(self._n)
-        self._limits.restore_original_limits()
-        return False
