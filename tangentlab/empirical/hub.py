@@ -17,6 +17,12 @@ Revision selections (:func:`parse_revision_spec`):
 The repository's refs are listed online with ``HfApi.list_repo_refs`` (branches and tags) and
 offline from the cache's ``refs/`` folder (one file per ref, holding its commit).
 
+When the Hub cannot be reached (no network, a refused connection, a timeout, the Hub answering
+5xx) and ``HF_HUB_OFFLINE`` is unset, the refs come from the cache's ``refs/`` folder if it holds
+any (one line on stderr says so, and the revisions then load from the cache); otherwise a
+:class:`~tangentlab.empirical.hubnet.HubConnectionError` says, in one line, to check the network
+or set ``HF_HUB_OFFLINE=1`` (see :mod:`tangentlab.empirical.hubnet`).
+
 Steps come from the revision name (:func:`parse_step`): Pythia ``step1000``, OLMo
 ``stepN-tokensM`` and ``stage1-stepN-tokensM``, SmolLM2 ``step-125000``, ``checkpoint-500``.
 A name without a step is an error when more than one revision is measured (a trajectory needs an
@@ -31,12 +37,21 @@ from __future__ import annotations
 import math
 import os
 import re
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from tangentlab.empirical.hubnet import (
+    HubConnectionError,
+    cannot_download,
+    cannot_list,
+    fallback_note,
+    unreachable,
+)
 from tangentlab.errors import CheckpointError, ConfigError, UnknownNameError
 
 __all__ = [
+    "HubConnectionError",
     "WEIGHT_PATTERNS",
     "looks_like_repo_id",
     "split_model_spec",
@@ -198,18 +213,23 @@ def _cached_refs(repo_id: str, cache: Path) -> list[str]:
     return sorted(str(p.relative_to(refs)) for p in refs.rglob("*") if p.is_file())
 
 
-def list_revisions(repo_id: str, *, cache_dir: str | Path | None = None,
-                   offline: bool | None = None, token: str | bool | None = None) -> list[str]:
-    """Every ref (branch and tag) of ``repo_id``.
+def _refs_when_unreachable(repo_id: str, cache: Path, exc: BaseException) -> list[str]:
+    """The cached refs of ``repo_id`` (saying so in one line on stderr), else a HubConnectionError.
 
-    Online through ``HfApi.list_repo_refs``, offline from the cache's ``refs/`` folder.
-
-    Raises:
-        UnknownNameError: the id is not on the Hub (online) or not in the cache (offline).
+    The line is a warning, printed even under ``TANGENTLAB_QUIET``: the refs may be stale.
     """
-    cache = hub_cache_dir(cache_dir)
-    if hub_offline(offline):
-        return _cached_refs(repo_id, cache)
+    cached = _cached_refs(repo_id, cache) if _repo_folder(repo_id, cache).is_dir() else []
+    if not cached:
+        raise cannot_list(repo_id, cache, hub_endpoint(), exc) from None
+    print(f"tangentlab: warning: {fallback_note(repo_id, len(cached), cache, hub_endpoint(), exc)}",
+          file=sys.stderr, flush=True)
+    return cached
+
+
+def _list_refs(repo_id: str, cache: Path, off: bool, token) -> tuple[list[str], bool]:
+    """``(refs, offline)``: offline is True when they came from the cache (asked, or forced)."""
+    if off:
+        return _cached_refs(repo_id, cache), True
     from huggingface_hub import HfApi
     from huggingface_hub.errors import (
         HFValidationError,
@@ -220,7 +240,7 @@ def list_revisions(repo_id: str, *, cache_dir: str | Path | None = None,
     try:
         refs = HfApi(token=token, endpoint=hub_endpoint()).list_repo_refs(repo_id)
     except OfflineModeIsEnabled:
-        return _cached_refs(repo_id, cache)
+        return _cached_refs(repo_id, cache), True
     except RepositoryNotFoundError:
         raise UnknownNameError(
             f"model id {repo_id!r} is not a local path and was not found on the Hub (or it is "
@@ -228,7 +248,26 @@ def list_revisions(repo_id: str, *, cache_dir: str | Path | None = None,
         ) from None
     except HFValidationError as exc:
         raise UnknownNameError(f"{repo_id!r} is not a valid model id ({_first_line(exc)})") from None
-    return sorted({r.name for r in list(refs.branches) + list(refs.tags)})
+    except Exception as exc:  # no network, refused, timed out, the Hub down: the cache, if it can
+        if not unreachable(exc):
+            raise
+        return _refs_when_unreachable(repo_id, cache, exc), True
+    return sorted({r.name for r in list(refs.branches) + list(refs.tags)}), False
+
+
+def list_revisions(repo_id: str, *, cache_dir: str | Path | None = None,
+                   offline: bool | None = None, token: str | bool | None = None) -> list[str]:
+    """Every ref (branch and tag) of ``repo_id``.
+
+    Online through ``HfApi.list_repo_refs``, offline from the cache's ``refs/`` folder; online
+    with the Hub unreachable, from the cache's ``refs/`` when it holds some (one line on stderr
+    says so).
+
+    Raises:
+        UnknownNameError: the id is not on the Hub (online) or not in the cache (offline).
+        HubConnectionError: the Hub cannot be reached and the cache holds no ref of the id.
+    """
+    return _list_refs(repo_id, hub_cache_dir(cache_dir), hub_offline(offline), token)[0]
 
 
 def log_spaced_indices(steps: Sequence[int], k: int) -> list[int]:
@@ -355,6 +394,7 @@ def download_revision(repo_id: str, revision: str, *, cache_dir: str | Path | No
     Raises:
         UnknownNameError: unknown model id or revision (the message lists cached/known refs).
         CheckpointError: the snapshot holds no weights or is incomplete.
+        HubConnectionError: the Hub cannot be reached and the cache does not hold the revision.
     """
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import (
@@ -394,7 +434,9 @@ def download_revision(repo_id: str, revision: str, *, cache_dir: str | Path | No
             raise CheckpointError(
                 f"the cached snapshot of {repo_id}@{revision} is incomplete ({_first_line(exc)})"
             ) from None
-        except LocalEntryNotFoundError:
+        except LocalEntryNotFoundError as exc:
+            if not off and unreachable(exc):
+                raise _cannot_download(repo_id, revision, cache, exc) from None
             if not _repo_folder(repo_id, cache).is_dir():
                 raise _not_cached(repo_id, cache) from None
             raise UnknownNameError(
@@ -402,6 +444,10 @@ def download_revision(repo_id: str, revision: str, *, cache_dir: str | Path | No
                 f"{' (offline mode)' if off else ''}; cached refs: "
                 f"{_sample(_cached_refs(repo_id, cache))}"
             ) from None
+        except Exception as exc:  # a connection lost mid-download, a proxy refusing, ...
+            if off or not unreachable(exc):
+                raise
+            raise _cannot_download(repo_id, revision, cache, exc) from None
 
     if off and not _repo_folder(repo_id, cache).is_dir():
         raise _not_cached(repo_id, cache)
@@ -414,6 +460,13 @@ def download_revision(repo_id: str, revision: str, *, cache_dir: str | Path | No
         )
     commit = folder.name if folder.parent.name == "snapshots" else ""
     return folder, commit
+
+
+def _cannot_download(repo_id: str, revision: str, cache: Path,
+                     exc: BaseException) -> HubConnectionError:
+    held = (_sample(_cached_refs(repo_id, cache)) if _repo_folder(repo_id, cache).is_dir()
+            else None)
+    return cannot_download(repo_id, revision, cache, hub_endpoint(), exc, held)
 
 
 def _safe_list(repo_id, cache, off, token) -> list[str]:
@@ -441,7 +494,8 @@ def resolve_hub_trajectory(repo_id: str, revisions: str | Sequence[str] | None =
 
     Raises:
         UnknownNameError: unknown id or revision; CheckpointError: unreadable steps, missing
-            weights, or revisions of different architectures.
+            weights, or revisions of different architectures; HubConnectionError: the Hub
+            cannot be reached and the cache cannot stand in for it.
     """
     from tangentlab.empirical.checkpoints import Checkpoint, Trajectory, check_same_architecture
 
@@ -458,8 +512,8 @@ def resolve_hub_trajectory(repo_id: str, revisions: str | Sequence[str] | None =
     off = hub_offline(offline)
     cache = hub_cache_dir(cache_dir)
     available: list[str] = []
-    if mode != "list" or off:
-        available = list_revisions(repo, cache_dir=cache, offline=off, token=token)
+    if mode != "list" or off:  # an unreachable Hub whose refs are cached: read the cache only
+        available, off = _list_refs(repo, cache, off, token)
     picked = select_revisions(available if mode != "list" else [], revisions, steps=steps,
                               repo_id=repo)
     cks = []
