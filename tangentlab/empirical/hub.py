@@ -4,23 +4,21 @@ A model id ``ORG/NAME`` and a revision selection resolve to local snapshot direc
 ``huggingface_hub.snapshot_download(repo_id, revision=..., cache_dir=..., local_files_only=...)``:
 its cache (``$HF_HUB_CACHE``, default ``$HF_HOME/hub``), its offline mode (``HF_HUB_OFFLINE=1``:
 only what the cache holds), its ``revision=``, its endpoint (``$HF_ENDPOINT``). These variables
-are read when a function is called, not when ``huggingface_hub`` was imported. Nothing is mocked and nothing bypasses it: a user
-online downloads exactly what a user offline reads back from the cache.
+are read when a function is called, not when ``huggingface_hub`` was imported. Nothing is
+mocked and nothing bypasses it: a user online downloads exactly what a user offline reads back
+from the cache.
 
-Revision selections (:func:`parse_revision_spec`):
-
-- ``main`` (default) or any single ref; ``step0,step1000,step143000``: those refs, in step order;
-  ``REV=STEP`` gives a ref's step by hand (``main=143000``);
-- ``all``: every ref of the repository whose name carries a step;
-- ``log:K``: K refs log-spaced in step among those (step 0 kept when present).
+Revision selections (``main``, ``step0,step1000``, ``REV=STEP``, ``all``, ``log:K``) and the steps
+read from revision names live in :mod:`tangentlab.empirical.revisions` (re-exported here).
 
 The repository's refs are listed online with ``HfApi.list_repo_refs`` (branches and tags) and
 offline from the cache's ``refs/`` folder (one file per ref, holding its commit).
 
-Steps come from the revision name (:func:`parse_step`): Pythia ``step1000``, OLMo
-``stepN-tokensM`` and ``stage1-stepN-tokensM``, SmolLM2 ``step-125000``, ``checkpoint-500``.
-A name without a step is an error when more than one revision is measured (a trajectory needs an
-order), unless the steps are given (``REV=STEP`` or ``steps=``); a lone revision gets step 0.
+When the Hub cannot be reached (no network, a refused connection, a timeout, the Hub answering
+5xx) and ``HF_HUB_OFFLINE`` is unset, the refs come from the cache's ``refs/`` folder if it holds
+any (one line on stderr says so, and the revisions then load from the cache); otherwise a
+:class:`~tangentlab.empirical.hubnet.HubConnectionError` says, in one line, to check the network
+or set ``HF_HUB_OFFLINE=1`` (see :mod:`tangentlab.empirical.hubnet`).
 
 Each :class:`~tangentlab.empirical.trajectory.Checkpoint` records ``repo_id``, ``revision`` and
 ``commit`` (the snapshot's commit hash).
@@ -28,15 +26,30 @@ Each :class:`~tangentlab.empirical.trajectory.Checkpoint` records ``repo_id``, `
 
 from __future__ import annotations
 
-import math
 import os
 import re
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from tangentlab.empirical.hubnet import (
+    HubConnectionError,
+    cannot_download,
+    cannot_list,
+    fallback_note,
+    unreachable,
+)
+from tangentlab.empirical.revisions import (
+    log_spaced_indices,
+    parse_revision_spec,
+    parse_step,
+    sample_names,
+    select_revisions,
+)
 from tangentlab.errors import CheckpointError, ConfigError, UnknownNameError
 
 __all__ = [
+    "HubConnectionError",
     "WEIGHT_PATTERNS",
     "looks_like_repo_id",
     "split_model_spec",
@@ -60,9 +73,6 @@ _BIN_PATTERNS = ("*.json", "pytorch_model*.bin", "*.txt", "*.model", "tokenizer*
                  "merges*")
 
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[A-Za-z0-9][\w.\-]*$")
-_STEP = re.compile(r"(?:^|[-_/])(?:step|global_step|checkpoint|ckpt)[-_]?(\d+)(?=$|[-_/.])",
-                   re.IGNORECASE)
-_LOG = re.compile(r"^log:(\d+)$")
 
 
 def looks_like_repo_id(text: str) -> bool:
@@ -84,57 +94,6 @@ def split_model_spec(text: str) -> tuple[str, str | None]:
         t = t[3:]
     repo, _, spec = t.partition("@")
     return repo, (spec or None)
-
-
-def parse_step(revision: str) -> int | None:
-    """The training step a revision name carries, or None (``main``, ``v1.0``, ...)."""
-    m = _STEP.search(str(revision))
-    return int(m.group(1)) if m else None
-
-
-def parse_revision_spec(spec: str | Sequence[str] | None) -> tuple[str, object]:
-    """Parse a revision selection into ``(mode, value)``.
-
-    - ``None``/``""`` → ``("list", [("main", None)])``;
-    - ``"all"`` → ``("all", None)``; ``"log:K"`` → ``("log", K)``;
-    - ``"a,b=100,c"`` or a sequence → ``("list", [(name, step or None), ...])``.
-
-    Raises:
-        ConfigError: ``log:0``, an empty name, or a ``REV=STEP`` whose step is not an integer.
-    """
-    if spec is None or (isinstance(spec, str) and not spec.strip()):
-        return "list", [("main", None)]
-    if isinstance(spec, str):
-        s = spec.strip()
-        if s == "all":
-            return "all", None
-        m = _LOG.match(s)
-        if m:
-            k = int(m.group(1))
-            if k < 1:
-                raise ConfigError(f"revisions {spec!r}: log:K needs K >= 1")
-            return "log", k
-        if s.startswith("log"):
-            raise ConfigError(f"revisions {spec!r}: write log:K with an integer K, e.g. log:12")
-        items = [x.strip() for x in s.split(",")]
-    else:
-        items = [str(x).strip() for x in spec]
-    out: list[tuple[str, int | None]] = []
-    for it in items:
-        name, eq, step = it.partition("=")
-        name = name.strip()
-        if not name:
-            raise ConfigError(
-                f"revisions {spec!r} holds an empty name; use e.g. step0,step1000 or log:12 or all"
-            )
-        st = None
-        if eq:
-            try:
-                st = int(step)
-            except ValueError:
-                raise ConfigError(f"revision {it!r}: the step after '=' must be an integer") from None
-        out.append((name, st))
-    return "list", out
 
 
 def hub_cache_dir(cache_dir: str | Path | None = None) -> Path:
@@ -198,18 +157,23 @@ def _cached_refs(repo_id: str, cache: Path) -> list[str]:
     return sorted(str(p.relative_to(refs)) for p in refs.rglob("*") if p.is_file())
 
 
-def list_revisions(repo_id: str, *, cache_dir: str | Path | None = None,
-                   offline: bool | None = None, token: str | bool | None = None) -> list[str]:
-    """Every ref (branch and tag) of ``repo_id``.
+def _refs_when_unreachable(repo_id: str, cache: Path, exc: BaseException) -> list[str]:
+    """The cached refs of ``repo_id`` (saying so in one line on stderr), else a HubConnectionError.
 
-    Online through ``HfApi.list_repo_refs``, offline from the cache's ``refs/`` folder.
-
-    Raises:
-        UnknownNameError: the id is not on the Hub (online) or not in the cache (offline).
+    The line is a warning, printed even under ``TANGENTLAB_QUIET``: the refs may be stale.
     """
-    cache = hub_cache_dir(cache_dir)
-    if hub_offline(offline):
-        return _cached_refs(repo_id, cache)
+    cached = _cached_refs(repo_id, cache) if _repo_folder(repo_id, cache).is_dir() else []
+    if not cached:
+        raise cannot_list(repo_id, cache, hub_endpoint(), exc) from None
+    print(f"tangentlab: warning: {fallback_note(repo_id, len(cached), cache, hub_endpoint(), exc)}",
+          file=sys.stderr, flush=True)
+    return cached
+
+
+def _list_refs(repo_id: str, cache: Path, off: bool, token) -> tuple[list[str], bool]:
+    """``(refs, offline)``: offline is True when they came from the cache (asked, or forced)."""
+    if off:
+        return _cached_refs(repo_id, cache), True
     from huggingface_hub import HfApi
     from huggingface_hub.errors import (
         HFValidationError,
@@ -220,7 +184,7 @@ def list_revisions(repo_id: str, *, cache_dir: str | Path | None = None,
     try:
         refs = HfApi(token=token, endpoint=hub_endpoint()).list_repo_refs(repo_id)
     except OfflineModeIsEnabled:
-        return _cached_refs(repo_id, cache)
+        return _cached_refs(repo_id, cache), True
     except RepositoryNotFoundError:
         raise UnknownNameError(
             f"model id {repo_id!r} is not a local path and was not found on the Hub (or it is "
@@ -228,111 +192,26 @@ def list_revisions(repo_id: str, *, cache_dir: str | Path | None = None,
         ) from None
     except HFValidationError as exc:
         raise UnknownNameError(f"{repo_id!r} is not a valid model id ({_first_line(exc)})") from None
-    return sorted({r.name for r in list(refs.branches) + list(refs.tags)})
+    except Exception as exc:  # no network, refused, timed out, the Hub down: the cache, if it can
+        if not unreachable(exc):
+            raise
+        return _refs_when_unreachable(repo_id, cache, exc), True
+    return sorted({r.name for r in list(refs.branches) + list(refs.tags)}), False
 
 
-def log_spaced_indices(steps: Sequence[int], k: int) -> list[int]:
-    """Indices of ``k`` entries of the sorted distinct ``steps`` spread evenly in log(step).
+def list_revisions(repo_id: str, *, cache_dir: str | Path | None = None,
+                   offline: bool | None = None, token: str | bool | None = None) -> list[str]:
+    """Every ref (branch and tag) of ``repo_id``.
 
-    Step 0 (when present) is always kept; the others are the entries nearest, in log space, to
-    ``k`` (or ``k - 1``) geometrically spaced targets from the smallest positive step to the
-    largest, each entry used once. ``k >= len(steps)`` keeps them all.
-    """
-    n = len(steps)
-    if k >= n:
-        return list(range(n))
-    chosen: list[int] = []
-    pos = [i for i, s in enumerate(steps) if s > 0]
-    if len(pos) < n:  # step 0 present
-        chosen.append(next(i for i, s in enumerate(steps) if s <= 0))
-    m = k - len(chosen)
-    if m <= 0:
-        return sorted(chosen)
-    lo, hi = math.log(steps[pos[0]]), math.log(steps[pos[-1]])
-    targets = [lo + (hi - lo) * j / (m - 1) for j in range(m)] if m > 1 else [hi]
-    free = list(pos)
-    for t in targets:
-        best = min(free, key=lambda i: (abs(math.log(steps[i]) - t), steps[i]))
-        chosen.append(best)
-        free.remove(best)
-    return sorted(chosen)
-
-
-def select_revisions(available: Sequence[str], spec: str | Sequence[str] | None, *,
-                     steps: Sequence[int] | None = None,
-                     repo_id: str = "") -> list[tuple[str, int]]:
-    """The ``(revision, step)`` pairs a selection picks, ordered by step.
-
-    ``available``: the repository's refs (used by ``all`` and ``log:K``, and to name the refs
-    when a listed one is missing). ``steps``: explicit steps, one per listed revision.
+    Online through ``HfApi.list_repo_refs``, offline from the cache's ``refs/`` folder; online
+    with the Hub unreachable, from the cache's ``refs/`` when it holds some (one line on stderr
+    says so).
 
     Raises:
-        UnknownNameError: a listed revision is not among ``available`` (when ``available`` is
-            given), or ``all``/``log:K`` find no revision with a step.
-        CheckpointError: a step cannot be read from a name (and was not given), or two
-            revisions share a step.
-        ConfigError: ``steps`` does not match the listed revisions.
+        UnknownNameError: the id is not on the Hub (online) or not in the cache (offline).
+        HubConnectionError: the Hub cannot be reached and the cache holds no ref of the id.
     """
-    mode, value = parse_revision_spec(spec)
-    label = f" of {repo_id!r}" if repo_id else ""
-    if mode in ("all", "log"):
-        if steps is not None:
-            raise ConfigError("steps= can only go with an explicit list of revisions, not all/log:K")
-        stepped = sorted(((r, parse_step(r)) for r in available if parse_step(r) is not None),
-                         key=lambda x: (x[1], x[0]))
-        if not stepped:
-            raise UnknownNameError(
-                f"no revision{label} carries a training step in its name (refs: "
-                f"{_sample(available)}); list them with steps, e.g. main=143000"
-            )
-        pairs: list[tuple[str, int]] = []
-        seen: set[int] = set()
-        for r, s in stepped:  # one revision per step (the first name in sort order)
-            if s not in seen:
-                seen.add(s)
-                pairs.append((r, int(s)))
-        if mode == "log":
-            idx = log_spaced_indices([s for _, s in pairs], int(value))
-            pairs = [pairs[i] for i in idx]
-        return pairs
-    listed: list[tuple[str, int | None]] = list(value)  # type: ignore[arg-type]
-    if steps is not None:
-        steps = list(steps)
-        if len(steps) != len(listed):
-            raise ConfigError(f"{len(steps)} steps given for {len(listed)} revisions; give one each")
-        listed = [(r, int(s)) for (r, _), s in zip(listed, steps)]
-    if available:
-        avail = set(available)
-        missing = [r for r, _ in listed if r not in avail and not re.fullmatch(r"[0-9a-f]{40}", r)]
-        if missing:
-            raise UnknownNameError(
-                f"revision {missing[0]!r} is not a ref{label}; available: {_sample(available)}"
-            )
-    out: list[tuple[str, int]] = []
-    for r, s in listed:
-        if s is None:
-            s = parse_step(r)
-        if s is None:
-            if len(listed) == 1:
-                s = 0
-            else:
-                raise CheckpointError(
-                    f"cannot read a training step from revision {r!r}{label}; name revisions like "
-                    f"step1000 or stepN-tokensM, or give the step as {r}=STEP"
-                )
-        out.append((r, int(s)))
-    all_steps = [s for _, s in out]
-    if len(set(all_steps)) != len(all_steps):
-        raise CheckpointError(f"revisions {[r for r, _ in out]}{label} share steps {all_steps}")
-    return sorted(out, key=lambda x: x[1])
-
-
-def _sample(names: Sequence[str], k: int = 8) -> str:
-    names = list(names)
-    if not names:
-        return "none"
-    head = ", ".join(names[:k])
-    return head + (f", ... ({len(names)} in all)" if len(names) > k else "")
+    return _list_refs(repo_id, hub_cache_dir(cache_dir), hub_offline(offline), token)[0]
 
 
 def _first_line(exc: BaseException) -> str:
@@ -355,6 +234,7 @@ def download_revision(repo_id: str, revision: str, *, cache_dir: str | Path | No
     Raises:
         UnknownNameError: unknown model id or revision (the message lists cached/known refs).
         CheckpointError: the snapshot holds no weights or is incomplete.
+        HubConnectionError: the Hub cannot be reached and the cache does not hold the revision.
     """
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import (
@@ -381,7 +261,7 @@ def download_revision(repo_id: str, revision: str, *, cache_dir: str | Path | No
             known = available if available is not None else _safe_list(repo_id, cache, off, token)
             raise UnknownNameError(
                 f"revision {revision!r} of {repo_id!r} does not exist on the Hub; refs: "
-                f"{_sample(known)}"
+                f"{sample_names(known)}"
             ) from None
         except RepositoryNotFoundError:
             raise UnknownNameError(
@@ -394,14 +274,20 @@ def download_revision(repo_id: str, revision: str, *, cache_dir: str | Path | No
             raise CheckpointError(
                 f"the cached snapshot of {repo_id}@{revision} is incomplete ({_first_line(exc)})"
             ) from None
-        except LocalEntryNotFoundError:
+        except LocalEntryNotFoundError as exc:
+            if not off and unreachable(exc):
+                raise _cannot_download(repo_id, revision, cache, exc) from None
             if not _repo_folder(repo_id, cache).is_dir():
                 raise _not_cached(repo_id, cache) from None
             raise UnknownNameError(
                 f"revision {revision!r} of {repo_id!r} is not in the Hub cache {str(cache)!r}"
                 f"{' (offline mode)' if off else ''}; cached refs: "
-                f"{_sample(_cached_refs(repo_id, cache))}"
+                f"{sample_names(_cached_refs(repo_id, cache))}"
             ) from None
+        except Exception as exc:  # a connection lost mid-download, a proxy refusing, ...
+            if off or not unreachable(exc):
+                raise
+            raise _cannot_download(repo_id, revision, cache, exc) from None
 
     if off and not _repo_folder(repo_id, cache).is_dir():
         raise _not_cached(repo_id, cache)
@@ -414,6 +300,13 @@ def download_revision(repo_id: str, revision: str, *, cache_dir: str | Path | No
         )
     commit = folder.name if folder.parent.name == "snapshots" else ""
     return folder, commit
+
+
+def _cannot_download(repo_id: str, revision: str, cache: Path,
+                     exc: BaseException) -> HubConnectionError:
+    held = (sample_names(_cached_refs(repo_id, cache)) if _repo_folder(repo_id, cache).is_dir()
+            else None)
+    return cannot_download(repo_id, revision, cache, hub_endpoint(), exc, held)
 
 
 def _safe_list(repo_id, cache, off, token) -> list[str]:
@@ -441,7 +334,8 @@ def resolve_hub_trajectory(repo_id: str, revisions: str | Sequence[str] | None =
 
     Raises:
         UnknownNameError: unknown id or revision; CheckpointError: unreadable steps, missing
-            weights, or revisions of different architectures.
+            weights, or revisions of different architectures; HubConnectionError: the Hub
+            cannot be reached and the cache cannot stand in for it.
     """
     from tangentlab.empirical.checkpoints import Checkpoint, Trajectory, check_same_architecture
 
@@ -458,8 +352,8 @@ def resolve_hub_trajectory(repo_id: str, revisions: str | Sequence[str] | None =
     off = hub_offline(offline)
     cache = hub_cache_dir(cache_dir)
     available: list[str] = []
-    if mode != "list" or off:
-        available = list_revisions(repo, cache_dir=cache, offline=off, token=token)
+    if mode != "list" or off:  # an unreachable Hub whose refs are cached: read the cache only
+        available, off = _list_refs(repo, cache, off, token)
     picked = select_revisions(available if mode != "list" else [], revisions, steps=steps,
                               repo_id=repo)
     cks = []

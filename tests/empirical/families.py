@@ -106,3 +106,26 @@ def build_tiny_hub(cache, families, *, revisions=("step0", "step1", "step8")) ->
             model = tiny_model(fam, seed=i)
             out[repo_id][rev] = write_hub_revision(cache, repo_id, rev, model.save_pretrained)
     return out
+
+
+def save_bin(model, directory) -> None:
+    """Save ``model`` the way Pythia's step branches are: ``config.json`` + ``pytorch_model.bin``.
+
+    transformers 5 writes safetensors only (``save_pretrained(..., safe_serialization=False)`` is
+    ignored), so the model is saved with ``save_pretrained`` and its on-disk state dict (keys as
+    transformers writes them: GPT-NeoX's head as ``embed_out``) is rewritten with ``torch.save``.
+    """
+    from pathlib import Path
+
+    import torch
+    from safetensors.torch import load_file
+
+    model.save_pretrained(directory)
+    st = Path(directory) / "model.safetensors"
+    torch.save(load_file(str(st)), Path(directory) / "pytorch_model.bin")
+    st.unlink()
+
+
+def save_sharded(model, directory) -> None:
+    """``save_pretrained`` into several safetensors shards plus ``model.safetensors.index.json``."""
+    model.save_pretrained(directory, max_shard_size="40KB")

@@ -4,10 +4,12 @@ no mock of huggingface_hub)."""
 from __future__ import annotations
 
 import json
+import socket
 
 import pytest
 
 from tangentlab.empirical.hub import (
+    HubConnectionError,
     hub_cache_dir,
     list_revisions,
     log_spaced_indices,
@@ -18,7 +20,7 @@ from tangentlab.empirical.hub import (
 from tangentlab.empirical.models import load_model
 from tangentlab.empirical.trajectory import resolve_trajectory
 from tangentlab.errors import CheckpointError, ConfigError, UnknownNameError
-from tests.empirical.families import tiny_model, write_hub_revision
+from tests.empirical.families import save_bin, tiny_model, write_hub_revision
 
 PYTHIA_REFS = ["main", "step0"] + [f"step{2 ** i}" for i in range(10)] + \
     [f"step{k * 1000}" for k in range(1, 144)]
@@ -186,27 +188,118 @@ def test_local_folders_keep_working(hub, tmp_path):
     assert traj.checkpoints[0].repo_id is None and "commit" not in traj.checkpoints[0].to_dict()
 
 
+def _closed_port() -> int:
+    """A loopback port nothing listens on (bound, read, closed): connections to it are refused."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _go_online(monkeypatch, endpoint: str) -> None:
+    """HF_HUB_OFFLINE unset (as in a process started online) and the Hub at ``endpoint``."""
+    import huggingface_hub.constants
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    # as in a process started online (this suite may run with HF_HUB_OFFLINE=1 at import time)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
+    monkeypatch.setenv("HF_ENDPOINT", endpoint)
+
+
+def test_an_unreachable_hub_falls_back_to_the_cached_refs(hub, tmp_path, monkeypatch, capsys):
+    """Network down (a refused loopback port), HF_HUB_OFFLINE unset: the cache's refs/ stand in,
+    said in one stderr line; without cached refs, one typed line naming HF_HUB_OFFLINE=1."""
+    from tangentlab.cli import main
+
+    _, commits = hub
+    _go_online(monkeypatch, f"http://127.0.0.1:{_closed_port()}")
+    capsys.readouterr()
+    assert main(["empirical", "revisions", "tiny/pythia"]) == 0
+    out, err = capsys.readouterr()
+    assert out.split()[::2] == ["step0", "step4", "step64"]
+    assert len(err.strip().splitlines()) == 1, err
+    assert "cannot reach the Hub" in err and "tiny/pythia" in err and "HF_HUB_OFFLINE=1" in err
+    traj = resolve_trajectory("tiny/pythia", revisions="log:2")
+    assert [c.commit for c in traj.checkpoints] == [commits["step0"], commits["step64"]]
+    assert list_revisions("tiny/pythia") == ["main", "step0", "step4", "step64"]
+
+    capsys.readouterr()
+    assert main(["empirical", "revisions", "tiny/nope"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "HF_HUB_OFFLINE=1" in err and "tiny/nope" in err, err
+    for spec, kw in (("tiny/nope", {"revisions": "all"}), ("tiny/nope", {}),
+                     ("tiny/pythia", {"revisions": "step5"})):
+        with pytest.raises(HubConnectionError) as exc:
+            resolve_trajectory(spec, **kw)
+        msg = str(exc.value)
+        assert "HF_HUB_OFFLINE=1" in msg and "cannot reach the Hub" in msg and "\n" not in msg
+    assert "cached refs: main, step0" in msg  # the revision is not in the cache: it says which are
+    bad = tmp_path / "bad"
+    for spec in ("log:2", "all"):
+        _fails_one_line(capsys, ["empirical", "measure", "--model", "tiny/nope", "--revisions",
+                                 spec, "--out", str(bad), "--device", "cpu"], bad, "HF_HUB_OFFLINE=1")
+
+
+def test_load_model_takes_hub_ids_and_revisions(hub, tmp_path):
+    import torch
+
+    cache, commits = hub
+
+    def weights(lm):
+        return torch.cat([p.detach().flatten() for p in lm.model.parameters()])
+
+    main_ = load_model("tiny/pythia")  # main
+    assert (main_.repo_id, main_.revision, main_.commit) == ("tiny/pythia", "main", commits["step64"])
+    at = load_model("tiny/pythia@step4")
+    kw = load_model("tiny/pythia", revision="step4", cache_dir=cache, offline=True)
+    assert at.commit == kw.commit == commits["step4"] and at.revision == kw.revision == "step4"
+    local = load_model(at.path)  # the snapshot folder, as a local path
+    assert local.repo_id is None and local.commit is None and local.family == "gpt_neox"
+    assert torch.equal(weights(at), weights(local)) and torch.equal(weights(at), weights(kw))
+    assert not torch.equal(weights(at), weights(main_))
+    assert load_model("tiny/pythia", revision="step0").commit == commits["step0"]
+    cases = [
+        (("tiny/pythia@step0",), {"revision": "step4"}, ConfigError, "already names"),
+        (("tiny/pythia",), {"revision": "log:2"}, ConfigError, "resolve_trajectory"),
+        (("tiny/pythia@all",), {}, ConfigError, "one checkpoint"),
+        (("tiny/pythia",), {"revision": "step5"}, UnknownNameError, "cached refs"),
+        (("tiny/nope",), {}, UnknownNameError, "tiny/nope"),
+        ((at.path,), {"revision": "step4"}, ConfigError, "local path"),
+    ]
+    for args, kwargs, exc, text in cases:
+        with pytest.raises(exc) as err:
+            load_model(*args, **kwargs)
+        assert text in str(err.value) and "\n" not in str(err.value), (args, kwargs)
+
+
 SETS = ["n_batches=4", "batch_size=2", "seq_len=16", "sample_rows=64", "n_boot=10",
         "n_controls=5", "causal=false", "rank=2"]
+
+
+def _eval_text(tmp_path):
+    """A parquet eval text (read by the datasets loader) and a 320-token BPE trained on it."""
+    import pandas as pd
+
+    from tangentlab.empirical.tokenizer import train_tokenizer
+
+    words = ("the river runs to the sea and the valley holds the light of morning while "
+             "birds sing over fields of grain").split()
+    docs = [" ".join(words[(i * 7 + j) % len(words)] for j in range(60)) for i in range(80)]
+    corpus = tmp_path / "eval.parquet"
+    pd.DataFrame({"text": docs}).to_parquet(corpus)
+    return corpus, train_tokenizer(docs, vocab_size=320)
 
 
 @pytest.fixture()
 def gpt2_suite(tmp_path, monkeypatch):
     """HF_HOME holding ``tiny/gpt2`` (step0, step10, step100, each with its tokenizer) and a
     parquet eval text; offline. Returns the parquet path."""
-    import pandas as pd
-
-    from tangentlab.empirical.tokenizer import train_tokenizer
-
     monkeypatch.setenv("HF_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("HF_HUB_CACHE", raising=False)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    words = ("the river runs to the sea and the valley holds the light of morning while "
-             "birds sing over fields of grain").split()
-    docs = [" ".join(words[(i * 7 + j) % len(words)] for j in range(60)) for i in range(80)]
-    corpus = tmp_path / "eval.parquet"  # eval text through the datasets parquet loader
-    pd.DataFrame({"text": docs}).to_parquet(corpus)
-    tok = train_tokenizer(docs, vocab_size=320)
+    corpus, tok = _eval_text(tmp_path)
     for i, rev in enumerate(["step0", "step10", "step100"]):
         m = tiny_model("gpt2", seed=i)
 
@@ -302,17 +395,9 @@ def test_online_resolution_against_a_loopback_hub(tmp_path, monkeypatch):
     commits["step99"] = write_hub_revision(served, "tiny/pythia", "step99", save_bin)
     client = tmp_path / "client"
     monkeypatch.setenv("HF_HUB_CACHE", str(client))
-    import huggingface_hub.constants
-
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
-    # as in a process started online (this suite may run with HF_HUB_OFFLINE=1 at import time)
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
     server = HubServer(served)
     with server as url:
-        monkeypatch.setenv("HF_ENDPOINT", url)
+        _go_online(monkeypatch, url)
         assert list_revisions("tiny/pythia") == ["step0", "step4", "step64", "step99"]
         traj = resolve_trajectory("tiny/pythia", revisions="log:3")
         assert [c.step for c in traj.checkpoints] == [0, 4, 99]
@@ -355,3 +440,73 @@ def test_report_shows_our_two_models_beside_a_measured_hub_suite(gpt2_suite, tmp
     row = html.split('id="row-enrichment"')[1].split('class="row"')[0]
     for model in ("encoder", "decoder", "tinysuite"):
         assert model in row, model
+
+
+#: a tiny GPT-NeoX "suite" named and saved the way EleutherAI/pythia-* is
+PYTHIA_ID = "tinyleuther/pythia-tiny"
+PYTHIA_STEPS = (0, 1, 2, 4, 1000, 2000)
+
+
+@pytest.fixture()
+def pythia_suite(tmp_path):
+    """A served Hub cache holding PYTHIA_ID: step branches ``step0`` ... ``step2000``, each
+    ``config.json`` + ``pytorch_model.bin`` (no safetensors) + tokenizer files, and ``main`` at
+    the last step, as on the real Hub. Returns (served cache, parquet eval text)."""
+    corpus, tok = _eval_text(tmp_path)
+    served = tmp_path / "served"
+    commit = None
+    for i, step in enumerate(PYTHIA_STEPS):
+        m = tiny_model("gpt_neox", seed=i)
+
+        def save(d, m=m):
+            save_bin(m, d)
+            tok.save_pretrained(d)
+
+        commit = write_hub_revision(served, PYTHIA_ID, f"step{step}", save)
+    (served / ("models--" + PYTHIA_ID.replace("/", "--")) / "refs" / "main").write_text(commit)
+    return served, corpus
+
+
+@pytest.mark.slow
+def test_pythia_walk_through(pythia_suite, tmp_path, monkeypatch, capsys):
+    """docs/empirical.md's Pythia walk-through on a suite saved the way Pythia is: list what
+    log:K picks, measure online (downloads .bin weights into an empty cache), again with
+    HF_HUB_OFFLINE=1, and again with the network down (the cached refs stand in): three equal
+    results tables."""
+    from tangentlab.cli import main
+    from tests.empirical.hubserver import HubServer
+
+    served, corpus = pythia_suite
+    client = tmp_path / "client"
+    monkeypatch.setenv("HF_HUB_CACHE", str(client))
+
+    def measure(out):
+        argv = _measure_argv(PYTHIA_ID, out, corpus, "--revisions", "log:3",
+                             "--sites", "blocks.0.resid_post,blocks.1.resid_post")
+        assert main(argv) == 0, capsys.readouterr().err[-2000:]
+        return (out / "results.csv").read_bytes()
+
+    server = HubServer(served)
+    with server as url:
+        _go_online(monkeypatch, url)
+        # 0. see what a selection picks (lists the refs; downloads no weights)
+        assert main(["empirical", "revisions", PYTHIA_ID, "--revisions", "log:3"]) == 0
+        assert capsys.readouterr().out.split() == ["step0", "0", "step1", "1", "step2000", "2000"]
+        assert not any(p.endswith(".bin") for _, p in server.requests)
+        # 1. download and measure (online)
+        online = measure(tmp_path / "online")
+    snaps = client / ("models--" + PYTHIA_ID.replace("/", "--")) / "snapshots"
+    assert len(list(snaps.glob("*/pytorch_model.bin"))) == 3
+    assert not list(snaps.glob("*/*.safetensors"))
+    res = online.decode()
+    for rev in ("step0", "step1", "step2000"):
+        assert rev in res
+    # 2. later, offline, from the cache
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert measure(tmp_path / "offline") == online
+    # 3. the network down and HF_HUB_OFFLINE unset: the cached refs, said in one line
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{_closed_port()}")
+    capsys.readouterr()
+    assert measure(tmp_path / "down") == online
+    assert "cannot reach the Hub" in capsys.readouterr().err

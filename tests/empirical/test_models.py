@@ -72,3 +72,27 @@ def test_a_dtype_the_device_cannot_run_is_a_typed_error():
         check_dtype_runs("cpu", torch.float8_e4m3fn)
     msg = str(err.value)
     assert "cannot run dtype float8_e4m3fn" in msg and "float32" in msg and "\n" not in msg
+
+
+def test_load_like_refuses_another_model_and_a_checkpoint_missing_a_weight(tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    from tangentlab.empirical.models import load_like
+
+    kw = dict(vocab_size=300, n_layers=1, n_heads=2, seq_len=8)
+    build_model("decoder", d_model=16, seed=1, **kw).save_pretrained(tmp_path / "a")
+    build_model("decoder", d_model=32, seed=2, **kw).save_pretrained(tmp_path / "wide")
+    build_model("encoder", d_model=16, seed=3, **kw).save_pretrained(tmp_path / "enc")
+    first = load_model(tmp_path / "a")
+    with pytest.raises(CheckpointError, match="does not match the trajectory's model.*shape"):
+        load_like(first, tmp_path / "wide")
+    with pytest.raises(CheckpointError, match="cannot mix models"):
+        load_like(first, tmp_path / "enc")
+    # a weight missing from the file: transformers would initialise it at random; we refuse
+    f = tmp_path / "a" / "model.safetensors"
+    sd = load_file(str(f))
+    del sd["transformer.ln_f.weight"]
+    save_file(sd, str(f), metadata={"format": "pt"})
+    with pytest.raises(CheckpointError, match="lacks 1 weight.*transformer.ln_f.weight") as err:
+        load_like(first, tmp_path / "a")
+    assert "\n" not in str(err.value)

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from tangentlab.empirical.capture import capture_batch
-from tangentlab.empirical.models import load_model, to_stat
+from tangentlab.empirical.models import load_like, load_model, to_stat
 from tangentlab.empirical.sites import (
     FAMILIES,
     available_sites,
@@ -20,11 +20,21 @@ from tangentlab.empirical.sites import (
 )
 from tangentlab.empirical.trajectory import resolve_trajectory
 from tangentlab.errors import UnknownNameError
-from tests.empirical.families import FAMILY_CONFIGS, VOCAB, tiny_model, write_hub_revision
+from tests.empirical.families import (
+    FAMILY_CONFIGS,
+    VOCAB,
+    save_bin,
+    save_sharded,
+    tiny_model,
+    write_hub_revision,
+)
 
 #: every family in the table, plus GPT-NeoX with sequential blocks (which has a resid_mid)
 CASES = sorted(FAMILY_CONFIGS) + ["gpt_neox_seq"]
 REVISIONS = (("step0", None), ("step1", None), ("step2", torch.float16), ("step3", torch.bfloat16))
+#: two more revisions in the other layouts real repositories have: Pythia-style ``.bin`` weights,
+#: and sharded safetensors with an index
+LAYOUTS = (("step4", save_bin), ("step5", save_sharded))
 
 
 def _build(case: str, seed: int):
@@ -35,7 +45,8 @@ def _build(case: str, seed: int):
 
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory):
-    """HF_HOME with ``tiny/<case>`` repos (fp32 step0/step1, fp16 step2, bf16 step3) and a
+    """HF_HOME with ``tiny/<case>`` repos (fp32 step0/step1, fp16 step2, bf16 step3, a ``.bin``
+    step4, a sharded step5, each saved by ``save_pretrained`` with another seed) and a
     ``tiny/opt`` repo (a family without a site table); offline mode on."""
     root = tmp_path_factory.mktemp("hf_home")
     with pytest.MonkeyPatch.context() as mp:
@@ -49,6 +60,9 @@ def hub(tmp_path_factory):
                 if dt is not None:
                     m = m.to(dt)
                 write_hub_revision(cache, f"tiny/{case}", rev, m.save_pretrained)
+            for i, (rev, save) in enumerate(LAYOUTS, start=len(REVISIONS)):
+                m = _build(case, i)
+                write_hub_revision(cache, f"tiny/{case}", rev, lambda d, m=m, save=save: save(m, d))
         from transformers import OPTConfig, OPTForCausalLM
 
         opt = OPTForCausalLM(OPTConfig(hidden_size=32, num_hidden_layers=1, ffn_dim=64,
@@ -88,6 +102,46 @@ def test_table_lists_every_family_and_norm_types():
             assert spec.before_norm in (None, "LayerNorm", "RMSNorm")
     assert FAMILIES["llama"].norm == "RMSNorm" and FAMILIES["gpt_neox"].norm == "LayerNorm"
     assert "resid_mid" in FAMILIES["gpt2"].sites and "ln_final" not in FAMILIES["bert"].sites
+
+
+def _same_bytes(a: dict, b: dict) -> bool:
+    """Whether two state dicts hold the same names, dtypes, shapes and bytes."""
+    if list(a) != list(b):
+        return False
+    for k, x in a.items():
+        y = b[k]
+        if x.dtype != y.dtype or x.shape != y.shape:
+            return False
+        if not torch.equal(x.contiguous().view(torch.uint8), y.contiguous().view(torch.uint8)):
+            return False
+    return True
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_every_revision_loads_as_from_pretrained_does(hub, case):
+    """The trajectory path of a measurement (a model id resolved offline, the first checkpoint
+    by load_model, every later one by load_like) gives each checkpoint the state dict that
+    transformers' from_pretrained gives, byte for byte, in every file layout (safetensors fp32,
+    fp16, bf16, .bin, sharded); and the revisions differ."""
+    import transformers
+
+    traj = resolve_trajectory(f"tiny/{case}", revisions="all")
+    want = [r for r, _ in REVISIONS] + [r for r, _ in LAYOUTS]
+    assert [c.revision for c in traj.checkpoints] == want
+    assert list(traj.checkpoints[4].path.glob("*.bin")) and not list(
+        traj.checkpoints[4].path.glob("*.safetensors"))
+    assert len(list(traj.checkpoints[5].path.glob("model-*.safetensors"))) > 1
+    first = load_model(traj.checkpoints[0].path)
+    auto = (transformers.AutoModelForMaskedLM if first.arch == "encoder"
+            else transformers.AutoModelForCausalLM)
+    seen = []
+    for ck in traj.checkpoints:
+        lm = first if ck is traj.checkpoints[0] else load_like(first, ck.path)
+        got = lm.model.state_dict()
+        ref = auto.from_pretrained(str(ck.path), dtype=torch.float32).state_dict()
+        assert _same_bytes(got, ref), ck.revision
+        assert not any(_same_bytes(got, s) for s in seen), ck.revision
+        seen.append(got)
 
 
 @pytest.mark.parametrize("case", CASES)
