@@ -570,3 +570,48 @@ def test_frequency_spread_null_through_the_real_sampler_gives_rho_zero():
     old = np.array([_null_rho(s, 1.25, False, old=True) for s in range(15)])
     se = old.std(ddof=1) / np.sqrt(old.size)
     assert old.mean() > max(3 * se, 0.08), (old.mean(), se)  # the bias the fix removes
+
+
+def test_geometry_takes_one_occurrence_per_document_and_per_window():
+    """Windows of one document share it: before issue 18 a token could enter once per window."""
+    from dataclasses import replace
+
+    ev = _fake_eval("encoder", n_batches=6, B=4, T=12, vocab=8)
+    docs = [replace(b, doc_ids=torch.full_like(b.token_ids, b.index // 3)) for b in ev.batches]
+    ev = replace(ev, batches=docs)  # two documents of 3 batches (12 windows) each
+    plans, _ = plan_rows(ev, "encoder", exclude_positions=(), sample_rows=1000, seed=0)
+    pairs, wins = set(), set()
+    for batch, plan in zip(ev.batches, plans):
+        assert np.array_equal(plan.doc, batch.doc_ids[plan.rows].numpy())
+        for d, w, t in zip(plan.doc[plan.geo_pick], plan.window[plan.geo_pick],
+                           plan.tok[plan.geo_pick]):
+            assert (d, t) not in pairs and (w, t) not in wins
+            pairs.add((d, t))
+            wins.add((w, t))
+    fit_docs = {int(b.index // 3) for b in ev.batches if b.half == "fit"}
+    assert len(pairs) > 1 and {d for d, _ in pairs} <= fit_docs
+    assert len(pairs) <= len(fit_docs) * 8  # at most one per (document, token)
+
+
+def test_frequency_rows_take_a_document_bootstrap_when_documents_are_known():
+    rng = np.random.default_rng(0)
+    tok = np.repeat(np.arange(40), 8)
+    docs = np.tile(np.arange(8), 40)
+    H = rng.standard_normal((tok.size, 4))
+    st, U = _stats_for_geometry(H, tok, np.ones(tok.size, bool))
+    counts = np.arange(1, 41) * 10
+    rows, _ = frequency_rows(_replace_stats(st, geo_docs=docs), counts, U,
+                             MeasureConfig(n_boot=50), RowBase(site="s"))
+    r = {x["metric"]: x for x in rows}
+    assert r["freq_distance_spearman"]["interval"] == "document bootstrap"
+    assert r["freq_distance_spearman"]["n_documents"] == 8
+    assert r["freq_distance_raw_spearman"]["interval"] == "token bootstrap"
+    rows, _ = frequency_rows(st, counts, U, MeasureConfig(n_boot=50), RowBase(site="s"))
+    assert {x["metric"]: x for x in rows}["freq_distance_spearman"]["interval"] == \
+        "token bootstrap"
+
+
+def _replace_stats(st, **kw):
+    from dataclasses import replace
+
+    return replace(st, **kw)
