@@ -24,9 +24,13 @@ from typing import Any
 from tangentlab.errors import ConfigError, DataError
 
 __all__ = [
-    "EvalData", "make_batch", "make_eval_data", "bucket_edges", "bucket_of", "split_halves",
+    "EVAL_STREAM_TOKENS", "EvalData", "make_batch", "make_eval_data", "bucket_edges", "bucket_of", "split_halves",
     "encode_documents", "disjoint_window_starts", "random_window_starts", "eval_batches",
 ]
+
+#: The eval stream is the whole eval text up to this many tokens (or 4x the windows' tokens if
+#: more), so that the disjoint windows spread over as many documents as the text has.
+EVAL_STREAM_TOKENS = 1_000_000
 
 
 @dataclass
@@ -246,7 +250,9 @@ def make_eval_data(tokenizer, arch: str, *, texts, counts, frequency_source: str
     import numpy as np
     import torch
 
-    need = n_batches * batch_size * seq_len * 4 + seq_len + 1
+    # all the eval text up to EVAL_STREAM_TOKENS (at least 4x the windows): the windows spread
+    # over as many documents as there are, which one-per-document geometry needs
+    need = max(n_batches * batch_size * seq_len * 4 + seq_len + 1, EVAL_STREAM_TOKENS)
     ids_np, doc_np = encode_documents(tokenizer, list(texts), max_tokens=need)
     stream = torch.from_numpy(ids_np)
     if stream.numel() <= seq_len + 1:
