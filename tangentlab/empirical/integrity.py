@@ -86,8 +86,14 @@ def _tensors(path: Path, stack):
         from safetensors import safe_open
 
         for f in st:
-            fh = stack.enter_context(safe_open(str(f), framework="pt"))
-            for key in fh.keys():  # noqa: SIM118 (safe_open has no __iter__)
+            try:
+                fh = stack.enter_context(safe_open(str(f), framework="pt"))
+                keys = list(fh.keys())  # noqa: SIM118 (safe_open has no __iter__)
+            except Exception as exc:  # noqa: BLE001 - any unreadable file is one typed error
+                raise CheckpointError(f"weights file {str(f)!r} is corrupt or unreadable: "
+                                      f"{str(exc).splitlines()[0] if str(exc) else exc!r}"
+                                      ) from None
+            for key in keys:
                 add(key, lambda fh=fh, key=key: fh.get_tensor(key))
         return out
     bins = sorted(path.glob("*.bin"))
@@ -97,7 +103,8 @@ def _tensors(path: Path, stack):
         try:
             sd = torch.load(str(f), map_location="cpu", mmap=True, weights_only=True)
         except Exception as exc:  # noqa: BLE001 - any unreadable file is one typed error
-            raise CheckpointError(f"cannot read weights {str(f)!r}: {exc}") from None
+            raise CheckpointError(f"weights file {str(f)!r} is corrupt or unreadable: "
+                                  f"{str(exc).splitlines()[0] if str(exc) else exc!r}") from None
         for key, t in sd.items():
             add(key, lambda t=t: t)
     return out

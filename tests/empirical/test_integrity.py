@@ -128,21 +128,31 @@ def test_measure_records_integrity_and_the_cli_flag_decides(suite, tmp_path, cap
                 str(out), "--device", "cpu", "--eval-text", f"parquet:{suite}", *extra] + \
             [x for s in sets for x in ("--set", s)]
 
-    out = tmp_path / "warn"
-    assert main(argv(out)) == 0
+    out = tmp_path / "skip"  # one measure run: the findings recorded, the flagged ones skipped
+    assert main(argv(out, "--on-duplicate", "skip")) == 0
     man = json.loads((out / "manifest.json").read_text())
     assert [w["kind"] for w in man["integrity"]["warnings"]] == ["duplicate", "out_of_order"]
+    assert man["integrity"]["skipped"] == ["step1", "step2"]
     assert all(len(c["weights_sha256"]) == 64 for c in man["integrity"]["checkpoints"])
+    assert [c["checkpoint"] for c in man["checkpoints"]] == ["step0", "step4", "step8", "step16"]
     res = pd.read_csv(out / "results.csv")
     assert res[res.metric == "checkpoint_integrity_warnings"].value.tolist() == [2]
-    assert set(res[res.metric == "checkpoint_integrity_warning"].checkpoint) == {"step0",
-                                                                                 "step2"}
-    out = tmp_path / "skip"
-    assert main(argv(out, "--on-duplicate", "skip")) == 0
-    res = pd.read_csv(out / "results.csv")
+    flagged = res[res.metric == "checkpoint_integrity_warning"]
+    assert set(flagged.checkpoint) == {"step0", "step2"} and flagged.skipped.all()
     assert sorted(set(res[res.metric == "enrichment"].step.dropna().astype(int))) == [0, 4, 8, 16]
     capsys.readouterr()
     out = tmp_path / "error"
     assert main(argv(out, "--on-duplicate", "error")) == 2
     err = capsys.readouterr().err.strip()
     assert "identical" in err and len(err.splitlines()) == 1 and not out.exists()
+
+
+def test_corrupt_weights_are_a_typed_error(tmp_path):
+    _interpolated(0.0)(tmp_path / "a")
+    (tmp_path / "a" / "model.safetensors").write_bytes(b"\x00garbage")
+    with pytest.raises(CheckpointError, match="corrupt"):
+        hash_checkpoint(tmp_path / "a")
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "pytorch_model.bin").write_bytes(b"\x00garbage")
+    with pytest.raises(CheckpointError, match="corrupt"):
+        hash_checkpoint(tmp_path / "b")
