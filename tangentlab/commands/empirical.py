@@ -69,7 +69,8 @@ def _measure(args: argparse.Namespace) -> int:
     for flag, key in (("sites", "sites"), ("rank", "rank"), ("proxy", "proxy"),
                       ("fit_fraction", "fit_fraction"), ("controls", "n_controls"),
                       ("exclude_positions", "exclude_positions"), ("dtype", "dtype"),
-                      ("eval_text", "corpus"), ("frequency_table", "frequency_file")):
+                      ("eval_text", "corpus"), ("frequency_table", "frequency_file"),
+                      ("on_duplicate", "on_duplicate")):
         value = getattr(args, flag)
         if value is not None:
             ov[key] = value
@@ -163,6 +164,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     m.add_argument("--controls", help="number of matched-rank normal controls (default 20)")
     m.add_argument("--exclude-positions", dest="exclude_positions",
                    help="positions left out of proxy fitting and distances, e.g. 0")
+    m.add_argument("--on-duplicate", dest="on_duplicate", choices=["error", "warn", "skip"],
+                   help="identical or out-of-order checkpoints: fail, warn (default) or skip them")
     m.add_argument("--gguf", action="store_true", help="TRAJECTORY is a GGUF file")
     m.add_argument("--resume", action="store_true",
                    help="continue an interrupted measurement from its finished checkpoints")

@@ -3,8 +3,8 @@
 - :func:`plan_rows` decides, once per trajectory, which positions of each eval batch are rows,
   their token ids, context windows and frequency buckets, which rows are kept for fitting
   (``exclude_positions``), the seeded fixed activation sample (fit half only; the same rows at
-  every checkpoint) and the geometry occurrences (fit half, at most one per window and token,
-  chosen at random; for an encoder never an MLM-selected position).
+  every checkpoint) and the geometry occurrences (fit half, at most one per document and token
+  and per window and token, chosen at random; for an encoder never an MLM-selected position).
 - :func:`collect_fit_half` runs forward passes over the fit half: activation moments, the
   sample, per-token sums and the geometry rows.
 - :func:`collect_test_half` runs forward + backward passes over the test half, with the
@@ -39,20 +39,28 @@ FIT_CACHE_BYTES = 1 << 30
 FORCED_DIRECTIONS = ("ones", "centred", "raw")
 
 
-def select_geometry_rows(tokens, windows, eligible, seed: int):
-    """Rows that enter per-token geometry: at most one per (window, token), chosen at random.
+def select_geometry_rows(tokens, windows, eligible, seed: int, docs=None):
+    """Rows that enter per-token geometry: at most one per (document, token), at random.
 
-    ``tokens``, ``windows``: (n,) ints; ``eligible``: (n,) bool. Returns a bool mask (n,).
-    Uses :func:`tangentlab.measure.one_per_window` with ``seed``.
+    ``tokens``, ``windows``: (n,) ints; ``eligible``: (n,) bool; ``docs``: (n,) document ids or
+    None. With ``docs``: one random row per (document, token) (seed ``seed``), then among those
+    one per (window, token) (seed ``[seed, 1]``; a window may span two documents), so both
+    hold. Without: one per (window, token), the rule before documents were known. Returns a
+    bool mask (n,). Uses :func:`tangentlab.measure.one_per_group`.
     """
     import numpy as np
 
-    from tangentlab.measure import one_per_window
+    from tangentlab.measure import one_per_group
 
     out = np.zeros(len(tokens), dtype=bool)
-    if len(tokens):
-        out[one_per_window(np.asarray(tokens), np.asarray(windows), seed,
-                           keep=np.asarray(eligible, dtype=bool))] = True
+    if not len(tokens):
+        return out
+    tok, keep = np.asarray(tokens), np.asarray(eligible, dtype=bool)
+    if docs is not None:
+        first = np.zeros(len(tok), dtype=bool)
+        first[one_per_group(tok, np.asarray(docs), seed, keep=keep)] = True
+        keep, seed = first, [int(seed), 1]
+    out[one_per_group(tok, np.asarray(windows), seed, keep=keep)] = True
     return out
 
 
@@ -82,11 +90,15 @@ def plan_rows(eval_data, arch: str, *, exclude_positions: Sequence[int], sample_
         tok = orig[rows].numpy()
         kept = keep[rows].numpy()
         window = (batch.index * B + torch.arange(B)[:, None].expand_as(inp))[rows].numpy()
+        doc = (window if batch.doc_ids is None else
+               torch.as_tensor(batch.doc_ids)[rows].numpy().astype(np.int64))
+        position = (np.full(len(tok), -1, dtype=np.int64) if batch.positions is None else
+                    torch.as_tensor(batch.positions)[rows].numpy().astype(np.int64))
         geometry = kept & ~batch.masked.bool()[rows].numpy()
         if batch.half != "fit":
             geometry = np.zeros_like(geometry)
         bucket = np.searchsorted(eval_data.edges, np.log1p(eval_data.counts[tok]), side="right")
-        raw.append((batch, rows, tok, kept, bucket, window, geometry))
+        raw.append((batch, rows, tok, kept, bucket, window, geometry, doc, position))
     fit_kept = sum(int(r[3].sum()) for r in raw if r[0].half == "fit")
     rng = np.random.default_rng([seed, 7])
     n_s = min(sample_rows, fit_kept)
@@ -95,9 +107,11 @@ def plan_rows(eval_data, arch: str, *, exclude_positions: Sequence[int], sample_
     all_tok = np.concatenate([r[2] for r in raw])
     all_win = np.concatenate([r[5] for r in raw])
     all_geo = np.concatenate([r[6] for r in raw])
-    pick = select_geometry_rows(all_tok, all_win, all_geo, seed)
+    known = all(r[0].doc_ids is not None for r in raw)
+    pick = select_geometry_rows(all_tok, all_win, all_geo, seed,
+                                docs=np.concatenate([r[7] for r in raw]) if known else None)
     plans, offset, goff = [], 0, 0
-    for batch, rows, tok, kept, bucket, window, geometry in raw:
+    for batch, rows, tok, kept, bucket, window, geometry, doc, position in raw:
         k = int(kept.sum())
         if batch.half == "fit":
             sample = chosen[offset:offset + k]
@@ -106,7 +120,8 @@ def plan_rows(eval_data, arch: str, *, exclude_positions: Sequence[int], sample_
             sample = np.zeros(k, dtype=bool)
         n = len(tok)
         plans.append(RowPlan(rows=rows, tok=tok, kept=kept, bucket=bucket, sample=sample,
-                             window=window, geometry=geometry, geo_pick=pick[goff:goff + n]))
+                             window=window, geometry=geometry, geo_pick=pick[goff:goff + n],
+                             doc=doc, position=position))
         goff += n
     geo_tok = all_tok[all_geo]
     uniq = np.unique(geo_tok) if geo_tok.size else np.zeros(0, dtype=np.int64)
@@ -155,7 +170,8 @@ def collect_fit_half(loaded, sites: Sequence[str], eval_data, plans: Sequence[Ro
             p = parts.setdefault(site, {
                 "act": MomentAccumulator(d), "sample": [], "sample_tokens": [],
                 "tok_sum": np.zeros((U, d)), "tok_sq": np.zeros(U),
-                "tok_n": np.zeros(U, dtype=np.int64), "geo_rows": [], "geo_tokens": []})
+                "tok_n": np.zeros(U, dtype=np.int64), "geo_rows": [], "geo_tokens": [],
+                "geo_docs": []})
             Hn = H.numpy()
             p["sample"].append(Hn[plan.kept][plan.sample])
             p["sample_tokens"].append(plan.tok[plan.kept][plan.sample])
@@ -170,6 +186,7 @@ def collect_fit_half(loaded, sites: Sequence[str], eval_data, plans: Sequence[Ro
             p["tok_n"] += np.bincount(tk, minlength=U)
             p["geo_rows"].append(Hn[plan.geo_pick])
             p["geo_tokens"].append(plan.tok[plan.geo_pick])
+            p["geo_docs"].append((plan.window if plan.doc is None else plan.doc)[plan.geo_pick])
     out = {}
     for site, p in parts.items():
         d = p["tok_sum"].shape[1]
@@ -180,6 +197,8 @@ def collect_fit_half(loaded, sites: Sequence[str], eval_data, plans: Sequence[Ro
             geo_rows=np.concatenate(p["geo_rows"]) if p["geo_rows"] else np.zeros((0, d)),
             geo_tokens=(np.concatenate(p["geo_tokens"]) if p["geo_tokens"]
                         else np.zeros(0, dtype=np.int64)),
+            geo_docs=(np.concatenate(p["geo_docs"]) if p["geo_docs"]
+                      else np.zeros(0, dtype=np.int64)),
             loss_sum=loss_sum, n_targets=n_targets)
     return out
 

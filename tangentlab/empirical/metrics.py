@@ -184,7 +184,11 @@ NO_MATCH_NOTE = ("no variance-matched control: the complement of span(Q) holds l
                  "variance than Q itself")
 
 #: How the corrected per-token geometry picks its occurrences (recorded in the rows).
-GEOMETRY_RULE = "one random occurrence per (window, token), then k at random per token"
+GEOMETRY_RULE = ("disjoint eval windows; one random occurrence per (document, token) and per "
+                 "(window, token), then k at random per token")
+
+#: The interval of the corrected frequency–spread rows: documents resampled, statistic recomputed.
+DOCUMENT_INTERVAL = "document bootstrap"
 
 
 def _correlation_rows(prefix: str, c: dict, n: int, base: RowBase, **extra) -> list[dict]:
@@ -197,28 +201,39 @@ def frequency_rows(st: SiteStats, counts, uniq, cfg, base: RowBase):
     """Log-frequency vs spread correlations; returns (rows, per-token scatter data).
 
     Corrected (``freq_distance_*``): the mean distance to their centroid of k occurrences per
-    token, drawn at random from the geometry occurrences (at most one per window and token; no
-    MLM-selected position). Raw (``freq_distance_raw_*``, RMS distance over all geometry rows)
-    and ``freq_distance_unbiased_*`` (variance with n − 1) stay beside it. Each row says its
-    ``statistic`` (pearson or spearman). ``counts``: (vocab,); ``uniq``: (U,) ids of ``st.tok_*``.
+    token, drawn at random from the geometry occurrences (at most one per document and token,
+    and per window and token; no MLM-selected position), with a *document* bootstrap interval
+    (:func:`tangentlab.measure.document_bootstrap_correlation`: documents resampled, the
+    statistic recomputed; ``interval="document bootstrap"``, ``n_documents``) where the rows'
+    documents are known, else a token bootstrap. Raw (``freq_distance_raw_*``, RMS distance over
+    all geometry rows) and ``freq_distance_unbiased_*`` (variance with n − 1) stay beside it,
+    with token-bootstrap intervals. Each row says its ``statistic`` (pearson or spearman).
+    ``counts``: (vocab,); ``uniq``: (U,) ids of ``st.tok_*``.
     """
     import numpy as np
 
-    from tangentlab.measure import equal_size_spread
+    from tangentlab.errors import InsufficientSamplesError
+    from tangentlab.measure import document_bootstrap_correlation, equal_size_picks
 
     k = cfg.spread_k
     rows = []
     try:
-        tokens, spread = equal_size_spread(st.geo_rows, st.geo_tokens, k, [cfg.seed, 19])
-    except Exception as e:  # no token with k occurrences: report NaN rows, say why
-        from tangentlab.errors import InsufficientSamplesError
-
-        if not isinstance(e, InsufficientSamplesError):
-            raise
-        tokens, spread = np.zeros(0, dtype=np.int64), np.zeros(0)
+        tokens, picks = equal_size_picks(st.geo_rows, st.geo_tokens, k, [cfg.seed, 19])
+    except InsufficientSamplesError:  # no token with k occurrences: report NaN rows
+        tokens, picks = np.zeros(0, dtype=np.int64), np.zeros((0, k), dtype=np.int64)
     logf_k = np.log1p(counts[tokens]).astype(np.float64)
-    rows += _correlation_rows("freq_distance", _corr(logf_k, spread, cfg, 0), len(tokens), base,
-                              rule=GEOMETRY_RULE)
+    H = np.asarray(st.geo_rows, dtype=np.float64)
+    pts = H[picks] if len(tokens) else np.zeros((0, k, H.shape[1] if H.ndim == 2 else 0))
+    spread = np.linalg.norm(pts - pts.mean(axis=1, keepdims=True), axis=2).mean(axis=1) \
+        if len(tokens) else np.zeros(0)
+    if st.geo_docs is not None and len(tokens) >= 4 and np.ptp(logf_k) > 0 and np.ptp(spread) > 0:
+        got = document_bootstrap_correlation(H, picks, logf_k, st.geo_docs, n_boot=cfg.n_boot,
+                                             confidence=cfg.confidence, seed=[cfg.seed, 11, 0])
+        c, extra = got, {"interval": DOCUMENT_INTERVAL, "n_documents": got["n_documents"]}
+    else:
+        c = _corr(logf_k, spread, cfg, 0)
+        extra = {"interval": "token bootstrap"}
+    rows += _correlation_rows("freq_distance", c, len(tokens), base, rule=GEOMETRY_RULE, **extra)
     logf = np.log1p(counts[uniq]).astype(np.float64)
     n = st.tok_n
     ok2 = n >= 2
@@ -228,7 +243,8 @@ def frequency_rows(st: SiteStats, counts, uniq, cfg, base: RowBase):
     unbiased = ss / (n[ok2] - 1)
     for j, (tag, y) in enumerate((("_raw", raw), ("_unbiased", unbiased)), start=1):
         rows += _correlation_rows(f"freq_distance{tag}", _corr(logf[ok2], y, cfg, j),
-                                  int(ok2.sum()), base, rule="all geometry rows")
+                                  int(ok2.sum()), base, rule="all geometry rows",
+                                  interval="token bootstrap")
     return rows, {"logf": logf_k, "spread": spread}
 
 

@@ -254,6 +254,7 @@ def merge_fit_parts(parts, sites):
             tok_n=sum(g.tok_n for g in got[1:]) + got[0].tok_n,
             geo_rows=_concat([g.geo_rows for g in got]),
             geo_tokens=_concat([g.geo_tokens for g in got]),
+            geo_docs=_concat([g.geo_docs for g in got]) if got[0].geo_docs is not None else None,
             loss_sum=float(_sum_in_order([[g.loss_sum] for g in got])[0]),
             n_targets=int(sum(g.n_targets for g in got)),
         )

@@ -146,6 +146,7 @@ class MeasureConfig(Config):
     threads: int = option(0, ge=0, integer=True)
     dtype: str = option("float32", choices=("float32", "bfloat16", "float16", "float64"))
     frequency_file: str = ""
+    on_duplicate: str = option("warn", choices=("warn", "error", "skip"))  # empirical.integrity
     seed: int = option(0, ge=0, integer=True)
 
     def relations(self) -> list[tuple[bool, str]]:
@@ -570,6 +571,10 @@ def measure_trajectory(
     cks = traj.checkpoints
     if cfg.max_checkpoints and len(cks) > cfg.max_checkpoints:
         cks = [cks[i] for i in sorted(_spread_indices(len(cks), cfg.max_checkpoints))]
+    from tangentlab.empirical.integrity import check_trajectory  # hashes, duplicates, order
+
+    dist["integrity"] = check_trajectory(cks, on_duplicate=cfg.on_duplicate)
+    cks = dist["integrity"].kept
     timer = Timer()
     torch.manual_seed(cfg.seed)
     threads = cfg.threads or int(traj.train_config.get("threads", 0) or 0)
@@ -668,15 +673,17 @@ def _run(cfg: MeasureConfig, traj, cks, out_dir, trajectory, partial, dev: str, 
             rows += aggregate_rows(rows, cfg.early_fraction * schedule.max_step,
                                    schedule.max_step)
         scatter = {s: {c["step"]: p[s] for c, p in zip(ck_info, per_ck)} for s in setup.sites}
+        integrity = dist.pop("integrity")
         t_start, t_end = dist.pop("t_start"), time.perf_counter()  # rank 0's clock
         dist.update(mode=mode, wall_s=round(t_end - t_start, 3),
                     measure_s=round(t_end - t_measure, 3))
         _write_outputs(tmp, rows, scatter, setup, schedule, cfg, trajectory, traj, ck_info,
-                       dev, timer, RESULTS_NAME, dist)
+                       dev, timer, RESULTS_NAME, dist, integrity)
 
 
 def _write_outputs(tmp, rows, scatter, setup: _Setup, schedule, cfg: MeasureConfig, trajectory,
-                   traj, ck_info, dev, timer, results_name, distributed=None) -> None:
+                   traj, ck_info, dev, timer, results_name, distributed=None, integrity=None
+                   ) -> None:
     """results.csv, the two figures and manifest.json into the run folder ``tmp``."""
     import torch
 
@@ -687,6 +694,11 @@ def _write_outputs(tmp, rows, scatter, setup: _Setup, schedule, cfg: MeasureConf
     from tangentlab.runs import build_manifest, write_manifest, write_results
 
     first, sites, eval_data = setup.first, list(setup.sites), setup.eval_data
+    if integrity is not None:  # checkpoint_integrity_warning(s) rows
+        from tangentlab.empirical.integrity import integrity_rows
+
+        rows = rows + integrity_rows(integrity, RowBase(model=traj.model_name, arch=first.arch,
+                                                        seed=cfg.seed))
     write_results(rows, tmp / results_name)
     with timer("figures"):
         if first.head:
@@ -728,6 +740,7 @@ def _write_outputs(tmp, rows, scatter, setup: _Setup, schedule, cfg: MeasureConf
             "eval_tokens_per_checkpoint": int(sum(b.input_ids.numel() for b in eval_data.batches)),
             "seq_len": setup.seq_len, "torch_threads": torch.get_num_threads(),
             "distributed": distributed,
+            "integrity": integrity.manifest() if integrity is not None else None,
         },
     )
     write_manifest(tmp, manifest)

@@ -27,6 +27,10 @@ class EvalBatch:
         index: position of the batch in the eval set.
         half: ``"fit"`` (activations: proxies, samples, geometry) or ``"test"`` (gradients:
             energy tests, ΔIsoScore*, causal checks).
+        positions: (B, T) int64 tensor, the eval-stream position of each token (disjoint
+            windows: no position appears twice over all batches), or None.
+        doc_ids: (B, T) int64 tensor, the document of each position, or None (unknown: each
+            window is then its own document).
     """
 
     input_ids: Any
@@ -35,6 +39,8 @@ class EvalBatch:
     token_ids: Any
     index: int = 0
     half: str = "test"
+    positions: Any = None
+    doc_ids: Any = None
 
     def __iter__(self) -> Iterator[Any]:
         """Unpack as the former ``(input_ids, labels, masked, token_ids)`` tuple."""
@@ -54,8 +60,10 @@ class RowPlan:
         window: (n,) int global id of the context window (sequence) of each row.
         geometry: (n,) bool, rows that may enter per-token geometry: fit half, kept, and for an
             encoder not an MLM-selected (masked, replaced or kept-as-is) position.
-        geo_pick: (n,) bool, the geometry occurrences: at most one per (window, token) among the
-            geometry rows, chosen at random with the measure seed.
+        geo_pick: (n,) bool, the geometry occurrences: at most one per (document, token) and
+            per (window, token) among the geometry rows, chosen at random with the measure seed.
+        doc: (n,) int document of each row (its window id where the batch has no doc ids).
+        position: (n,) int eval-stream position of each row (-1 where unknown).
     """
 
     rows: Any
@@ -66,6 +74,8 @@ class RowPlan:
     window: Any = None
     geometry: Any = None
     geo_pick: Any = None
+    doc: Any = None
+    position: Any = None
 
 
 @dataclass(frozen=True)
@@ -77,8 +87,9 @@ class SiteStats:
         sample: (n_s, d) activation rows of the fixed sample; ``sample_tokens`` (n_s,) their ids.
         tok_sum: (U, d) per-token Σh; ``tok_sq`` (U,) Σ‖h‖²; ``tok_n`` (U,) count, over the
             geometry rows (kept, not MLM-selected; U = distinct eval tokens ``uniq``).
-        geo_rows: (n_g, d) activations of the geometry occurrences (at most one per window and
-            token, chosen at random); ``geo_tokens`` (n_g,) their token ids.
+        geo_rows: (n_g, d) activations of the geometry occurrences (at most one per document
+            and token, and per window and token, chosen at random); ``geo_tokens`` (n_g,) their
+            token ids; ``geo_docs`` (n_g,) their documents (None: unknown).
     From the **test half** (forward + backward):
         grad: ``MomentAccumulator`` of gradient rows, grouped by bucket label (the oracle and the
             ΔIsoScore* covariance).
@@ -108,11 +119,12 @@ class SiteStats:
     test_acts: Any = None
     loss_sum: float = 0.0
     n_targets: int = 0
+    geo_docs: Any = None
 
     def fit_nbytes(self) -> int:
         """Bytes held by the fit-half fields (arrays, and the d×d float64 activation moment)."""
         arrays = (self.sample, self.sample_tokens, self.tok_sum, self.tok_sq, self.tok_n,
-                  self.geo_rows, self.geo_tokens)
+                  self.geo_rows, self.geo_tokens, self.geo_docs)
         return sum(int(getattr(a, "nbytes", 0)) for a in arrays) + 8 * self.act.dim ** 2
 
 

@@ -10,8 +10,9 @@ moments accumulate in float64. Bad input raises a typed :mod:`tangentlab.errors`
 - moments: :class:`MomentAccumulator`, :func:`outer_product_sum`;
 - energy: :func:`energy_fraction`, :func:`control_test`, :func:`oracle_energy`, ...;
 - batch tests: :func:`batch_energies`, :func:`batch_control_test` (intervals that cover);
-- frequency geometry: :func:`one_per_window`, :func:`equal_size_spread`,
-  :func:`equal_size_centroids`, :func:`correlation_with_ci`;
+- frequency geometry: :func:`one_per_window`, :func:`one_per_group`, :func:`equal_size_spread`,
+  :func:`equal_size_picks`, :func:`equal_size_centroids`, :func:`correlation_with_ci`,
+  :func:`document_bootstrap_correlation`;
 - causal controls: :func:`variance_matched_controls`, :func:`removed_variance`,
   :func:`mean_ablate`, :func:`causal_contrast`;
 - constrained gradients: :func:`forced_direction_cosines`, :func:`complement_space`,
@@ -81,9 +82,12 @@ from tangentlab.measure.energy import (
 )
 from tangentlab.measure.geometry import (
     correlation_with_ci,
+    document_bootstrap_correlation,
     equal_size_centroids,
+    equal_size_picks,
     equal_size_spread,
     first_k_indices,
+    one_per_group,
     one_per_window,
 )
 from tangentlab.measure.isotropy import (
@@ -162,6 +166,9 @@ __all__ = [
     "normalised_enrichment",
     # frequency geometry
     "one_per_window",
+    "one_per_group",
+    "equal_size_picks",
+    "document_bootstrap_correlation",
     "first_k_indices",
     "equal_size_spread",
     "equal_size_centroids",

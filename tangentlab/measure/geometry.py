@@ -8,7 +8,13 @@ A token's spread (mean distance of its occurrences to their own centroid) is bia
 - by window-shared context: a frequent token's first k occurrences in row order often come from
   one context window and share its context, which shrinks their spread and fakes a negative
   frequency-spread correlation. :func:`one_per_window` keeps at most one occurrence per
-  (window, token), chosen at random, before subsampling.
+  (window, token), chosen at random, before subsampling; :func:`one_per_group` is the same
+  rule for any group key, e.g. the *document* (rare words are bursty within a document, so
+  two occurrences from one document share its topic and context).
+
+Tokens that share documents are not independent, so the correlation of frequency and spread
+gets a *document-level* (cluster) bootstrap: :func:`document_bootstrap_correlation` resamples
+documents and recomputes the statistic.
 
 Masked or replaced MLM positions should be left out too: pass ``keep=False`` for them.
 
@@ -37,7 +43,10 @@ from tangentlab.measure._validate import as_points, check_positive_int, to_float
 from tangentlab.typing import ArrayLike, Seed
 
 __all__ = [
+    "one_per_group",
     "one_per_window",
+    "equal_size_picks",
+    "document_bootstrap_correlation",
     "first_k_indices",
     "equal_size_spread",
     "equal_size_centroids",
@@ -64,13 +73,24 @@ def _labels(x: Any, name: str, n: int | None = None) -> np.ndarray:
     return arr.astype(np.int64)
 
 
+def one_per_group(token_ids: ArrayLike, group_ids: ArrayLike, seed: Seed,
+                  keep: ArrayLike | None = None) -> np.ndarray:
+    """Row indices keeping at most one occurrence per (group, token), chosen at random.
+
+    The group is any integer key: a context window, a document. Same arguments and result as
+    :func:`one_per_window` with ``window_ids`` = ``group_ids``.
+    """
+    return one_per_window(token_ids, group_ids, seed, keep=keep)
+
+
 def one_per_window(token_ids: ArrayLike, window_ids: ArrayLike, seed: Seed,
                    keep: ArrayLike | None = None) -> np.ndarray:
     """Row indices keeping at most one occurrence per (window, token), chosen at random.
 
     Args:
         token_ids: shape ``(n,)`` integer token id of each row.
-        window_ids: shape ``(n,)`` integer id of each row's context window (or document).
+        window_ids: shape ``(n,)`` integer id of each row's context window (or document, or any
+            group: see :func:`one_per_group`).
         seed: seed of the random choice.
         keep: optional boolean mask ``(n,)``; rows with ``False`` (e.g. masked or replaced MLM
             positions) are never chosen.
@@ -131,6 +151,17 @@ def _subsamples(H: Any, token_ids: Any, k: int, seed: Any):
     for i, (s, c) in enumerate(zip(starts, cnt)):
         picks[i] = order[s + rng.choice(c, size=k, replace=False)]
     return X, tokens, picks
+
+
+def equal_size_picks(H: ArrayLike, token_ids: ArrayLike, k: int,
+                     seed: Seed) -> tuple[np.ndarray, np.ndarray]:
+    """The k rows :func:`equal_size_spread` draws for each token (the same draw for one seed).
+
+    Returns ``(tokens (t,), picks (t, k))``: token ids ascending and int64 row indices into
+    ``H``/``token_ids`` of each token's k sampled occurrences.
+    """
+    _X, tokens, picks = _subsamples(H, token_ids, k, seed)
+    return tokens, picks
 
 
 def equal_size_spread(H: ArrayLike, token_ids: ArrayLike, k: int,
@@ -242,5 +273,110 @@ def correlation_with_ci(x: ArrayLike, y: ArrayLike, *, n_boot: int = 1000, confi
             lo, hi = np.quantile(reps, [a, 1 - a])
         else:
             lo = hi = float("nan")
+        out[name] = (val, float(lo), float(hi))
+    return out
+
+
+def _masked_pearson(x: np.ndarray, y: np.ndarray, m: np.ndarray) -> np.ndarray:
+    """Pearson correlation of each row of (B, t) ``x``, ``y`` over the entries where ``m``."""
+    n = m.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mx = np.where(m, x, 0).sum(axis=1) / n
+        my = np.where(m, y, 0).sum(axis=1) / n
+        xc = np.where(m, x - mx[:, None], 0)
+        yc = np.where(m, y - my[:, None], 0)
+        den = np.sqrt((xc * xc).sum(1) * (yc * yc).sum(1))
+        return np.where((den > 0) & (n >= 3), (xc * yc).sum(1) / den, np.nan)
+
+
+def document_bootstrap_correlation(H: ArrayLike, picks: ArrayLike, x: ArrayLike,
+                                   doc_ids: ArrayLike, *, n_boot: int = 1000,
+                                   confidence: float = 0.95, seed: Seed = 0
+                                   ) -> dict[str, Any]:
+    """Pearson and Spearman correlation of ``x`` with the equal-size spread, bootstrapped by document.
+
+    Each token's spread is the mean distance of its k picked occurrences (one per document) to
+    their centroid, as :func:`equal_size_spread`. A replicate resamples the *documents* with
+    replacement (multiplicities ``w_j``) and recomputes every token's spread on its picks with
+    those multiplicities: the centroid ``c = Σ w_i h_i / Σ w_i`` and the spread
+    ``Σ w_i ‖h_i − c‖ / Σ w_i`` (from each token's k×k Gram matrix, so no (B, t, d) array is
+    formed); tokens with fewer than 2 distinct drawn documents drop out of that replicate, and
+    both correlations are recomputed over the remaining tokens. Tokens that share documents
+    thus move together, as they do between independent samples of documents; a token-level
+    bootstrap (:func:`correlation_with_ci`) treats them as independent and undercovers. With
+    few documents (say under 20 behind the rare tokens) a cluster bootstrap still runs narrow.
+
+    Args:
+        H: activations, shape ``(n, d)``.
+        picks: shape ``(t, k)`` row indices of each token's occurrences (:func:`equal_size_picks`),
+            t >= 3, k >= 2.
+        x: shape ``(t,)``, the variable paired with each token (e.g. log-frequency).
+        doc_ids: shape ``(n,)`` integer document id of each row.
+        n_boot: bootstrap replicates.
+        confidence: two-sided level in (0, 1).
+        seed: seed of the resampling.
+
+    Returns:
+        ``{"pearson": (value, low, high), "spearman": (value, low, high), "spread": (t,)
+        float64, "n_documents": distinct documents among the picks, "n_replicates_kept":
+        {"pearson": int, "spearman": int}}``; an interval is NaN when fewer than 2 replicates
+        are defined (e.g. a single document).
+    """
+    from scipy.stats import rankdata
+
+    X = as_points(H, name="H")
+    P = _labels(np.asarray(picks).reshape(-1), "picks").reshape(np.shape(picks))
+    if P.ndim != 2 or P.shape[1] < 2:
+        raise ShapeError(f"picks must be (t, k) row indices with k >= 2; got shape {P.shape}")
+    if P.size and (P.min() < 0 or P.max() >= X.shape[0]):
+        raise ValidationError(f"picks must index the {X.shape[0]} rows of H")
+    xa = to_float64(x, "x").ravel()
+    if xa.shape[0] != P.shape[0]:
+        raise ShapeError(f"x has {xa.shape[0]} entries but picks has {P.shape[0]} tokens")
+    if P.shape[0] < 3:
+        raise InsufficientSamplesError(f"a correlation needs at least 3 tokens, got {P.shape[0]}")
+    docs = _labels(doc_ids, "doc_ids", n=X.shape[0])
+    n_boot = check_positive_int(n_boot, "n_boot", minimum=2)
+    if not 0 < confidence < 1:
+        raise ValidationError(f"confidence must lie in (0, 1), got {confidence!r}")
+    pts = X[P]  # (t, k, d)
+    spread = np.linalg.norm(pts - pts.mean(axis=1, keepdims=True), axis=2).mean(axis=1)
+    ctr = pts - pts.mean(axis=1, keepdims=True)  # shift-free: distances do not change
+    gram = np.einsum("tid,tjd->tij", ctr, ctr)  # (t, k, k)
+    sq = np.einsum("tii->ti", gram)  # (t, k) squared norms
+    uniq, dk = np.unique(docs[P], return_inverse=True)
+    dk = dk.reshape(P.shape)
+    G = uniq.size
+    rng = np.random.default_rng(seed)
+    alpha = (1 - confidence) / 2
+    out: dict[str, Any] = {"spread": spread, "n_documents": int(G), "n_replicates_kept": {}}
+    xr = _rank(xa)
+    reps: dict[str, list[np.ndarray]] = {"pearson": [], "spearman": []}
+    chunk = max(1, min(n_boot, 4_000_000 // max(P.size * P.shape[1], 1)))
+    done = 0
+    while done < n_boot:
+        b = min(chunk, n_boot - done)
+        W = np.stack([np.bincount(rng.integers(0, G, size=G), minlength=G) for _ in range(b)]
+                     ).astype(np.float64)  # (b, G) document multiplicities
+        w = W[:, dk]  # (b, t, k)
+        m = (w > 0).sum(axis=2) >= 2
+        tot = np.where(m, w.sum(axis=2), 1.0)
+        hc = np.einsum("btj,tij->bti", w, gram) / tot[..., None]  # h_i · c
+        cc = np.einsum("bti,bti->bt", w, hc) / tot  # ‖c‖²
+        dist = np.sqrt(np.maximum(sq[None] - 2 * hc + cc[..., None], 0.0))
+        s = np.where(m, (w * dist).sum(axis=2) / tot, np.nan)
+        xb = np.broadcast_to(xa, s.shape)
+        reps["pearson"].append(_masked_pearson(xb, s, m))
+        rx = rankdata(np.where(m, xb, np.nan), axis=1, nan_policy="omit")
+        rs = rankdata(s, axis=1, nan_policy="omit")
+        reps["spearman"].append(_masked_pearson(rx, rs, m))
+        done += b
+    for name, (xv, yv) in (("pearson", (xa, spread)), ("spearman", (xr, _rank(spread)))):
+        val = float(_pearson_rows(xv, yv))
+        r = np.concatenate(reps[name])
+        r = r[np.isfinite(r)]
+        out["n_replicates_kept"][name] = int(r.size)
+        lo, hi = (np.quantile(r, [alpha, 1 - alpha]) if r.size >= 2 and G >= 2
+                  else (np.nan, np.nan))
         out[name] = (val, float(lo), float(hi))
     return out
