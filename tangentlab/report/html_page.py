@@ -9,11 +9,14 @@ import json
 from tangentlab.report import rules as R
 from tangentlab.report.load import RunData
 from tangentlab.report.page import (
+    EXTERNAL_HEADING,
     SECTIONS,
     banner,
     check_rows,
     compact,
     counts_text,
+    external_key,
+    external_overall,
     overall,
     stage_rows,
     summary_facts,
@@ -25,7 +28,7 @@ from tangentlab.report.verdicts import Verdict
 
 __all__ = ["render_html"]
 
-_STATUS_CLASS = {
+_STATUS_CLASS = {  # any other word (not applicable (one checkpoint)) is grey
     R.SUPPORTED: "ok",
     R.NOT_SUPPORTED: "bad",
     R.INCONCLUSIVE: "unk",
@@ -59,19 +62,29 @@ def _status_html(status: str) -> str:
     return f'<span class="status {_STATUS_CLASS.get(status, "off")}">{_e(status)}</span>'
 
 
-def _source_html(v: Verdict) -> str:
-    return "<br>".join(
-        (f'<a href="{_e(s.path)}/">{_e(s.path)}</a> <span class="muted">config {_e(s.config_hash or "?")}, '
-         f'seed {_e(s.seed if s.seed is not None else "?")}</span>') if s.present
-        else f'{_e(s.path)} <span class="muted">(no such directory)</span>'
-        for s in v.sources)
+def _source_html(v: Verdict, base: str = "") -> str:
+    def one(s) -> str:
+        facts = (f'<span class="muted">config {_e(s.config_hash or "?")}, '
+                 f'seed {_e(s.seed if s.seed is not None else "?")}</span>')
+        if s.external:  # named, never a path (the summary lists where each one lives)
+            apart = "" if v.pooled or not v.external_units else ", shown apart"
+            return f'{_e(s.name)} <span class="muted">(external{apart})</span> {facts}'
+        if not s.present:
+            return f'{_e(s.path)} <span class="muted">(no such directory)</span>'
+        return f'<a href="{_e(base + s.path)}/">{_e(s.path)}</a> {facts}'
+
+    return "<br>".join(one(s) for s in v.sources)
 
 
 def _compact_html(v: Verdict) -> str:
-    if v.units:
-        return "".join(f'<div class="unit">{_e(u.label)}: {_status_html(u.status)}</div>' for u in v.units)
+    if v.units or v.external_units:
+        txt = "".join(f'<div class="unit">{_e(u.label)}: {_status_html(u.status)}</div>' for u in v.units)
+        if v.external_units:
+            txt += '<div class="muted">external, not pooled:</div>' + "".join(
+                f'<div class="unit ext">{_e(u.label)}: {_status_html(u.status)}</div>'
+                for u in v.external_units)
+        return txt
     return _e(compact(v))
-
 
 
 _EXTRA_CSS = """
@@ -86,7 +99,8 @@ table.facts th{white-space:nowrap;width:12em}
 """
 
 
-def render_html(data: RunData, verdicts: list[Verdict], pngs: dict[str, bytes], lim: list[str]) -> str:
+def render_html(data: RunData, verdicts: list[Verdict], pngs: dict[str, bytes], lim: list[str], *,
+                link_base: str = "") -> str:
     """The HTML page of ``verdicts`` (``pngs``: each row's figure, embedded as base64).
 
     Args:
@@ -94,6 +108,8 @@ def render_html(data: RunData, verdicts: list[Verdict], pngs: dict[str, bytes], 
         verdicts: the verdict rows.
         pngs: row key -> PNG bytes of the row's figure.
         lim: the limitations section's lines.
+        link_base: prefix of the links to the run's stage folders (when the page is written
+            outside the run directory).
     """
     titles = dict(SECTIONS)
     out: list[str] = [
@@ -133,7 +149,7 @@ def render_html(data: RunData, verdicts: list[Verdict], pngs: dict[str, bytes], 
             out.append(
                 f'<tr><td>{i}</td><td><a href="#row-{_e(v.key)}"><b>{_e(v.title)}</b></a>{dep}</td>'
                 f"<td>{_status_html(v.status)}</td><td>{_compact_html(v)}</td>"
-                f"<td>{_e(v.paper)}</td><td>{_source_html(v)}</td></tr>")
+                f"<td>{_e(v.paper)}</td><td>{_source_html(v, link_base)}</td></tr>")
         out.append("</table>")
     # details: one sub-table per row
     out.append(f'<h2 id="details">{titles["details"]}</h2>')
@@ -169,7 +185,7 @@ def render_html(data: RunData, verdicts: list[Verdict], pngs: dict[str, bytes], 
             out.append('<ul class="nums">' + "".join(f"<li><b>{_e(k)}</b>: {_e(val)}</li>" for k, val in v.numbers)
                        + "</ul>")
         out.append(f"<p><b>The paper reported.</b> {_e(v.paper)}</p>")
-        out.append(f"<p><b>Source.</b> {_source_html(v)}; test: {_e(v.test)}</p>")
+        out.append(f"<p><b>Source.</b> {_source_html(v, link_base)}; test: {_e(v.test)}</p>")
         if v.key in pngs:
             b64 = base64.b64encode(pngs[v.key]).decode("ascii")
             out.append(f'<img alt="{_e(v.title)}" src="data:image/png;base64,{b64}">')
@@ -178,6 +194,20 @@ def render_html(data: RunData, verdicts: list[Verdict], pngs: dict[str, bytes], 
         for src in v.figures:
             b64 = base64.b64encode(src.read_bytes()).decode("ascii")
             out.append(f'<img alt="{_e(v.title)}: {_e(src.name)}" src="data:image/png;base64,{b64}">')
+        if v.external_units:
+            out.append(f'<h4 id="row-{_e(v.key)}-external">{_e(EXTERNAL_HEADING)}</h4>')
+            out.append("<table><tr><th>external run</th><th>site</th><th>status</th>"
+                       "<th>estimate and interval</th><th>checkpoints used</th><th>why, and notes</th></tr>")
+            for model, site, st, est, at, note in unit_rows(v, external=True):
+                out.append(f"<tr><td>{_e(model)}</td><td>{_e(site)}</td><td>{_status_html(st)}</td>"
+                           f"<td>{_e(est)}</td><td>{_e(at)}</td><td>{_e(note)}</td></tr>")
+            out.append("</table>")
+            out.append(f"<p><b>External runs on their own: {_status_html(v.external_status or '')}.</b> "
+                       f"{_e(external_overall(v))}</p>")
+            key = external_key(v.key)
+            if key in pngs:
+                b64 = base64.b64encode(pngs[key]).decode("ascii")
+                out.append(f'<img alt="{_e(v.title)}: external measurements" src="data:image/png;base64,{b64}">')
         if v.error:
             out.append(f"<pre>{_e(v.error)}</pre>")
         out.append("</div>")
@@ -189,7 +219,7 @@ def render_html(data: RunData, verdicts: list[Verdict], pngs: dict[str, bytes], 
         cls = {"done": "ok", "failed": "bad", "skipped": "off"}.get(status, "unk")
         out.append(f'<tr><td>{_e(name)}</td><td><span class="status {cls}">{_e(status)}</span></td>'
                    f'<td class="num">{_e(secs)}</td><td><code>{_e(h)}</code></td>'
-                   f'<td><a href="{_e(link)}">{_e(link)}</a></td><td>{_e(note)}</td></tr>')
+                   f'<td><a href="{_e(link_base + link)}">{_e(link)}</a></td><td>{_e(note)}</td></tr>')
     out.append("</table>")
     # theory
     out.append(f'<h2 id="theory">{titles["theory"]}</h2>')

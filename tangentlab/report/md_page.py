@@ -7,11 +7,14 @@ from pathlib import Path
 
 from tangentlab.report.load import RunData
 from tangentlab.report.page import (
+    EXTERNAL_HEADING,
     SECTIONS,
     banner,
     check_rows,
     compact,
     counts_text,
+    external_key,
+    external_overall,
     overall,
     stage_rows,
     summary_facts,
@@ -27,16 +30,25 @@ def _md(x: object) -> str:
     return str(x).replace("|", "\\|").replace("\n", " ")
 
 
+def _source_md(v: Verdict, base: str = "") -> str:
+    def one(s) -> str:
+        facts = f"(config {s.config_hash or '?'}, seed {s.seed if s.seed is not None else '?'})"
+        if s.external:  # named, never a path (the summary lists where each one lives)
+            apart = "" if v.pooled or not v.external_units else ", shown apart"
+            return f"{s.name} (external{apart}) {facts}"
+        if not s.present:
+            return f"{s.path} (no such directory)"
+        return f"[{s.path}]({base}{s.path}/) {facts}"
 
-def _source_md(v: Verdict) -> str:
-    return "; ".join((f"[{s.path}]({s.path}/) (config {s.config_hash or '?'}, "
-                      f"seed {s.seed if s.seed is not None else '?'})") if s.present
-                     else f"{s.path} (no such directory)" for s in v.sources)
+    return "; ".join(one(s) for s in v.sources)
 
 
+def render_markdown(data: RunData, verdicts: list[Verdict], figures: dict[str, Path], lim: list[str], *,
+                    link_base: str = "") -> str:
+    """The Markdown page of ``verdicts`` (``figures``: row key -> PNG path, linked as ``figures/NAME``).
 
-def render_markdown(data: RunData, verdicts: list[Verdict], figures: dict[str, Path], lim: list[str]) -> str:
-    """The Markdown page of ``verdicts`` (``figures``: row key -> PNG path, linked as ``figures/NAME``)."""
+    ``link_base`` prefixes the links to the run's stage folders (a page written outside the run).
+    """
     titles = dict(SECTIONS)
     out: list[str] = ["# tangentlab: theory against measurement", ""]
     lines = banner(data)
@@ -54,7 +66,7 @@ def render_markdown(data: RunData, verdicts: list[Verdict], figures: dict[str, P
         for i, v in enumerate((v for v in verdicts if v.section == section), 1):
             dep = f" (depends on {v.depends_on}: not an independent verdict)" if v.depends_on else ""
             out.append(f"| {i} | **{_md(v.title)}**{dep} | **{v.status}** | {_md(compact(v))} "
-                       f"| {_md(v.paper)} | {_md(_source_md(v))} |")
+                       f"| {_md(v.paper)} | {_md(_source_md(v, link_base))} |")
         out.append("")
     out += [f"## {titles['details']}", "",
             "Theory is drawn as a line, measurements as points with their confidence intervals; where "
@@ -79,18 +91,28 @@ def render_markdown(data: RunData, verdicts: list[Verdict], figures: dict[str, P
             out.append("")
         out += [f"- **Overall: {v.status}.** {overall(v)}", f"- **Rule.** {v.rule}"]
         out += [f"- **{k}**: {val}" for k, val in v.numbers]
-        out += [f"- **The paper reported.** {v.paper}", f"- **Source.** {_source_md(v)}; test: {v.test}", ""]
+        out += [f"- **The paper reported.** {v.paper}", f"- **Source.** {_source_md(v, link_base)}; test: {v.test}", ""]
         if v.key in figures:
             out += [f"![{v.title}](figures/{figures[v.key].name})", ""]
         elif not v.figures:
             out += ["_No figure: nothing was measured for this row._", ""]
         for src in v.figures:
             out += [f"![{v.title}: {src.name}](figures/{v.key}--{src.name})", ""]
+        if v.external_units:
+            out += [f"#### {EXTERNAL_HEADING}", "",
+                    "| external run | site | status | estimate and interval | checkpoints used | why, and notes |",
+                    "|---|---|---|---|---|---|"]
+            out += [f"| {_md(a)} | {_md(b)} | **{c}** | {_md(d)} | {_md(e)} | {_md(f)} |"
+                    for a, b, c, d, e, f in unit_rows(v, external=True)]
+            out += ["", f"- **External runs on their own: {v.external_status}.** {external_overall(v)}", ""]
+            key = external_key(v.key)
+            if key in figures:
+                out += [f"![{v.title}: external measurements](figures/{figures[key].name})", ""]
         if v.error:
             out += ["```", v.error, "```", ""]
     out += [f"## {titles['stages']}", "", "| stage | status | seconds (CPU) | config hash | output | note |",
             "|---|---|---|---|---|---|"]
-    out += [f"| {_md(n)} | {s} | {secs} | `{h}` | [{_md(link)}]({link}) | {_md(note)} |"
+    out += [f"| {_md(n)} | {s} | {secs} | `{h}` | [{_md(link)}]({link_base}{link}) | {_md(note)} |"
             for n, s, secs, h, link, note in stage_rows(data)]
     out += ["", f"## {titles['theory']}", ""]
     trows = theory_rows(data)

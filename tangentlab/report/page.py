@@ -10,12 +10,14 @@ import shlex
 from collections import Counter
 
 from tangentlab.report import rules as R
+from tangentlab.report import units as U
 from tangentlab.report.checks import error_kind
 from tangentlab.report.load import RunData
 from tangentlab.report.verdicts import SECTION_TITLES, Verdict
 
 __all__ = ["SECTIONS", "QUICK_TEXT", "banner", "limitations", "summary_facts", "reproduce_command",
-           "theory_rows", "stage_rows", "counts_text", "compact", "overall", "unit_rows", "check_rows"]
+           "theory_rows", "stage_rows", "counts_text", "compact", "overall", "unit_rows", "check_rows",
+           "external_overall", "external_key", "EXTERNAL_HEADING"]
 
 #: Section ids (HTML ``id`` attributes, and ``##`` headings in the Markdown twin), in order.
 SECTIONS: tuple[tuple[str, str], ...] = (
@@ -238,26 +240,43 @@ def summary_facts(data: RunData) -> list[tuple[str, str]]:
     return facts
 
 
+def _words(statuses) -> list[str]:
+    """The status words in report order, then any other (``not applicable (one checkpoint)``)."""
+    extra = [w for w in dict.fromkeys(statuses) if w not in R.STATUS_WORDS]
+    return [*R.STATUS_WORDS, *extra]
+
+
 def counts_text(verdicts: list[Verdict], section: str) -> str:
     """How many independent rows of ``section`` got each status word."""
     rows = [v for v in verdicts if v.section == section and not v.depends_on]
     dep = [v for v in verdicts if v.section == section and v.depends_on]
     c = Counter(v.status for v in rows)
-    txt = ", ".join(f"{c.get(w, 0)} {w}" for w in R.STATUS_WORDS) + f" of {len(rows)}"
+    words = _words(c)
+    txt = ", ".join(f"{c.get(w, 0)} {w}" for w in words if w in R.STATUS_WORDS or c.get(w)) \
+        + f" of {len(rows)}"
     if dep:
         txt += f" (+{len(dep)} dependent row{'s' if len(dep) > 1 else ''} not counted)"
     return txt
 
 
 def compact(v: Verdict) -> str:
-    """One scannable line per row for the two tables."""
-    if v.units:
-        return "; ".join(f"{u.label}: {u.status}" for u in v.units)
+    """One scannable line per row for the two tables (external runs last, marked apart)."""
+    if v.units or v.external_units:
+        txt = "; ".join(f"{u.label}: {u.status}" for u in v.units)
+        if v.external_units:
+            ext = "; ".join(f"{u.label}: {u.status}" for u in v.external_units)
+            txt = (txt + "; " if txt else "") + f"external, not pooled: {ext}"
+        return txt
     if v.checks and v.key != "theory":
         failed = [c.name for c in v.checks if not c.passed]
         txt = f"{len(v.checks) - len(failed)} of {len(v.checks)} checks passed"
         return txt + (": failed " + ", ".join(failed) if failed else "")
     return v.reason
+
+
+def _unit_counts(units) -> str:
+    c = Counter(u.status for u in units)
+    return ", ".join(f"{c[w]} {w}" for w in _words(c) if c.get(w))
 
 
 def overall(v: Verdict) -> str:
@@ -268,21 +287,42 @@ def overall(v: Verdict) -> str:
     """
     if not v.units:
         return v.reason
-    c = Counter(u.status for u in v.units)
-    parts = ", ".join(f"{c[w]} {w}" for w in R.STATUS_WORDS if c.get(w))
-    txt = (f"{parts} of {len(v.units)} (model, site) units; supported only if every unit is, not "
-           "supported if any unit is not")
+    txt = (f"{_unit_counts(v.units)} of {len(v.units)} (model, site) units; supported only if every "
+           "unit is, not supported if any unit is not")
+    if any(U.is_not_applicable(u.status) for u in v.units):
+        txt += "; units whose rule does not apply (one checkpoint) are left out"
+    if v.pooled:
+        txt += "; external measurements pooled in (--pool)"
     extra = v.reason.split("; also ", 1)
     if len(extra) == 2:
         txt += "; also " + extra[1]
     return txt
 
 
+def external_overall(v: Verdict) -> str:
+    """The line under a row's external sub-table: how its units combine, on their own."""
+    return (f"{_unit_counts(v.external_units)} of {len(v.external_units)} external (model, site) "
+            "units, combined by the same rule on their own; not part of this row's verdict "
+            "(render with --pool to judge by them)")
 
-def unit_rows(v: Verdict) -> list[tuple[str, str, str, str, str, str]]:
-    """(model, site, status, estimate, checkpoints used, why and notes) of each unit."""
+
+def external_key(key: str) -> str:
+    """The figure key (and ``figures/<key>.png`` name) of a row's external-measurement panels."""
+    return f"{key}--external"
+
+
+#: The heading of a row's external sub-table.
+EXTERNAL_HEADING = ("External measurements, shown apart: they do not change the verdict above "
+                    "(tangentlab report --pool judges by ours and theirs together)")
+
+
+def unit_rows(v: Verdict, *, external: bool = False) -> list[tuple[str, str, str, str, str, str]]:
+    """(model, site, status, estimate, checkpoints used, why and notes) of each unit.
+
+    ``external``: the row's external units instead of its own.
+    """
     return [(u.model, u.site, u.status, u.estimate, u.at, u.reason + (f". {u.note}" if u.note else ""))
-            for u in v.units]
+            for u in (v.external_units if external else v.units)]
 
 
 def check_rows(v: Verdict) -> list[tuple[str, str, str, str, str]]:

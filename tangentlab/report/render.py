@@ -17,7 +17,7 @@ the overall rule and the figure. :data:`SECTIONS` lists the section ids; each is
 
 from __future__ import annotations
 
-import shutil
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,12 +26,20 @@ from tangentlab.report.figures import panel_has_data, render_png
 from tangentlab.report.html_page import render_html
 from tangentlab.report.load import RunData
 from tangentlab.report.md_page import render_markdown
-from tangentlab.report.page import SECTIONS, banner, limitations, reproduce_command, summary_facts
+from tangentlab.report.page import (
+    SECTIONS,
+    banner,
+    external_key,
+    limitations,
+    reproduce_command,
+    summary_facts,
+)
+from tangentlab.report.swap import FIGURES_DIR, staged_report
 from tangentlab.report.verdicts import RowSpec, Verdict, build_verdicts
 from tangentlab.runs import atomic_write_bytes, atomic_write_text
 
 __all__ = ["SECTIONS", "SUMMARY_KEYS", "RenderResult", "render_report", "summary_figure", "limitations",
-           "banner", "summary_facts", "reproduce_command"]
+           "banner", "summary_facts", "reproduce_command", "external_key"]
 
 
 @dataclass
@@ -45,48 +53,84 @@ class RenderResult:
     row_errors: list[str] = field(default_factory=list)
 
 
-
 # ----------------------------------------------------------------------------------- main
 
+def _check_out(target: Path, run_dir: Path) -> None:
+    """``--out`` must be new, empty, this run, or a folder holding only an earlier report."""
+    from tangentlab.errors import OutputPathError
+
+    if not target.exists():
+        return
+    if not target.is_dir():
+        raise OutputPathError(f"--out {str(target)!r} is a file; give a folder for the report")
+    if target.resolve() == run_dir.resolve():
+        return
+    names = {p.name for p in target.iterdir() if not p.name.startswith(".")}
+    if not names or "report.html" in names and names <= {"report.html", "report.md", FIGURES_DIR}:
+        return
+    raise OutputPathError(
+        f"--out {str(target)!r} holds other files ({', '.join(sorted(names)[:4])}); the report "
+        "writes report.html, report.md and figures/ there: give a new or empty folder, or one "
+        "holding only an earlier report")
+
+
 def render_report(run_dir: str | Path, *, rows: list[RowSpec] | None = None,
-                  measures: dict[str, str | Path] | None = None) -> RenderResult:
-    """Write ``report.html``, ``report.md`` and ``figures/*.png`` into ``run_dir``.
+                  measures: dict[str, str | Path] | None = None, out: str | Path | None = None,
+                  pool: bool = False) -> RenderResult:
+    """Write ``report.html``, ``report.md`` and ``figures/*.png`` into ``out`` (default ``run_dir``).
 
     Reads stored results only. A verdict rule that raises does not stop the report: the row is
     shown as ``not run`` with the error, and the error is listed in ``RenderResult.row_errors``.
+    Everything is rendered into a staging folder first and swapped in at the end
+    (:mod:`tangentlab.report.swap`): a failed render leaves the previous report and figures as
+    they were.
 
     Args:
         run_dir: a reproduce run directory.
         rows: the verdict rows to build (default: every row of :data:`ROWS`).
         measures: external measurement runs ``{NAME: DIR}`` to add (beside those the run's config
-            lists under ``external_measures``); each gets its own (model, site) sub-rows.
+            lists under ``external_measures``); each gets its own (model, site) sub-rows and
+            panels, apart from our own verdicts.
+        out: write the report there instead of into ``run_dir`` (links to the run's stage
+            folders are made relative to it).
+        pool: let the external runs' units decide the empirical rows together with ours
+            (default: they are shown apart and never change our verdicts).
+
+    Raises:
+        OutputPathError: the target folder cannot be written (nothing was changed).
+        DataError: the run directory or a table it holds is missing or damaged.
     """
-    data = RunData.open(run_dir, measures=measures)
+    data = RunData.open(run_dir, measures=measures, pool=pool)
     run_dir = data.run_dir
+    target = Path(out) if out is not None else run_dir
+    base = "" if out is None else os.path.relpath(run_dir.resolve(), target.resolve())
+    base = "" if base in ("", ".") else base + "/"
+    if out is not None:
+        _check_out(target, run_dir)
+    data.check_tables()
     verdicts = build_verdicts(data, rows)
-    fig_dir = run_dir / "figures"
-    if fig_dir.exists():
-        shutil.rmtree(fig_dir)
     figures: dict[str, Path] = {}
     pngs: dict[str, bytes] = {}
-    for v in verdicts:
-        panels = [p for p in v.panels if panel_has_data(p)]
-        if not panels:
-            continue
-        png = render_png(panels, ncols=min(len(panels), 3))
-        path = atomic_write_bytes(fig_dir / f"{v.key}.png", png)
-        figures[v.key] = path
-        pngs[v.key] = png
-    for v in verdicts:  # PNGs a stage stored itself (the validation battery): copied as they are
-        for src in v.figures:
-            dest = fig_dir / f"{v.key}--{src.name}"
-            atomic_write_bytes(dest, src.read_bytes())
-            figures[f"{v.key}--{src.name}"] = dest
-    lim = limitations(data, verdicts)
-    html_text = render_html(data, verdicts, pngs, lim)
-    md_text = render_markdown(data, verdicts, figures, lim)
-    html_path = atomic_write_text(run_dir / "report.html", html_text)
-    md_path = atomic_write_text(run_dir / "report.md", md_text)
+    with staged_report(target) as staging:
+        fig_dir = staging / FIGURES_DIR
+        for v in verdicts:
+            for key, all_panels in ((v.key, v.panels), (external_key(v.key), v.external_panels)):
+                panels = [p for p in all_panels if panel_has_data(p)]
+                if not panels:
+                    continue
+                png = render_png(panels, ncols=min(len(panels), 3))
+                atomic_write_bytes(fig_dir / f"{key}.png", png)
+                figures[key] = target / FIGURES_DIR / f"{key}.png"
+                pngs[key] = png
+        for v in verdicts:  # PNGs a stage stored itself (the validation battery): copied as they are
+            for src in v.figures:
+                name = f"{v.key}--{src.name}"
+                atomic_write_bytes(fig_dir / name, src.read_bytes())
+                figures[name] = target / FIGURES_DIR / name
+        lim = limitations(data, verdicts)
+        atomic_write_text(staging / "report.html", render_html(data, verdicts, pngs, lim, link_base=base))
+        atomic_write_text(staging / "report.md", render_markdown(data, verdicts, figures, lim, link_base=base))
+    html_path, md_path = target / "report.html", target / "report.md"
     errors = [f"{v.key}: {v.error.splitlines()[0]}" for v in verdicts if v.error]
     log(f"report written: {html_path} ({len(verdicts)} rows, {len(figures)} figures)")
     return RenderResult(html=html_path, markdown=md_path, figures=figures, verdicts=verdicts,

@@ -40,12 +40,25 @@ __all__ = [
     "ablation_panel",
     "comparison_panel",
     "READERS_RHO_STATISTIC",
+    "ONE_CHECKPOINT",
+    "is_not_applicable",
 ]
 
-STEP_LABEL = "training step (optimizer updates)"
+#: Every training-step axis of the report: symlog (linear from 0 to 1, logarithmic above), so step 0
+#: sits at the left edge and log-spaced checkpoints spread evenly. The label says so.
+STEP_SCALE = "symlog"
+STEP_LABEL = "training step (optimizer updates; symlog axis: 0, then log)"
 ENRICH_LABEL = "enrichment E_T / mean E_N (ratio)"
 #: The statistic behind the readers' rho of about -0.5 (issue 10 item 7: a Pearson value).
 READERS_RHO_STATISTIC = "Pearson"
+#: The status of a unit whose rule needs a trajectory, on a run with one trained checkpoint. It is
+#: not a verdict: such units are left out when a row's units are combined.
+ONE_CHECKPOINT = "not applicable (one checkpoint)"
+
+
+def is_not_applicable(status: str) -> bool:
+    """Whether ``status`` says the rule does not apply (e.g. :data:`ONE_CHECKPOINT`)."""
+    return status.startswith("not applicable")
 
 
 @dataclass(frozen=True)
@@ -135,13 +148,25 @@ def _unit(model: Model, site: str, out: R.Outcome, estimate: str, at: str, note:
     return Unit(model.name, site, out.status, out.reason, estimate, at, note)
 
 
+def _named(sites: Sequence[str]):
+    """Labels for one model's panel: the site joins a label only when the panel has several.
+
+    Returns ``(label, who)``: ``label(text, site)`` and the panel title's prefix ``who(name)``
+    (the model's name, with the site when it is the only one), so a one-site legend stays short.
+    """
+    one = len(sites) == 1
+
+    def label(text: str, site: str) -> str:
+        return text if one else f"{text} {site}"
+
+    def who(name: str) -> str:
+        return f"{name} {sites[0]}" if one else name
+
+    return label, who
+
+
 def _step(st: float | None) -> str:
     return "?" if st is None else f"{st:g}"
-
-
-def _axis(steps: Sequence[float]) -> str:
-    pos = [s for s in steps if s > 0]
-    return "symlog" if pos and max(pos) / max(min(pos), 1.0) > 20 else "linear"
 
 
 # ------------------------------------------------------------------------------ enrichment
@@ -166,49 +191,51 @@ def enrichment_panel(model: Model) -> Panel | None:
     sites = t.sites("enrichment")
     if not sites:
         return None
+    lbl, who = _named(sites)
     steps = t.steps("enrichment")
     series: list[Series] = [Series("null: controls (= 1)", "hline", (), (1.0,))]
     for i, site in enumerate(sites):
         band = t.band_series("control_enrichment_low", "control_enrichment_high", site,
-                             f"controls, min-max {site}", steps, color=i)
+                             lbl("controls, min-max", site), steps, color=i)
         if band is not None:
             series.append(band)
-        series.append(t.step_series("enrichment", site, f"Q_T {site}", color=i))
+        series.append(t.step_series("enrichment", site, lbl("Q_T", site), color=i))
         e0 = t.get("enrichment", site=site, step=0.0).value
         if e0 is not None:
-            series.append(Series(f"step 0 {site}", "hline", (), (e0,), style="reference", color=i))
-    return Panel(f"{model.name}: tangent enrichment over training", STEP_LABEL, ENRICH_LABEL,
-                 tuple(series), xscale=_axis(steps))
+            series.append(Series(lbl("step 0", site), "hline", (), (e0,), style="reference", color=i))
+    return Panel(f"{who(model.name)}: tangent enrichment over training", STEP_LABEL, ENRICH_LABEL,
+                 tuple(series), xscale=STEP_SCALE)
 
 
-def comparison_panel(models: Sequence[Model], *, max_series: int = 8) -> Panel | None:
-    """Enrichment against step (log x) for every model and site, with step 0 and control band.
+def comparison_panel(models: Sequence[Model], *, title: str = "all models",
+                     max_series: int | None = None) -> Panel | None:
+    """Enrichment against step for every model and site, with step 0 and control band.
 
-    Each model's step-0 value is dashed and its control band shaded, in the model's colour.
+    Each (model, site) is one series in its own colour (colours repeat after eight, with another
+    marker shape), with its step-0 value dashed and its control band shaded in that colour. Every
+    series is drawn unless ``max_series`` caps them; then the title states the cap and how many
+    were left out.
     """
     series: list[Series] = [Series("null: controls (= 1)", "hline", (), (1.0,))]
-    steps_all: list[float] = []
-    i = 0
-    for model in models:
-        t = model.table
-        for site in t.sites("enrichment"):
-            if i >= max_series:
-                break
-            steps = t.steps("enrichment", site)
-            steps_all += steps
-            band = t.band_series("control_enrichment_low", "control_enrichment_high", site,
-                                 "_nolegend_", steps, color=i)
-            if band is not None:
-                series.append(band)
-            series.append(t.step_series("enrichment", site, f"{model.name} {site}", color=i))
-            e0 = t.get("enrichment", site=site, step=0.0).value
-            if e0 is not None:
-                series.append(Series("_nolegend_", "hline", (), (e0,), style="reference", color=i))
-            i += 1
-    if i == 0:
+    pairs = [(model, site) for model in models for site in model.table.sites("enrichment")]
+    if not pairs:
         return None
-    return Panel("all models: enrichment (dashed: step 0; shaded: controls)",
-                 STEP_LABEL + ", log scale", ENRICH_LABEL, tuple(series), xscale="symlog")
+    shown = pairs if max_series is None else pairs[:max_series]
+    for i, (model, site) in enumerate(shown):
+        t = model.table
+        steps = t.steps("enrichment", site)
+        band = t.band_series("control_enrichment_low", "control_enrichment_high", site,
+                             "_nolegend_", steps, color=i)
+        if band is not None:
+            series.append(band)
+        series.append(t.step_series("enrichment", site, f"{model.name} {site}", color=i))
+        e0 = t.get("enrichment", site=site, step=0.0).value
+        if e0 is not None:
+            series.append(Series("_nolegend_", "hline", (), (e0,), style="reference", color=i))
+    head = f"{title}: enrichment (dashed: step 0; shaded: controls)"
+    if len(shown) < len(pairs):
+        head += f"\nfirst {len(shown)} of {len(pairs)} (model, site) series drawn (cap {max_series})"
+    return Panel(head, STEP_LABEL, ENRICH_LABEL, tuple(series), xscale=STEP_SCALE)
 
 
 # ------------------------------------------------------------------------------ weakens late
@@ -274,6 +301,13 @@ def weakens_late_unit(model: Model, site: str) -> Unit:
     t = model.table
     steps = t.steps("enrichment", site)
     trained = [s for s in steps if s > 0]
+    if len(trained) < 2:  # a late weakening needs a trajectory: one checkpoint cannot show it
+        at = f"step {_step(trained[0])}" if trained else "no trained checkpoint"
+        return Unit(model.name, site, ONE_CHECKPOINT,
+                    f"{len(trained)} trained checkpoint{'s' if len(trained) != 1 else ''} "
+                    f"({at}); a late weakening needs a trajectory of at least two",
+                    t.get("enrichment", site=site, step=trained[0]).text() if trained
+                    else "no trained checkpoint", at)
     window = late_window(model.manifest, trained)
     at = (f"late window: steps {', '.join(_step(s) for s in window.steps) or 'none'} "
           f"({window.source})")
@@ -306,19 +340,20 @@ def weakens_late_panel(model: Model) -> Panel | None:
     sites = t.sites("enrichment")
     if not sites:
         return None
+    lbl, who = _named(sites)
     steps = t.steps("enrichment")
     window = late_window(model.manifest, [s for s in steps if s > 0])
     series: list[Series] = []
     for i, site in enumerate(sites):
-        series.append(t.step_series("enrichment", site, f"Q_T {site}", color=i))
+        series.append(t.step_series("enrichment", site, lbl("Q_T", site), color=i))
     if window.cut is not None:
         series.append(Series(f"early/late cut (step {_step(window.cut)}): late window to the right",
                              "vline", (window.cut,), (), style="reference"))
     elif window.steps:
         series.append(Series(f"late window starts (step {_step(min(window.steps))})", "vline",
                              (min(window.steps),), (), style="reference"))
-    return Panel(f"{model.name}: enrichment and the late window", STEP_LABEL, ENRICH_LABEL,
-                 tuple(series), xscale=_axis(steps))
+    return Panel(f"{who(model.name)}: enrichment and the late window", STEP_LABEL, ENRICH_LABEL,
+                 tuple(series), xscale=STEP_SCALE)
 
 
 # ------------------------------------------------------------------------------ buckets
@@ -361,7 +396,10 @@ def bucket_panel(model: Model) -> Panel | None:
     t = model.table
     series: list[Series] = []
     categories: tuple[str, ...] = ()
-    for i, site in enumerate(t.sites("enrichment")):
+    sites = t.sites("enrichment")
+    _, who = _named(sites)
+    one = len(sites) == 1
+    for i, site in enumerate(sites):
         last = t.last_step("enrichment", site)
         rows = _bucket_rows(t, site, last)[::-1]  # least frequent on the left
         if not rows:
@@ -372,19 +410,19 @@ def bucket_panel(model: Model) -> Panel | None:
         categories = labels
         xs = tuple(float(j) for j in range(len(rows)))
         ys = tuple(e.value if e.value is not None else float("nan") for _, e in rows)
-        series.append(Series(f"{site} step {_step(last)}", "points", xs, ys,
+        series.append(Series(f"step {_step(last)}" if one else f"{site} step {_step(last)}", "points", xs, ys,
                              tuple(e.ci_low if e.ci_low is not None else y for (_, e), y in zip(rows, ys)),
                              tuple(e.ci_high if e.ci_high is not None else y for (_, e), y in zip(rows, ys)),
                              color=i))
         s0 = [t.get("enrichment", site=site, step=0.0, bucket=b).value for b in labels]
         if any(v is not None for v in s0):
-            series.append(Series(f"{site} step 0", "points", xs,
+            series.append(Series("step 0" if one else f"{site} step 0", "points", xs,
                                  tuple(v if v is not None else float("nan") for v in s0), color=i,
                                  style="hollow"))
     if not series:
         return None
     series.insert(0, Series("null: controls (= 1)", "hline", (), (1.0,)))
-    return Panel(f"{model.name}: enrichment by frequency bucket", "frequency bucket (rare -> frequent)",
+    return Panel(f"{who(model.name)}: enrichment by frequency bucket", "frequency bucket (rare -> frequent)",
                  ENRICH_LABEL, tuple(series), categories=categories)
 
 
@@ -413,14 +451,14 @@ def isoscore_panel(model: Model) -> Panel | None:
     sites = t.sites("delta_isoscore_tangent")
     if not sites:
         return None
-    steps = t.steps("delta_isoscore_tangent")
+    lbl, who = _named(sites)
     series: list[Series] = []
     for i, site in enumerate(sites):
-        series.append(t.step_series("delta_isoscore_tangent", site, f"Q_T removed {site}", color=2 * i))
+        series.append(t.step_series("delta_isoscore_tangent", site, lbl("Q_T removed", site), color=2 * i))
         series.append(_range_series(t, "delta_isoscore_control_mean", site,
-                                    f"controls removed (mean; bars: range) {site}", color=2 * i + 1))
-    return Panel(f"{model.name}: delta IsoScore*", STEP_LABEL,
-                 "delta IsoScore* of gradients (IsoScore* units, 0-1)", tuple(series), xscale=_axis(steps))
+                                    lbl("controls removed (mean; bars: range)", site), color=2 * i + 1))
+    return Panel(f"{who(model.name)}: delta IsoScore*", STEP_LABEL,
+                 "delta IsoScore* of gradients (IsoScore* units, 0-1)", tuple(series), xscale=STEP_SCALE)
 
 
 def _range_series(t: ResultTable, metric: str, site: str, label: str, color: int | None = None) -> Series:
@@ -462,14 +500,14 @@ def freqdist_panel(model: Model) -> Panel | None:
     sites = t.sites("freq_distance_spearman")
     if not sites:
         return None
-    steps = t.steps("freq_distance_spearman")
+    lbl, who = _named(sites)
     series: list[Series] = [Series("no correlation (0)", "hline", (), (0.0,))]
     for i, site in enumerate(sites):
-        series.append(t.step_series("freq_distance_spearman", site, f"Spearman {site}", color=2 * i))
+        series.append(t.step_series("freq_distance_spearman", site, lbl("Spearman", site), color=2 * i))
         if t.has("freq_distance_pearson"):
-            series.append(t.step_series("freq_distance_pearson", site, f"Pearson {site}", color=2 * i + 1))
-    return Panel(f"{model.name}: log-frequency vs occurrence spread", STEP_LABEL,
-                 "correlation coefficient (-1 to 1)", tuple(series), xscale=_axis(steps))
+            series.append(t.step_series("freq_distance_pearson", site, lbl("Pearson", site), color=2 * i + 1))
+    return Panel(f"{who(model.name)}: log-frequency vs occurrence spread", STEP_LABEL,
+                 "correlation coefficient (-1 to 1)", tuple(series), xscale=STEP_SCALE)
 
 
 # ------------------------------------------------------------------------------ causal ablation
@@ -505,15 +543,15 @@ def ablation_panel(model: Model) -> Panel | None:
     sites = t.sites("ablation_loss_tangent")
     if not sites:
         return None
-    steps = t.steps("ablation_loss_tangent")
+    lbl, who = _named(sites)
     series: list[Series] = []
     for i, site in enumerate(sites):
-        series.append(t.step_series("ablation_loss_tangent", site, f"ablate Q_T {site}", color=3 * i))
+        series.append(t.step_series("ablation_loss_tangent", site, lbl("ablate Q_T", site), color=3 * i))
         if t.has(MATCHED_METRIC):
-            series.append(_range_series(t, MATCHED_METRIC, site, f"variance-matched controls {site}",
+            series.append(_range_series(t, MATCHED_METRIC, site, lbl("variance-matched controls", site),
                                         color=3 * i + 1))
         if t.has("ablation_loss_control_mean"):
             series.append(_range_series(t, "ablation_loss_control_mean", site,
-                                        f"complement controls (bars: range) {site}", color=3 * i + 2))
-    return Panel(f"{model.name}: loss increase on ablation", STEP_LABEL,
-                 "loss increase (nats per token)", tuple(series), xscale=_axis(steps))
+                                        lbl("complement controls (bars: range)", site), color=3 * i + 2))
+    return Panel(f"{who(model.name)}: loss increase on ablation", STEP_LABEL,
+                 "loss increase (nats per token)", tuple(series), xscale=STEP_SCALE)

@@ -6,7 +6,7 @@ import io
 
 import pytest
 
-from tangentlab.report.figures import Panel, Series, render_png
+from tangentlab.report.figures import Panel, Series, legend_columns, render_png
 
 
 def _size(png: bytes) -> tuple[int, int]:
@@ -23,8 +23,19 @@ def _panel(n: int, **kw) -> Panel:
 def test_legend_strip_below_the_axes_grows_with_entries():
     w1, h1 = _size(render_png([_panel(1)]))
     w8, h8 = _size(render_png([_panel(8)]))
-    assert h8 > h1 + 20  # three more legend rows (two columns), below the axes, not on the data
+    assert legend_columns(_panel(8)) == 4  # short labels: four to a row
+    assert h8 > h1 + 10  # one more legend row, below the axes, not on the data
     assert abs(w8 - w1) < 40
+
+
+def test_legends_stay_compact_columns_follow_the_longest_label():
+    long = Panel("t", "x", "y", tuple(Series("a rather long legend label for series " + str(i), "points",
+                                             (0.0,), (1.0,)) for i in range(4)))
+    assert legend_columns(long) == 2
+    assert legend_columns(_panel(2)) == 2  # never more columns than entries
+    # a duplicated label is one legend entry
+    dup = Panel("t", "x", "y", (Series("same", "points", (0.0,), (1.0,)), Series("same", "points", (1.0,), (2.0,))))
+    assert legend_columns(dup) == 1
 
 
 def test_vline_band_and_hollow_series_render():
