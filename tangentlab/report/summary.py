@@ -219,7 +219,7 @@ def load_results(run: str | Path, *, long: bool = False):
             wrote, plus ``run`` naming the source) instead of the headline table.
 
     Returns:
-        The headline table (:func:`headline_table`, one row per (run, model, site, step), columns
+        DataFrame: the headline table of :func:`headline_table` (columns
         :data:`SUMMARY_COLUMNS`), or with ``long=True`` the long table.
 
     Example::
