@@ -101,6 +101,14 @@ def legend_columns(panel: Panel, width: float = 5.2) -> int:
     return max(1, min(4, int(width // need), len(labels)))
 
 
+def _title(panel: Panel, width: float = 5.2) -> str:
+    """The panel's title wrapped to its width (10-point font: about 10 characters an inch, with room between panels)."""
+    import textwrap
+
+    cols = max(20, int(width * 10))
+    return "\n".join(textwrap.fill(line, cols) for line in panel.title.split("\n"))
+
+
 def _legend_rows(panel: Panel, ncol: int) -> int:
     n = len(_legend_labels(panel))
     return -(-n // ncol) if n else 0
@@ -131,7 +139,7 @@ def render_png(panels: Sequence[Panel], *, width: float = 5.2, height: float = 3
     # inches under the axes for tick labels and the x label (more for rotated category ticks)
     below = [0.72 + (0.3 if any(p.categories for p in panels[r * ncols:(r + 1) * ncols]) else 0.0)
              for r in range(nrows)]
-    title_lines = [max(p.title.count("\n") + 1 for p in panels[(r + 1) * ncols:(r + 2) * ncols] or [panels[0]])
+    title_lines = [max(_title(p, width).count("\n") + 1 for p in panels[(r + 1) * ncols:(r + 2) * ncols] or [panels[0]])
                    for r in range(nrows)]
     leg_h = [below[r] + 0.2 * k + (0.3 + 0.2 * title_lines[r] if r < nrows - 1 else 0.1)
              for r, k in enumerate(row_leg)]
@@ -146,7 +154,7 @@ def render_png(panels: Sequence[Panel], *, width: float = 5.2, height: float = 3
             ax = fig.add_subplot(grid[2 * r, c])
             lax = fig.add_subplot(grid[2 * r + 1, c])
             lax.set_axis_off()
-            _draw(ax, panel, np, matplotlib)
+            _draw(ax, panel, np, matplotlib, width)
             handles, labels = ax.get_legend_handles_labels()
             keep = list({lbl: (h, lbl) for h, lbl in zip(handles, labels)
                          if not lbl.startswith("_")}.values())
@@ -163,7 +171,7 @@ def render_png(panels: Sequence[Panel], *, width: float = 5.2, height: float = 3
         plt.close(fig)
 
 
-def _draw(ax, panel: Panel, np, matplotlib) -> None:
+def _draw(ax, panel: Panel, np, matplotlib, panel_width: float = 5.2) -> None:
     """Draw one panel's series, scales, ticks and labels on ``ax`` (no legend)."""
     color_i = 0
     n_points = sum(1 for s in panel.series if s.kind == "points")
@@ -243,7 +251,7 @@ def _draw(ax, panel: Panel, np, matplotlib) -> None:
         ax.set_xticks(range(len(panel.categories)))
         ax.set_xticklabels(panel.categories, rotation=20, fontsize=8)
         ax.set_xlim(-0.5, len(panel.categories) - 0.5)
-    ax.set_title(panel.title, fontsize=10)
+    ax.set_title(_title(panel, panel_width), fontsize=10)
     ax.set_xlabel(panel.xlabel, fontsize=9)
     ax.set_ylabel(panel.ylabel, fontsize=9)
     ax.tick_params(labelsize=8)

@@ -48,3 +48,41 @@ def test_vline_band_and_hollow_series_render():
     assert _size(render_png([p]))[0] > 100
     with pytest.raises(ValueError, match="series kind"):
         Series("x", "bars")
+
+
+def test_one_step_axis_convention_and_no_clipped_points(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from tangentlab.report import figures as F
+    from tangentlab.report.load import RunData
+    from tangentlab.report.units import STEP_LABEL, STEP_SCALE
+    from tangentlab.report.verdicts import build_verdicts
+    from tests.report.fixtures import measure_rows, write_run
+
+    run = write_run(tmp_path / "run", {"decoder": measure_rows("decoder"), "encoder": measure_rows("encoder")})
+    step_panels = [p for v in build_verdicts(RunData.open(run)) for p in v.panels if p.xlabel == STEP_LABEL]
+    assert len(step_panels) >= 6 and {p.xscale for p in step_panels} == {STEP_SCALE} == {"symlog"}
+    assert "symlog" in STEP_LABEL  # the axis says which convention it follows
+    # the first (step 0) and last points, dodged sideways, keep room to the frame
+    pts = tuple(Series(f"s{i}", "points", (0.0, 10.0, 100.0), (1.0, 2.0, 3.0), (0.9, 1.8, 2.7),
+                       (1.1, 2.2, 3.3), color=i) for i in range(3))
+    fig, ax = plt.subplots()
+    try:
+        F._draw(ax, Panel("t", STEP_LABEL, "y", pts, xscale="symlog"), np, matplotlib)
+        lo, hi = ax.get_xlim()
+        assert lo < -0.3 and hi > 100.0 * 1.25
+        ylo, yhi = ax.get_ylim()
+        assert ylo < 0.9 and yhi > 3.3
+    finally:
+        plt.close(fig)
+
+
+def test_long_titles_wrap_to_the_panel_width():
+    from tangentlab.report.figures import _title
+
+    p = Panel("all models (ours and external): enrichment (dashed: step 0; shaded: controls)", "x", "y")
+    assert all(len(line) <= 52 for line in _title(p).split("\n")) and "\n" in _title(p)
