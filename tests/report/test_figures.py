@@ -86,3 +86,18 @@ def test_long_titles_wrap_to_the_panel_width():
 
     p = Panel("all models (ours and external): enrichment (dashed: step 0; shaded: controls)", "x", "y")
     assert all(len(line) <= 52 for line in _title(p).split("\n")) and "\n" in _title(p)
+
+
+def test_a_synthetic_panel_that_caps_its_groups_says_so():
+    import pandas as pd
+
+    from tangentlab.report.synthetic_panels import PanelSpec, prediction_panels
+
+    df = pd.DataFrame([{"metric": "m", "value": float(g + t), "t": float(t), "manifold": f"g{g}"}
+                       for g in range(5) for t in (1, 2)])
+    (p,) = prediction_panels(df, "x", (PanelSpec(("m",), "m vs t", x="t", group=("manifold",), max_groups=3),))
+    assert len([s for s in p.series if s.kind == "points"]) == 3
+    assert "first 3 of 5 groups drawn" in p.title
+    steps = pd.DataFrame([{"metric": "m", "value": 1.0, "step": float(s)} for s in (0, 10, 100)])
+    (q,) = prediction_panels(steps, "x", (PanelSpec(("m",), "m vs step", x="step", group=()),))
+    assert q.xscale == "symlog"  # the report's one step-axis convention
