@@ -11,6 +11,7 @@ everything was written there are the old outputs replaced:
 2. ``report.md`` then ``report.html`` are each replaced by one ``os.replace``;
 3. the staging folder, holding the old figures, is removed.
 
+A staging folder older than an hour, left by a killed render, is removed by the next render.
 Any error before step 1 leaves the old report and figures as they were; a target that cannot be
 written is an :class:`~tangentlab.errors.OutputPathError` raised before anything is touched.
 """
@@ -21,12 +22,13 @@ import contextlib
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from tangentlab.errors import OutputPathError
 
-__all__ = ["REPORT_FILES", "FIGURES_DIR", "staged_report"]
+__all__ = ["REPORT_FILES", "FIGURES_DIR", "STALE_AFTER_S", "staged_report"]
 
 #: The page files a report writes at the top of its target directory.
 REPORT_FILES: tuple[str, ...] = ("report.md", "report.html")
@@ -34,9 +36,28 @@ REPORT_FILES: tuple[str, ...] = ("report.md", "report.html")
 FIGURES_DIR = "figures"
 
 
+#: A staging folder older than this (seconds) was left by a render that was killed; it is removed.
+STALE_AFTER_S = 3600.0
+
+
+def _remove_stale(target: Path) -> None:
+    """Remove staging folders a killed render left (older than :data:`STALE_AFTER_S`).
+
+    A younger one may belong to a render still running, so it is left alone.
+    """
+    now = time.time()
+    for p in target.glob(".report.partial-*"):
+        try:
+            if p.is_dir() and now - p.stat().st_mtime > STALE_AFTER_S:
+                shutil.rmtree(p, ignore_errors=True)
+        except OSError:
+            continue
+
+
 def _staging(target: Path) -> Path:
     try:
         target.mkdir(parents=True, exist_ok=True)
+        _remove_stale(target)
         tmp = Path(tempfile.mkdtemp(prefix=".report.partial-", dir=target))
     except OSError as exc:
         raise OutputPathError(

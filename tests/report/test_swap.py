@@ -101,3 +101,18 @@ def test_a_rerender_replaces_figures_that_are_no_longer_drawn(rendered):
     (run / "figures" / "stale.png").write_bytes(b"old")
     render_report(run)
     assert sorted(p.name for p in (run / "figures").iterdir()) == figs
+
+
+def test_a_staging_folder_left_by_a_killed_render_is_removed_later(tmp_path):
+    import time
+
+    stale = tmp_path / ".report.partial-killed"
+    fresh = tmp_path / ".report.partial-running"
+    for d in (stale, fresh):
+        (d / "figures").mkdir(parents=True)
+    old = time.time() - 2 * 3600
+    os.utime(stale, (old, old))
+    with staged_report(tmp_path) as staging:
+        (staging / "report.html").write_text("<html></html>")
+    assert not stale.exists() and fresh.exists()  # a young one may be a render still running
+    assert (tmp_path / "report.html").read_text() == "<html></html>"
