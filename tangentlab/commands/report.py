@@ -8,9 +8,13 @@ import argparse
 def _report(args: argparse.Namespace) -> int:
     from tangentlab.report.load import parse_measure_args
     from tangentlab.report.render import render_report
+    from tangentlab.runs import run_lock
 
     measures = parse_measure_args(args.measure or [])
-    result = render_report(args.run_dir, measures=measures, out=args.out, pool=args.pool)
+    # the folder written holds its run lock meanwhile: a reproduce still writing that run (or
+    # another report) makes this one exit 4 instead of racing it
+    with run_lock(args.out or args.run_dir, command="report"):
+        result = render_report(args.run_dir, measures=measures, out=args.out, pool=args.pool)
     print(result.html)
     print(result.markdown)
     if args.summary_figure:
@@ -39,7 +43,8 @@ def register(sub: argparse._SubParsersAction) -> None:
             "external measurement runs (`tangentlab empirical measure` outputs), each named, with "
             "its own (model, site) sub-tables and panels shown apart: they never change the "
             "verdicts of our own runs unless --pool is given. Exit 1 if a verdict rule could not "
-            "read the stored results."
+            "read the stored results; exit 4 if another process holds the folder's run lock (a "
+            "reproduce still writing it)."
         ),
     )
     p.add_argument("run_dir", metavar="RUN_DIR", help="a directory written by `tangentlab reproduce` (e.g. runs/latest)")

@@ -116,3 +116,18 @@ def test_a_staging_folder_left_by_a_killed_render_is_removed_later(tmp_path):
         (staging / "report.html").write_text("<html></html>")
     assert not stale.exists() and fresh.exists()  # a young one may be a render still running
     assert (tmp_path / "report.html").read_text() == "<html></html>"
+
+
+def test_report_waits_for_no_one_a_locked_run_exits_4(rendered, tmp_path, capsys):
+    from tests.test_runs import _hold_in_subprocess
+
+    run, figs, _ = rendered
+    before = _snapshot(run)
+    holder = _hold_in_subprocess(run, tmp_path)
+    try:
+        assert main(["report", str(run)]) == 4  # a reproduce still writing it, say
+        assert f"in use by pid {holder.pid}" in capsys.readouterr().err
+        assert _snapshot(run) == before
+    finally:
+        holder.kill()
+        holder.wait()
