@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from tangentlab.report import late as L
 from tangentlab.report import rules as R
 from tangentlab.report import units as U
 from tangentlab.report.checks import CheckLine, check_lines, theory_check_lines
@@ -43,7 +44,6 @@ __all__ = [
     "row_keys",
     "models",
     "measure_stages",
-    "combine_units",
 ]
 
 #: The two verdict tables, in order: key -> title.
@@ -313,27 +313,10 @@ class EmpiricalRow:
             who = ", ".join(m.name for m in judged) or "no model of our own"
             outcome = R.Outcome(R.NOT_RUN, f"no measured model stored {self.metric} rows ({who})")
         else:
-            outcome = combine_units(units)
-        ext_outcome = combine_units(ext_units) if ext_units else None
+            outcome = U.combine_units(units)
+        ext_outcome = U.combine_units(ext_units) if ext_units else None
         return Built(outcome, numbers, tuple(panels), units, external_units=ext_units,
                      external_outcome=ext_outcome, external_panels=tuple(ext_panels))
-
-
-def combine_units(units: Sequence[U.Unit]) -> R.Outcome:
-    """The units' outcomes combined by :func:`tangentlab.report.rules.combine`.
-
-    Units whose rule does not apply (:data:`tangentlab.report.units.ONE_CHECKPOINT`) are left
-    out and named; when no unit applies, the row itself reads not applicable.
-    """
-    applies = [u for u in units if not U.is_not_applicable(u.status)]
-    skipped = [u for u in units if U.is_not_applicable(u.status)]
-    if not applies:
-        return R.Outcome(skipped[0].status, "; ".join(f"{u.label}: {u.reason}" for u in skipped))
-    out = R.combine({u.label: u.outcome for u in applies})
-    if skipped:
-        out = R.Outcome(out.status, out.reason + "; not applicable, left out: " + ", ".join(
-            f"{u.label} ({u.status})" for u in skipped))
-    return out
 
 
 # ------------------------------------------------------------------------------- the rows
@@ -429,7 +412,7 @@ def _rows() -> tuple[RowSpec, ...]:
          "below the trajectory's peak.",
          R.RULES["weakens-late"],
          "enrichment per checkpoint with its bootstrap CI; late window from the measurement's record",
-         EmpiricalRow("enrichment", U.weakens_late_unit, U.weakens_late_panel)),
+         EmpiricalRow("enrichment", L.weakens_late_unit, L.weakens_late_panel)),
         ("frequency-buckets", "prediction", "Enrichment by frequency bucket",
          "Enrichment is strongest for frequent tokens (small spread t).",
          R.RULES["frequency-buckets"], "control_test per log-frequency quantile bucket, bootstrap CI",
