@@ -9,7 +9,8 @@ measures its checkpoint folder, and prints the gradient-energy enrichment at eac
     python examples/measure_checkpoints.py --checkpoints PATH/TO/CHECKPOINTS --out runs/mine
 
 Load models from local paths only (set ``HF_HUB_OFFLINE=1``). docs/empirical.md explains every
-metric; the same run from the command line is ``tangentlab empirical measure PATH --out DIR``.
+metric; the same run from the command line is ``tangentlab empirical measure PATH --out DIR``,
+and ``tangentlab summary DIR`` prints the same headline table as ``tangentlab.load_results``.
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
 
+    import tangentlab
     from tangentlab.empirical import measure_trajectory, train_model
-    from tangentlab.runs import read_results
 
     with tempfile.TemporaryDirectory() as tmp:
         if args.checkpoints:
@@ -46,15 +47,17 @@ def main(argv: list[str] | None = None) -> int:
         out = Path(args.out) if args.out else Path(tmp) / "measure"
         measured = measure_trajectory(checkpoints, out, device="cpu", seed=args.seed,
                                       overrides=QUICK if args.quick else {"rank": 4})
-        table = read_results(measured)
-        # one row per (step, site): all tokens, the proxy refitted at each checkpoint
-        rows = table[(table.metric == "enrichment") & (table.bucket == "all")
-                     & (table.proxy == "refit") & table.step.notna()]
-        print(f"{len(table)} measured numbers; gradient-energy enrichment of the tangent proxy "
+        # the headline table: one row per (site, step), the fixed proxy in the full space (the
+        # long table also holds the refit proxy and the constrained subspace, so filtering it
+        # by hand on metric, bucket and proxy alone gives every (step, site) twice)
+        table = tangentlab.load_results(measured)
+        n_long = len(tangentlab.load_results(measured, long=True))
+        print(f"{n_long} measured numbers; gradient-energy enrichment of the tangent proxy "
               "(over matched-rank normal controls, 95% interval):")
-        for r in rows.sort_values(["site", "step"]).itertuples():
-            print(f"  step {int(r.step):4d}  {r.site:22s} {r.value:6.2f} "
-                  f"[{r.ci_low:.2f}, {r.ci_high:.2f}]")
+        for r in table.sort_values(["site", "step"]).itertuples():
+            print(f"  step {int(r.step):4d}  {r.site:22s} {r.enrichment:6.2f} "
+                  f"[{r.enrichment_ci_low:.2f}, {r.enrichment_ci_high:.2f}]  "
+                  f"p {r.p_value:.3f} (floor {r.p_floor:.3f})")
         print(f"run directory: {measured if args.out else '(temporary; pass --out to keep it)'}")
     return 0
 

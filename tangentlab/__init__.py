@@ -9,6 +9,9 @@ Three pillars share one measurement core:
 - :mod:`tangentlab.report`: theory against measurement in one page, read from run directories;
 - :mod:`tangentlab.pipeline`: the reproduce job that runs all of them (stages in parallel).
 
+:func:`load_results` reads a measurement's headline numbers (one row per model, site and step)
+as a pandas DataFrame, the table ``tangentlab summary RUN`` prints.
+
 Subpackages are imported on first use, so ``import tangentlab`` stays cheap.
 """
 
@@ -21,8 +24,10 @@ from tangentlab._version import __version__
 from tangentlab.errors import TangentlabError
 
 _PILLARS = ("measure", "theory", "synthetic", "empirical", "report", "pipeline")
-_exports, __getattr__, __dir__ = lazy_exports(__name__, {"": _PILLARS})
+_exports, __getattr__, __dir__ = lazy_exports(
+    __name__, {"": _PILLARS, "tangentlab.report.summary": ("load_results",)})
 __all__ = ["__version__", "TangentlabError", *_exports]
 
 if TYPE_CHECKING:  # pragma: no cover
     from tangentlab import empirical, measure, pipeline, report, synthetic, theory  # noqa: F401
+    from tangentlab.report.summary import load_results  # noqa: F401

@@ -56,6 +56,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "tangentlab.commands.synthetic",
     "tangentlab.commands.empirical",
     "tangentlab.commands.report",
+    "tangentlab.commands.summary",
     "tangentlab.commands.reproduce",
     "tangentlab.commands.validate",
 )

@@ -416,8 +416,9 @@ def shard_bounds(n: int, size: int, rank: int) -> tuple[int, int]:
     Shares differ in length by at most one, cover ``range(n)`` exactly once, and are in rank
     order. A rank's share is empty when ``n < size``.
 
-    >>> [shard_bounds(5, 2, r) for r in range(2)]
-    [(0, 2), (2, 5)]
+    Examples:
+        >>> [shard_bounds(5, 2, r) for r in range(2)]
+        [(0, 2), (2, 5)]
     """
     if size < 1 or not 0 <= rank < size or n < 0:
         raise ConfigError(f"cannot shard {n} items for rank {rank} of {size}")

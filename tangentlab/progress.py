@@ -1,17 +1,23 @@
-"""Progress bars that stay quiet in CI and in pipes.
+"""Progress bars that stay quiet in CI and in pipes, and status lines that never do.
 
 A bar is shown only when stderr is a terminal and neither ``CI`` nor ``TANGENTLAB_QUIET`` is set
 to a true value. ``TANGENTLAB_PROGRESS=1`` forces bars on.
+
+Steps without a bar (loading a checkpoint, loading and tokenizing the eval text: 10-30 s) print
+one status line when they start and one when they end (:func:`status`), so a log or a pipe is
+never silent; ``TANGENTLAB_QUIET=1`` silences those too.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
-from collections.abc import Iterable
+import time
+from collections.abc import Iterable, Iterator
 from typing import Any
 
-__all__ = ["progress_enabled", "progress", "log"]
+__all__ = ["progress_enabled", "progress", "log", "status"]
 
 
 def _truthy(name: str) -> bool:
@@ -41,3 +47,16 @@ def log(message: str) -> None:
     """One status line on stderr (always shown unless ``TANGENTLAB_QUIET`` is set)."""
     if not _truthy("TANGENTLAB_QUIET"):
         print(message, file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def status(message: str) -> Iterator[None]:
+    """Print ``message ...`` on stderr now and ``message: done in X s`` when the block ends.
+
+    Used around steps that have no progress bar. Nothing more is printed if the block raises (the
+    error says what happened). Quiet under ``TANGENTLAB_QUIET``, like :func:`log`.
+    """
+    log(f"{message} ...")
+    start = time.perf_counter()
+    yield
+    log(f"{message}: done in {time.perf_counter() - start:.1f} s")

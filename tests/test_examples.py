@@ -61,8 +61,9 @@ def test_measure_checkpoints(tmp_path):
     out = _run("measure_checkpoints.py", "--quick", "--out", "m", cwd=tmp_path)
     assert "trained a tiny decoder: ['step_000000', 'step_000001', 'step_000003', 'step_000012']" in out
     rows = re.findall(r"step +(\d+)  (blocks\.\d+\.resid_post) +([\d.]+) \[([\d.]+), ([\d.]+)\]", out)
-    assert {(int(s), site) for s, site, *_ in rows} == {
-        (s, f"blocks.{b}.resid_post") for s in (0, 1, 3, 12) for b in (0, 1)}
+    keys = [(int(s), site) for s, site, *_ in rows]
+    assert len(keys) == len(set(keys))  # each (step, site) once (it printed twice, two values)
+    assert set(keys) == {(s, f"blocks.{b}.resid_post") for s in (0, 1, 3, 12) for b in (0, 1)}
     assert all(float(lo) <= float(v) <= float(hi) for *_, v, lo, hi in rows)
     assert (tmp_path / "m" / "manifest.json").is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m"]  # training went to a temp folder

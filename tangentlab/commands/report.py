@@ -8,9 +8,13 @@ import argparse
 def _report(args: argparse.Namespace) -> int:
     from tangentlab.report.load import parse_measure_args
     from tangentlab.report.render import render_report
+    from tangentlab.runs import run_lock
 
     measures = parse_measure_args(args.measure or [])
-    result = render_report(args.run_dir, measures=measures)
+    # the folder written holds its run lock meanwhile: a reproduce still writing that run (or
+    # another report) makes this one exit 4 instead of racing it
+    with run_lock(args.out or args.run_dir, command="report"):
+        result = render_report(args.run_dir, measures=measures, out=args.out, pool=args.pool)
     print(result.html)
     print(result.markdown)
     if args.summary_figure:
@@ -34,16 +38,25 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=(
             "Re-render RUN_DIR/report.html (self-contained, figures embedded) and RUN_DIR/report.md "
             "(figures in RUN_DIR/figures/) from the results the stages stored, without recomputing "
-            "anything. --measure adds external measurement runs (`tangentlab empirical measure` "
-            "outputs) to the empirical verdicts, each with its own (model, site) sub-rows and a "
-            "line on the comparison figure. Exit 1 if a verdict rule could not read the stored "
-            "results."
+            "anything. The report is rendered into a staging folder and swapped in at the end: a "
+            "failed render leaves the previous report and figures as they were. --measure adds "
+            "external measurement runs (`tangentlab empirical measure` outputs), each named, with "
+            "its own (model, site) sub-tables and panels shown apart: they never change the "
+            "verdicts of our own runs unless --pool is given. Exit 1 if a verdict rule could not "
+            "read the stored results; exit 4 if another process holds the folder's run lock (a "
+            "reproduce still writing it)."
         ),
     )
     p.add_argument("run_dir", metavar="RUN_DIR", help="a directory written by `tangentlab reproduce` (e.g. runs/latest)")
     p.add_argument("--measure", metavar="NAME=DIR", action="append", default=[],
                    help="add an external measurement run DIR under the name NAME (repeatable); "
                         "a run's config may also list them under external_measures")
+    p.add_argument("--pool", action="store_true",
+                   help="judge the empirical rows by our runs and the external ones together "
+                        "(default: external runs are shown apart and do not change our verdicts)")
+    p.add_argument("--out", metavar="DIR",
+                   help="write report.html, report.md and figures/ into DIR (new, empty, or "
+                        "holding only an earlier report) instead of RUN_DIR")
     p.add_argument("--summary-figure", metavar="PNG",
                    help="also write a one-image summary (the headline rows' figures) to PNG, "
                         "e.g. docs/figures/report.png")

@@ -251,8 +251,9 @@ def _prepare(traj, cks, cfg: MeasureConfig, dev: str, timer) -> _Setup:
     from tangentlab.empirical.models import load_model
     from tangentlab.empirical.sites import normalize_site
     from tangentlab.empirical.tokenizer import check_tokenizer_fits, load_tokenizer
+    from tangentlab.progress import status
 
-    with timer("load"):
+    with timer("load"), status(f"loading checkpoint {cks[0].name} and its tokenizer"):
         first = load_model(cks[0].path, device=dev, gguf_file=cks[0].gguf_file, dtype=cfg.dtype)
         if cks[0].gguf_file:
             from transformers import AutoTokenizer
@@ -269,7 +270,7 @@ def _prepare(traj, cks, cfg: MeasureConfig, dev: str, timer) -> _Setup:
             f"rank {cfg.rank} is too large for hidden size d={d}: the matched-rank controls "
             f"need 2r <= d, so use rank <= {d // 2}"
         )
-    with timer("data"):
+    with timer("data"), status("loading and tokenizing the eval text"):
         vocab = check_tokenizer_fits(tokenizer, first.model.config)
         texts, counts, freq_source, corpus = _eval_inputs(traj, tokenizer, cfg, vocab)
         if cfg.frequency_file:  # an external table (e.g. pre-training counts) replaces the count

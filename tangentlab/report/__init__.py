@@ -3,6 +3,8 @@
 - :func:`render_report` renders ``report.html`` and ``report.md`` from a run directory's stored
   results, without recomputing (any run, ours or a user's, can be re-rendered), optionally with
   external measurement runs (``measures={NAME: DIR}``).
+- :func:`load_results` (also ``tangentlab.load_results``) returns a measurement's headline numbers,
+  one row per (model, site, step), the table ``tangentlab summary RUN`` prints;
 - :func:`build_verdicts` decides each row's status word by the rules in
   :mod:`tangentlab.report.rules` (documented in ``docs/report.md``).
 
@@ -28,6 +30,7 @@ from __future__ import annotations
 from tangentlab.report.load import RunData, Source, parse_measure_args
 from tangentlab.report.render import SECTIONS, RenderResult, render_report
 from tangentlab.report.rules import RULES, STATUS_WORDS
+from tangentlab.report.summary import SUMMARY_COLUMNS, headline_table, load_results
 from tangentlab.report.verdicts import ROWS, Verdict, build_verdicts, row_keys
 
 __all__ = [
@@ -43,4 +46,7 @@ __all__ = [
     "row_keys",
     "RULES",
     "STATUS_WORDS",
+    "load_results",
+    "headline_table",
+    "SUMMARY_COLUMNS",
 ]

@@ -17,7 +17,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["Series", "Panel", "render_png", "panel_has_data"]
+__all__ = ["Series", "Panel", "render_png", "panel_has_data", "legend_columns", "MARKERS"]
 
 _KINDS = ("line", "points", "band", "hline", "vline")
 
@@ -79,10 +79,38 @@ def panel_has_data(panel: Panel) -> bool:
 
 
 _COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
+#: Point markers: a series whose ``color`` number is past the eight colours takes the next shape,
+#: so every series of a crowded panel stays distinguishable.
+MARKERS = ("o", "s", "^", "D", "v", "P", "X")
+
+
+def _legend_labels(panel: Panel) -> list[str]:
+    return list(dict.fromkeys(s.label for s in panel.series if s.label and not s.label.startswith("_")))
+
+
+def legend_columns(panel: Panel, width: float = 5.2) -> int:
+    """Legend columns for a panel ``width`` inches wide: as many as its longest label allows (1-4).
+
+    At the legend's 7-point font a character is about 0.055 inch wide, and each entry needs about
+    0.45 inch more for its marker and spacing; compact legends keep the strip under the axes short.
+    """
+    labels = _legend_labels(panel)
+    if not labels:
+        return 1
+    need = 0.055 * max(len(lbl) for lbl in labels) + 0.45
+    return max(1, min(4, int(width // need), len(labels)))
+
+
+def _title(panel: Panel, width: float = 5.2) -> str:
+    """The panel's title wrapped to its width (10-point font: about 10 characters an inch, with room between panels)."""
+    import textwrap
+
+    cols = max(20, int(width * 10))
+    return "\n".join(textwrap.fill(line, cols) for line in panel.title.split("\n"))
 
 
 def _legend_rows(panel: Panel, ncol: int) -> int:
-    n = sum(1 for s in panel.series if s.label and not s.label.startswith("_"))
+    n = len(_legend_labels(panel))
     return -(-n // ncol) if n else 0
 
 
@@ -90,7 +118,8 @@ def render_png(panels: Sequence[Panel], *, width: float = 5.2, height: float = 3
                ncols: int | None = None) -> bytes:
     """Draw ``panels`` in a grid (side by side unless ``ncols`` is given); return PNG bytes (Agg).
 
-    Each panel gets a legend strip below its axes, tall enough for its entries (two columns).
+    Each panel gets a legend strip below its axes, tall enough for its entries, in as many
+    columns as its labels allow (:func:`legend_columns`).
     """
     import matplotlib
 
@@ -103,13 +132,14 @@ def render_png(panels: Sequence[Panel], *, width: float = 5.2, height: float = 3
         raise ValueError("a figure needs at least one panel")
     ncols = min(ncols or len(panels), len(panels))
     nrows = -(-len(panels) // ncols)
-    leg_ncol = 2
-    row_leg = [max(_legend_rows(p, leg_ncol) for p in panels[r * ncols:(r + 1) * ncols])
+    leg_cols = [legend_columns(p, width) for p in panels]
+    row_leg = [max(_legend_rows(p, leg_cols[i]) for i, p in enumerate(panels)
+                   if r * ncols <= i < (r + 1) * ncols)
                for r in range(nrows)]
     # inches under the axes for tick labels and the x label (more for rotated category ticks)
     below = [0.72 + (0.3 if any(p.categories for p in panels[r * ncols:(r + 1) * ncols]) else 0.0)
              for r in range(nrows)]
-    title_lines = [max(p.title.count("\n") + 1 for p in panels[(r + 1) * ncols:(r + 2) * ncols] or [panels[0]])
+    title_lines = [max(_title(p, width).count("\n") + 1 for p in panels[(r + 1) * ncols:(r + 2) * ncols] or [panels[0]])
                    for r in range(nrows)]
     leg_h = [below[r] + 0.2 * k + (0.3 + 0.2 * title_lines[r] if r < nrows - 1 else 0.1)
              for r, k in enumerate(row_leg)]
@@ -124,14 +154,15 @@ def render_png(panels: Sequence[Panel], *, width: float = 5.2, height: float = 3
             ax = fig.add_subplot(grid[2 * r, c])
             lax = fig.add_subplot(grid[2 * r + 1, c])
             lax.set_axis_off()
-            _draw(ax, panel, np, matplotlib)
+            _draw(ax, panel, np, matplotlib, width)
             handles, labels = ax.get_legend_handles_labels()
-            keep = [(h, lbl) for h, lbl in zip(handles, labels) if not lbl.startswith("_")]
+            keep = list({lbl: (h, lbl) for h, lbl in zip(handles, labels)
+                         if not lbl.startswith("_")}.values())
             if keep:
                 top = 1.0 - below[r] / leg_h[r]
                 lax.legend([h for h, _ in keep], [lbl for _, lbl in keep], loc="upper center",
                            bbox_to_anchor=(0.5, top),
-                           ncol=leg_ncol, fontsize=7, frameon=False, borderaxespad=0.0,
+                           ncol=leg_cols[i], fontsize=7, frameon=False, borderaxespad=0.0,
                            handlelength=1.8, columnspacing=1.2)
         buf = io.BytesIO()
         fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight", pad_inches=0.12)
@@ -140,7 +171,7 @@ def render_png(panels: Sequence[Panel], *, width: float = 5.2, height: float = 3
         plt.close(fig)
 
 
-def _draw(ax, panel: Panel, np, matplotlib) -> None:
+def _draw(ax, panel: Panel, np, matplotlib, panel_width: float = 5.2) -> None:
     """Draw one panel's series, scales, ticks and labels on ``ax`` (no legend)."""
     color_i = 0
     n_points = sum(1 for s in panel.series if s.kind == "points")
@@ -184,6 +215,7 @@ def _draw(ax, panel: Panel, np, matplotlib) -> None:
             color = _COLORS[color_i % len(_COLORS)]
             color_i += 1
         face = "none" if s.style == "hollow" else color
+        marker = MARKERS[(s.color // len(_COLORS)) % len(MARKERS)] if s.color is not None else "o"
         if s.kind == "line" and s.style == "tick":  # theory at categorical x: a dash each
             ax.plot(x, y, "_", color=color, markersize=22, markeredgewidth=2.2, label=s.label)
         elif s.kind == "line":
@@ -195,15 +227,15 @@ def _draw(ax, panel: Panel, np, matplotlib) -> None:
             with np.errstate(invalid="ignore"):
                 yerr = np.vstack([np.clip(y - lo, 0, None), np.clip(hi - y, 0, None)])
             yerr = np.where(np.isfinite(yerr), yerr, 0.0)
-            ax.errorbar(x, y, yerr=yerr, fmt="o", color=color, markerfacecolor=face, markersize=4.5,
+            ax.errorbar(x, y, yerr=yerr, fmt=marker, color=color, markerfacecolor=face, markersize=4.5,
                         capsize=2.5, linewidth=1.0, label=s.label)
         else:
-            ax.plot(x, y, "o", color=color, markerfacecolor=face, markersize=4.5, label=s.label)
+            ax.plot(x, y, marker, color=color, markerfacecolor=face, markersize=4.5, label=s.label)
     if panel.xscale == "symlog":  # training steps: 0, then log-spaced
         ax.set_xscale("symlog", linthresh=1.0, linscale=0.5)
         xs = [float(v) for s in panel.series for v in s.x if v == v]
         if xs:
-            ax.set_xlim(left=-0.15, right=max(xs) * 1.3 + 0.5)
+            ax.set_xlim(left=-0.6, right=max(xs) * 1.35 + 0.6)  # room for dodged points and caps
         ax.xaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
     else:
         ax.set_xscale(panel.xscale)
@@ -219,7 +251,7 @@ def _draw(ax, panel: Panel, np, matplotlib) -> None:
         ax.set_xticks(range(len(panel.categories)))
         ax.set_xticklabels(panel.categories, rotation=20, fontsize=8)
         ax.set_xlim(-0.5, len(panel.categories) - 0.5)
-    ax.set_title(panel.title, fontsize=10)
+    ax.set_title(_title(panel, panel_width), fontsize=10)
     ax.set_xlabel(panel.xlabel, fontsize=9)
     ax.set_ylabel(panel.ylabel, fontsize=9)
     ax.tick_params(labelsize=8)

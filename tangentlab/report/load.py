@@ -90,9 +90,23 @@ class Source:
     seed: int | None = None
     present: bool = True
 
+    @property
+    def external(self) -> bool:
+        """Whether this is an external measurement run (``external/NAME``)."""
+        return self.stage.startswith(EXTERNAL_PREFIX)
+
+    @property
+    def name(self) -> str:
+        """The name a reader sees.
+
+        ``external/NAME`` for an external run (never its path), else the stage's output directory
+        relative to the run.
+        """
+        return self.stage if self.external else self.path
+
     def label(self) -> str:
         """The name shown for this source (the stage, or ``external/NAME``)."""
-        parts = [self.path]
+        parts = [self.name]
         if self.config_hash:
             parts.append(f"config {self.config_hash}")
         if self.seed is not None:
@@ -119,16 +133,23 @@ class RunData:
     manifest: dict[str, Any] = field(default_factory=dict)
     records: dict[str, StageRecord] = field(default_factory=dict)
     externals: dict[str, Path] = field(default_factory=dict)
+    #: Whether external measurement runs join our own verdicts (``--pool``); by default they
+    #: are shown apart and never change them.
+    pool: bool = False
     _tables: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def open(cls, run_dir: str | Path, *, measures: dict[str, str | Path] | None = None) -> RunData:
+    def open(cls, run_dir: str | Path, *, measures: dict[str, str | Path] | None = None,
+             pool: bool = False) -> RunData:
         """Open ``run_dir``; it must hold a reproduce ``manifest.json``.
 
         Args:
             run_dir: the run directory.
             measures: external measurement runs ``{NAME: DIR}``, added to those the run's config
                 lists under ``external_measures`` (a NAME given here wins).
+            pool: judge the empirical rows by our own runs *and* the external ones together
+                (default: external runs get their own sub-tables and panels, and the verdicts
+                are our own runs' alone).
         """
         run_dir = Path(run_dir)
         if not run_dir.is_dir():
@@ -149,7 +170,7 @@ class RunData:
                                 "directory written by `tangentlab empirical measure`")
             resolved[name] = d
         return cls(run_dir=run_dir, manifest=manifest, records=read_stage_records(run_dir),
-                   externals=resolved)
+                   externals=resolved, pool=bool(pool))
 
     # ---------------------------------------------------------------- stages
     def external_stages(self) -> list[str]:
@@ -218,11 +239,27 @@ class RunData:
 
     # ---------------------------------------------------------------- stored outputs
     def results(self, stage: str):
-        """The stage's ``results.csv`` as a DataFrame (cached); DataError if absent."""
+        """The stage's ``results.csv`` as a DataFrame (cached).
+
+        DataError if it is absent, or if a numeric column holds text (the error names the file,
+        the column and the first bad row; see :func:`tangentlab.report.inputs.check_results`).
+        """
+        from tangentlab.report.inputs import check_results
+
         if stage not in self._tables:
             path = self.stage_dir(stage) / RESULTS_NAME
-            self._tables[stage] = read_results(path)
+            self._tables[stage] = check_results(read_results(path), path)
         return self._tables[stage]
+
+    def check_tables(self) -> None:
+        """Read (and so check) the ``results.csv`` of every done stage that has one.
+
+        A damaged table is a DataError naming the file, the column and the first bad row, before
+        any verdict is built (never a verdict silently moved by unreadable numbers).
+        """
+        for stage in [*self.records, *self.external_stages()]:
+            if self.status(stage) == "done" and (self.stage_dir(stage) / RESULTS_NAME).is_file():
+                self.results(stage)
 
     def table(self, stage: str):
         """The stage's results as a :class:`~tangentlab.report.tables.ResultTable` (cached)."""

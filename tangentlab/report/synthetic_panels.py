@@ -25,7 +25,7 @@ X_LABELS: dict[str, str] = {
     "zipf_s": "Zipf exponent s (dimensionless)",
     "kappa": "curvature kappa (1 / chart units)",
     "eta": "step size eta (learning rate)",
-    "step": "step (optimizer updates)",
+    "step": "step (optimizer updates; symlog axis: 0, then log)",
     "rank": "proxy rank r (dimensions)",
     "optimizer": "optimizer",
     "component": "component",
@@ -99,6 +99,7 @@ def _spec_panel(df, spec: PanelSpec, experiment: str) -> Panel | None:
         group_cols = ["metric", *group_cols]
     series: list[Series] = []
     groups = list(sub.groupby(group_cols, dropna=False, sort=False)) if group_cols else [((), sub)]
+    n_groups = len(groups)
     groups = groups[: spec.max_groups]
     theory_labelled = False
     for gi, (key, g) in enumerate(groups):
@@ -136,11 +137,16 @@ def _spec_panel(df, spec: PanelSpec, experiment: str) -> Panel | None:
         logx = False
     if logy and not (ys and min(ys) > 0):
         logy = False
-    return Panel(title=spec.title or f"{experiment}: {spec.metrics[0]}",
+    title = spec.title or f"{experiment}: {spec.metrics[0]}"
+    if n_groups > len(groups):  # never drop series silently: the figure states the cap
+        title += f"\n(first {len(groups)} of {n_groups} groups drawn; cap {spec.max_groups})"
+    xscale = "log" if logx else "linear"
+    if xcol == "step":  # the report's one step-axis convention (units.STEP_SCALE)
+        xscale = "symlog"
+    return Panel(title=title,
                  xlabel=X_LABELS.get(xcol or "case", xcol or "case"),
                  ylabel=spec.ylabel or ", ".join(spec.metrics), series=tuple(series),
-                 xscale="log" if logx else "linear", yscale="log" if logy else "linear",
-                 categories=categories)
+                 xscale=xscale, yscale="log" if logy else "linear", categories=categories)
 
 
 def prediction_panels(df, experiment: str, specs: Sequence[PanelSpec] | None) -> tuple[Panel, ...]:

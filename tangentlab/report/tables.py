@@ -150,9 +150,10 @@ class ResultTable:
     @classmethod
     def read(cls, path) -> ResultTable:
         """Read a ``results.csv`` (DataError if it is missing or malformed)."""
+        from tangentlab.report.inputs import check_results
         from tangentlab.runs import read_results
 
-        return cls(read_results(path))
+        return cls(check_results(read_results(path), path))
 
     # ------------------------------------------------------------------ queries
     def has(self, metric: str) -> bool:

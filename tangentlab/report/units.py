@@ -4,8 +4,9 @@ A *model* is one measured checkpoint trajectory: our own ``measure/<arch>`` stag
 measurement run (``external/<NAME>``). For each empirical prediction there is one builder that
 takes a :class:`Model` and a site and returns a frozen :class:`Unit` (status, estimate, interval,
 which checkpoints it used), and one that draws the model's panel. The verdict table
-(:mod:`tangentlab.report.verdicts`) combines the units of a row with
-:func:`tangentlab.report.rules.combine`.
+(:mod:`tangentlab.report.verdicts`) combines the units of a row with :func:`combine_units`
+(:func:`tangentlab.report.rules.combine`, leaving out units whose rule does not apply). The
+weakens-late builders live in :mod:`tangentlab.report.late`.
 
 Every number is read from the model's stored table and manifest; nothing is recomputed.
 """
@@ -23,29 +24,39 @@ from tangentlab.report.tables import Estimate, ResultTable, fmt
 __all__ = [
     "Model",
     "Unit",
-    "LateWindow",
-    "late_window",
     "bucket_order",
     "enrichment_unit",
-    "weakens_late_unit",
     "bucket_unit",
     "isoscore_unit",
     "freqdist_unit",
     "ablation_unit",
     "enrichment_panel",
-    "weakens_late_panel",
     "bucket_panel",
     "isoscore_panel",
     "freqdist_panel",
     "ablation_panel",
     "comparison_panel",
     "READERS_RHO_STATISTIC",
+    "ONE_CHECKPOINT",
+    "is_not_applicable",
+    "combine_units",
 ]
 
-STEP_LABEL = "training step (optimizer updates)"
+#: Every training-step axis of the report: symlog (linear from 0 to 1, logarithmic above), so step 0
+#: sits at the left edge and log-spaced checkpoints spread evenly. The label says so.
+STEP_SCALE = "symlog"
+STEP_LABEL = "training step (optimizer updates; symlog axis: 0, then log)"
 ENRICH_LABEL = "enrichment E_T / mean E_N (ratio)"
 #: The statistic behind the readers' rho of about -0.5 (issue 10 item 7: a Pearson value).
 READERS_RHO_STATISTIC = "Pearson"
+#: The status of a unit whose rule needs a trajectory, on a run with one trained checkpoint. It is
+#: not a verdict: such units are left out when a row's units are combined.
+ONE_CHECKPOINT = "not applicable (one checkpoint)"
+
+
+def is_not_applicable(status: str) -> bool:
+    """Whether ``status`` says the rule does not apply (e.g. :data:`ONE_CHECKPOINT`)."""
+    return status.startswith("not applicable")
 
 
 @dataclass(frozen=True)
@@ -135,13 +146,42 @@ def _unit(model: Model, site: str, out: R.Outcome, estimate: str, at: str, note:
     return Unit(model.name, site, out.status, out.reason, estimate, at, note)
 
 
+def _named(sites: Sequence[str]):
+    """Labels for one model's panel: the site joins a label only when the panel has several.
+
+    Returns ``(label, who)``: ``label(text, site)`` and the panel title's prefix ``who(name)``
+    (the model's name, with the site when it is the only one), so a one-site legend stays short.
+    """
+    one = len(sites) == 1
+
+    def label(text: str, site: str) -> str:
+        return text if one else f"{text} {site}"
+
+    def who(name: str) -> str:
+        return f"{name} {sites[0]}" if one else name
+
+    return label, who
+
+
 def _step(st: float | None) -> str:
     return "?" if st is None else f"{st:g}"
 
 
-def _axis(steps: Sequence[float]) -> str:
-    pos = [s for s in steps if s > 0]
-    return "symlog" if pos and max(pos) / max(min(pos), 1.0) > 20 else "linear"
+def combine_units(units: Sequence[Unit]) -> R.Outcome:
+    """The units' outcomes combined by :func:`tangentlab.report.rules.combine`.
+
+    Units whose rule does not apply (:data:`ONE_CHECKPOINT`) are left
+    out and named; when no unit applies, the row itself reads not applicable.
+    """
+    applies = [u for u in units if not is_not_applicable(u.status)]
+    skipped = [u for u in units if is_not_applicable(u.status)]
+    if not applies:
+        return R.Outcome(skipped[0].status, "; ".join(f"{u.label}: {u.reason}" for u in skipped))
+    out = R.combine({u.label: u.outcome for u in applies})
+    if skipped:
+        out = R.Outcome(out.status, out.reason + "; not applicable, left out: " + ", ".join(
+            f"{u.label} ({u.status})" for u in skipped))
+    return out
 
 
 # ------------------------------------------------------------------------------ enrichment
@@ -166,159 +206,51 @@ def enrichment_panel(model: Model) -> Panel | None:
     sites = t.sites("enrichment")
     if not sites:
         return None
+    lbl, who = _named(sites)
     steps = t.steps("enrichment")
     series: list[Series] = [Series("null: controls (= 1)", "hline", (), (1.0,))]
     for i, site in enumerate(sites):
         band = t.band_series("control_enrichment_low", "control_enrichment_high", site,
-                             f"controls, min-max {site}", steps, color=i)
+                             lbl("controls, min-max", site), steps, color=i)
         if band is not None:
             series.append(band)
-        series.append(t.step_series("enrichment", site, f"Q_T {site}", color=i))
+        series.append(t.step_series("enrichment", site, lbl("Q_T", site), color=i))
         e0 = t.get("enrichment", site=site, step=0.0).value
         if e0 is not None:
-            series.append(Series(f"step 0 {site}", "hline", (), (e0,), style="reference", color=i))
-    return Panel(f"{model.name}: tangent enrichment over training", STEP_LABEL, ENRICH_LABEL,
-                 tuple(series), xscale=_axis(steps))
+            series.append(Series(lbl("step 0", site), "hline", (), (e0,), style="reference", color=i))
+    return Panel(f"{who(model.name)}: tangent enrichment over training", STEP_LABEL, ENRICH_LABEL,
+                 tuple(series), xscale=STEP_SCALE)
 
 
-def comparison_panel(models: Sequence[Model], *, max_series: int = 8) -> Panel | None:
-    """Enrichment against step (log x) for every model and site, with step 0 and control band.
+def comparison_panel(models: Sequence[Model], *, title: str = "all models",
+                     max_series: int | None = None) -> Panel | None:
+    """Enrichment against step for every model and site, with step 0 and control band.
 
-    Each model's step-0 value is dashed and its control band shaded, in the model's colour.
+    Each (model, site) is one series in its own colour (colours repeat after eight, with another
+    marker shape), with its step-0 value dashed and its control band shaded in that colour. Every
+    series is drawn unless ``max_series`` caps them; then the title states the cap and how many
+    were left out.
     """
     series: list[Series] = [Series("null: controls (= 1)", "hline", (), (1.0,))]
-    steps_all: list[float] = []
-    i = 0
-    for model in models:
+    pairs = [(model, site) for model in models for site in model.table.sites("enrichment")]
+    if not pairs:
+        return None
+    shown = pairs if max_series is None else pairs[:max_series]
+    for i, (model, site) in enumerate(shown):
         t = model.table
-        for site in t.sites("enrichment"):
-            if i >= max_series:
-                break
-            steps = t.steps("enrichment", site)
-            steps_all += steps
-            band = t.band_series("control_enrichment_low", "control_enrichment_high", site,
-                                 "_nolegend_", steps, color=i)
-            if band is not None:
-                series.append(band)
-            series.append(t.step_series("enrichment", site, f"{model.name} {site}", color=i))
-            e0 = t.get("enrichment", site=site, step=0.0).value
-            if e0 is not None:
-                series.append(Series("_nolegend_", "hline", (), (e0,), style="reference", color=i))
-            i += 1
-    if i == 0:
-        return None
-    return Panel("all models: enrichment (dashed: step 0; shaded: controls)",
-                 STEP_LABEL + ", log scale", ENRICH_LABEL, tuple(series), xscale="symlog")
-
-
-# ------------------------------------------------------------------------------ weakens late
-
-@dataclass(frozen=True)
-class LateWindow:
-    """The late-window checkpoints of one trajectory and where that definition came from."""
-
-    steps: tuple[float, ...]
-    source: str
-    cut: float | None = None
-
-
-def _as_steps(v: Any) -> list[float] | None:
-    if isinstance(v, (list, tuple)) and all(isinstance(x, (int, float)) and not isinstance(x, bool)
-                                             for x in v):
-        return [float(x) for x in v]
-    return None
-
-
-def late_window(manifest: dict[str, Any], steps: Sequence[float]) -> LateWindow:
-    """The late window, from what the measurement recorded.
-
-    The first of these that the measurement recorded wins:
-
-    1. ``late_window`` (or ``windows.late``): ``{"steps": [...], "weights": [...]}``: those steps;
-    2. ``early_late_cut_step``: the checkpoints after it;
-    3. the config's ``early_fraction`` times the last step: the checkpoints after that cut.
-    """
-    lw = manifest.get("late_window")
-    if lw is None and isinstance(manifest.get("windows"), dict):
-        lw = manifest["windows"].get("late")
-    if isinstance(lw, dict) and _as_steps(lw.get("steps")) is not None:
-        listed = _as_steps(lw["steps"]) or []
-        weights = _as_steps(lw.get("weights"))
-        if weights and len(weights) == len(listed):  # a checkpoint of zero weight is not in it
-            listed = [st for st, w in zip(listed, weights) if w > 0]
-        wanted = set(listed)
-        chosen = tuple(s for s in steps if s in wanted)
-        src = "the late window the measurement recorded"
-        if weights:
-            src += " (weighted by the steps each checkpoint stands for: " + ", ".join(
-                f"{w:.3g}" for w in weights) + ")"
-        if lw.get("weighted_median_step") is not None:
-            src += f", weighted median step {lw['weighted_median_step']}"
-        return LateWindow(chosen, src)
-    cut = manifest.get("early_late_cut_step")
-    if isinstance(cut, (int, float)) and not isinstance(cut, bool):
-        return LateWindow(tuple(s for s in steps if s > cut),
-                          f"checkpoints after the recorded early/late cut at step {float(cut):g}", float(cut))
-    cfg = manifest.get("config") if isinstance(manifest.get("config"), dict) else {}
-    frac = cfg.get("early_fraction")
-    if isinstance(frac, (int, float)) and not isinstance(frac, bool) and steps:
-        cut = float(frac) * max(steps)
-        return LateWindow(tuple(s for s in steps if s > cut),
-                          f"checkpoints after step {cut:g} = recorded early_fraction {frac} x last step",
-                          cut)
-    return LateWindow((), "no early/late cut recorded")
-
-
-def weakens_late_unit(model: Model, site: str) -> Unit:
-    """Whether enrichment weakens late in training, for one site (the weakens-late rule)."""
-    t = model.table
-    steps = t.steps("enrichment", site)
-    trained = [s for s in steps if s > 0]
-    window = late_window(model.manifest, trained)
-    at = (f"late window: steps {', '.join(_step(s) for s in window.steps) or 'none'} "
-          f"({window.source})")
-    peak = None
-    best = None
-    if trained:
-        def value(st: float) -> float:
-            v = t.get("enrichment", site=site, step=st).value
-            return float("-inf") if v is None else v
-
-        best = max(trained, key=value)
-        peak = t.get("enrichment", site=site, step=best).interval(f"step {_step(best)}")
-        at = f"peak at step {_step(best)}; " + at
-    agg = t.get("enrichment", site=site, window="late")
-    if window.steps and t.has_band and agg.has_ci:
-        late = [agg.interval("late-window aggregate")]
-    else:
-        late = [t.get("enrichment", site=site, step=s).interval(f"step {_step(s)}") for s in window.steps]
-    out = R.weakens_late_rule(peak, late, peak_is_last=best is not None and best == trained[-1])
-    est = "; ".join(x.text() for x in late) or "no late-window value"
-    note = ""
-    if agg.present and not agg.has_ci:
-        note = f"stored late aggregate {agg.text()} (a range over checkpoints, not a bootstrap CI)"
-    return _unit(model, site, out, est, at, note)
-
-
-def weakens_late_panel(model: Model) -> Panel | None:
-    """Enrichment against step with the peak and the late window marked, for one model."""
-    t = model.table
-    sites = t.sites("enrichment")
-    if not sites:
-        return None
-    steps = t.steps("enrichment")
-    window = late_window(model.manifest, [s for s in steps if s > 0])
-    series: list[Series] = []
-    for i, site in enumerate(sites):
-        series.append(t.step_series("enrichment", site, f"Q_T {site}", color=i))
-    if window.cut is not None:
-        series.append(Series(f"early/late cut (step {_step(window.cut)}): late window to the right",
-                             "vline", (window.cut,), (), style="reference"))
-    elif window.steps:
-        series.append(Series(f"late window starts (step {_step(min(window.steps))})", "vline",
-                             (min(window.steps),), (), style="reference"))
-    return Panel(f"{model.name}: enrichment and the late window", STEP_LABEL, ENRICH_LABEL,
-                 tuple(series), xscale=_axis(steps))
+        steps = t.steps("enrichment", site)
+        band = t.band_series("control_enrichment_low", "control_enrichment_high", site,
+                             "_nolegend_", steps, color=i)
+        if band is not None:
+            series.append(band)
+        series.append(t.step_series("enrichment", site, f"{model.name} {site}", color=i))
+        e0 = t.get("enrichment", site=site, step=0.0).value
+        if e0 is not None:
+            series.append(Series("_nolegend_", "hline", (), (e0,), style="reference", color=i))
+    head = f"{title}: enrichment (dashed: step 0; shaded: controls)"
+    if len(shown) < len(pairs):
+        head += f"\nfirst {len(shown)} of {len(pairs)} (model, site) series drawn (cap {max_series})"
+    return Panel(head, STEP_LABEL, ENRICH_LABEL, tuple(series), xscale=STEP_SCALE)
 
 
 # ------------------------------------------------------------------------------ buckets
@@ -361,7 +293,10 @@ def bucket_panel(model: Model) -> Panel | None:
     t = model.table
     series: list[Series] = []
     categories: tuple[str, ...] = ()
-    for i, site in enumerate(t.sites("enrichment")):
+    sites = t.sites("enrichment")
+    _, who = _named(sites)
+    one = len(sites) == 1
+    for i, site in enumerate(sites):
         last = t.last_step("enrichment", site)
         rows = _bucket_rows(t, site, last)[::-1]  # least frequent on the left
         if not rows:
@@ -372,19 +307,19 @@ def bucket_panel(model: Model) -> Panel | None:
         categories = labels
         xs = tuple(float(j) for j in range(len(rows)))
         ys = tuple(e.value if e.value is not None else float("nan") for _, e in rows)
-        series.append(Series(f"{site} step {_step(last)}", "points", xs, ys,
+        series.append(Series(f"step {_step(last)}" if one else f"{site} step {_step(last)}", "points", xs, ys,
                              tuple(e.ci_low if e.ci_low is not None else y for (_, e), y in zip(rows, ys)),
                              tuple(e.ci_high if e.ci_high is not None else y for (_, e), y in zip(rows, ys)),
                              color=i))
         s0 = [t.get("enrichment", site=site, step=0.0, bucket=b).value for b in labels]
         if any(v is not None for v in s0):
-            series.append(Series(f"{site} step 0", "points", xs,
+            series.append(Series("step 0" if one else f"{site} step 0", "points", xs,
                                  tuple(v if v is not None else float("nan") for v in s0), color=i,
                                  style="hollow"))
     if not series:
         return None
     series.insert(0, Series("null: controls (= 1)", "hline", (), (1.0,)))
-    return Panel(f"{model.name}: enrichment by frequency bucket", "frequency bucket (rare -> frequent)",
+    return Panel(f"{who(model.name)}: enrichment by frequency bucket", "frequency bucket (rare -> frequent)",
                  ENRICH_LABEL, tuple(series), categories=categories)
 
 
@@ -413,14 +348,14 @@ def isoscore_panel(model: Model) -> Panel | None:
     sites = t.sites("delta_isoscore_tangent")
     if not sites:
         return None
-    steps = t.steps("delta_isoscore_tangent")
+    lbl, who = _named(sites)
     series: list[Series] = []
     for i, site in enumerate(sites):
-        series.append(t.step_series("delta_isoscore_tangent", site, f"Q_T removed {site}", color=2 * i))
+        series.append(t.step_series("delta_isoscore_tangent", site, lbl("Q_T removed", site), color=2 * i))
         series.append(_range_series(t, "delta_isoscore_control_mean", site,
-                                    f"controls removed (mean; bars: range) {site}", color=2 * i + 1))
-    return Panel(f"{model.name}: delta IsoScore*", STEP_LABEL,
-                 "delta IsoScore* of gradients (IsoScore* units, 0-1)", tuple(series), xscale=_axis(steps))
+                                    lbl("controls removed (mean; bars: range)", site), color=2 * i + 1))
+    return Panel(f"{who(model.name)}: delta IsoScore*", STEP_LABEL,
+                 "delta IsoScore* of gradients (IsoScore* units, 0-1)", tuple(series), xscale=STEP_SCALE)
 
 
 def _range_series(t: ResultTable, metric: str, site: str, label: str, color: int | None = None) -> Series:
@@ -462,14 +397,14 @@ def freqdist_panel(model: Model) -> Panel | None:
     sites = t.sites("freq_distance_spearman")
     if not sites:
         return None
-    steps = t.steps("freq_distance_spearman")
+    lbl, who = _named(sites)
     series: list[Series] = [Series("no correlation (0)", "hline", (), (0.0,))]
     for i, site in enumerate(sites):
-        series.append(t.step_series("freq_distance_spearman", site, f"Spearman {site}", color=2 * i))
+        series.append(t.step_series("freq_distance_spearman", site, lbl("Spearman", site), color=2 * i))
         if t.has("freq_distance_pearson"):
-            series.append(t.step_series("freq_distance_pearson", site, f"Pearson {site}", color=2 * i + 1))
-    return Panel(f"{model.name}: log-frequency vs occurrence spread", STEP_LABEL,
-                 "correlation coefficient (-1 to 1)", tuple(series), xscale=_axis(steps))
+            series.append(t.step_series("freq_distance_pearson", site, lbl("Pearson", site), color=2 * i + 1))
+    return Panel(f"{who(model.name)}: log-frequency vs occurrence spread", STEP_LABEL,
+                 "correlation coefficient (-1 to 1)", tuple(series), xscale=STEP_SCALE)
 
 
 # ------------------------------------------------------------------------------ causal ablation
@@ -505,15 +440,15 @@ def ablation_panel(model: Model) -> Panel | None:
     sites = t.sites("ablation_loss_tangent")
     if not sites:
         return None
-    steps = t.steps("ablation_loss_tangent")
+    lbl, who = _named(sites)
     series: list[Series] = []
     for i, site in enumerate(sites):
-        series.append(t.step_series("ablation_loss_tangent", site, f"ablate Q_T {site}", color=3 * i))
+        series.append(t.step_series("ablation_loss_tangent", site, lbl("ablate Q_T", site), color=3 * i))
         if t.has(MATCHED_METRIC):
-            series.append(_range_series(t, MATCHED_METRIC, site, f"variance-matched controls {site}",
+            series.append(_range_series(t, MATCHED_METRIC, site, lbl("variance-matched controls", site),
                                         color=3 * i + 1))
         if t.has("ablation_loss_control_mean"):
             series.append(_range_series(t, "ablation_loss_control_mean", site,
-                                        f"complement controls (bars: range) {site}", color=3 * i + 2))
-    return Panel(f"{model.name}: loss increase on ablation", STEP_LABEL,
-                 "loss increase (nats per token)", tuple(series), xscale=_axis(steps))
+                                        lbl("complement controls (bars: range)", site), color=3 * i + 2))
+    return Panel(f"{who(model.name)}: loss increase on ablation", STEP_LABEL,
+                 "loss increase (nats per token)", tuple(series), xscale=STEP_SCALE)

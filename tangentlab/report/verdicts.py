@@ -21,11 +21,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from tangentlab.report import late as L
 from tangentlab.report import rules as R
 from tangentlab.report import units as U
 from tangentlab.report.checks import CheckLine, check_lines, theory_check_lines
 from tangentlab.report.figures import Panel, Series
-from tangentlab.report.load import VALIDATE_STAGE, RunData, Source
+from tangentlab.report.load import EXTERNAL_PREFIX, VALIDATE_STAGE, RunData, Source
 from tangentlab.report.paper import PAPER
 from tangentlab.report.synthetic_panels import PanelSpec, prediction_panels
 from tangentlab.runs import RESULTS_NAME
@@ -62,6 +63,9 @@ class Built:
     units: tuple[U.Unit, ...] = ()
     checks: tuple[CheckLine, ...] = ()
     figures: tuple[Path, ...] = ()  # PNGs a stage stored itself (the validation battery)
+    external_units: tuple[U.Unit, ...] = ()  # external runs, shown apart (not pooled)
+    external_outcome: R.Outcome | None = None  # the external runs' units combined, on their own
+    external_panels: tuple[Panel, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -86,6 +90,11 @@ class Verdict:
         figures: PNGs the stage stored (shown as they are).
         depends_on: the key of the row this one is not independent of (``None``: independent).
         error: set when the builder itself raised (a bug, shown in the report).
+        external_units: the (model, site) units of external measurement runs, shown in their own
+            sub-table; they do not enter ``status`` unless the run is rendered with ``pool``.
+        external_status, external_reason: the external units combined on their own.
+        external_panels: their figure, as data (kept apart from ``panels``).
+        pooled: whether external runs were pooled into ``status`` (``--pool``).
     """
 
     key: str
@@ -105,6 +114,11 @@ class Verdict:
     figures: tuple[Path, ...] = ()
     depends_on: str | None = None
     error: str | None = None
+    external_units: tuple[U.Unit, ...] = ()
+    external_status: str | None = None
+    external_reason: str = ""
+    external_panels: tuple[Panel, ...] = ()
+    pooled: bool = False
 
 
 @dataclass(frozen=True)
@@ -253,15 +267,31 @@ class EmpiricalRow:
         """The measurement stages this row reads (ours and external ones)."""
         return measure_stages(data)
 
-    def __call__(self, data: RunData, stages: list[str]) -> Built:
-        """Build the row: one unit per (model, site), then the overall rule."""
-        ms = models(data, stages)
-        units = tuple(self.unit(m, site) for m in ms for site in m.table.sites(self.metric))
+    def _units(self, ms: Sequence[U.Model]) -> tuple[U.Unit, ...]:
+        return tuple(self.unit(m, site) for m in ms for site in m.table.sites(self.metric))
+
+    def _panels(self, ms: Sequence[U.Model], compare: Sequence[U.Model], title: str) -> list[Panel]:
         panels = [p for p in (self.panel(m) for m in ms) if p is not None]
-        if self.comparison and len(ms) > 1:
-            cmp = U.comparison_panel(ms)
+        if self.comparison and len(compare) > 1:
+            cmp = U.comparison_panel(compare, title=title)
             if cmp is not None:
                 panels.insert(0, cmp)
+        return panels
+
+    def __call__(self, data: RunData, stages: list[str]) -> Built:
+        """Build the row: one unit per (model, site), then the overall rule.
+
+        External measurement runs get units and panels of their own, combined apart, unless the
+        run is rendered with ``pool`` (then every model's units decide the row together).
+        """
+        ms = models(data, stages)
+        own = [m for m in ms if not m.stage.startswith(EXTERNAL_PREFIX)]
+        ext = [m for m in ms if m.stage.startswith(EXTERNAL_PREFIX)]
+        judged, apart = (ms, []) if data.pool else (own, ext)
+        units = self._units(judged)
+        ext_units = self._units(apart)
+        panels = self._panels(judged, judged, "all models" if data.pool else "our models")
+        ext_panels = self._panels(apart, ms, "all models (ours and external)") if apart else []
         numbers = tuple((f"{m.name} set-up", m.facts()) for m in ms if m.facts())
         for m in ms:
             dup = m.table.duplicates.get(self.metric, 0)
@@ -273,12 +303,20 @@ class EmpiricalRow:
         missing = [m.name for m in ms if not m.table.has(self.metric)]
         if missing:
             numbers += (("not measured", f"no {self.metric} rows in: {', '.join(missing)}"),)
+        if ext and data.pool:
+            numbers += (("pooled", "the external measurements (" + ", ".join(m.name for m in ext)
+                         + ") are pooled into this verdict (--pool)"),)
+        elif ext:
+            numbers += (("external measurements", "shown apart below (" + ", ".join(m.name for m in ext)
+                         + "); they do not enter this verdict (render with --pool to judge by them)"),)
         if not units:  # an optional measurement nobody stored (e.g. causal checks switched off)
-            outcome = R.Outcome(R.NOT_RUN, f"no measured model stored {self.metric} rows "
-                                           f"({', '.join(m.name for m in ms) or 'no model'})")
+            who = ", ".join(m.name for m in judged) or "no model of our own"
+            outcome = R.Outcome(R.NOT_RUN, f"no measured model stored {self.metric} rows ({who})")
         else:
-            outcome = R.combine({u.label: u.outcome for u in units})
-        return Built(outcome, numbers, tuple(panels), units)
+            outcome = U.combine_units(units)
+        ext_outcome = U.combine_units(ext_units) if ext_units else None
+        return Built(outcome, numbers, tuple(panels), units, external_units=ext_units,
+                     external_outcome=ext_outcome, external_panels=tuple(ext_panels))
 
 
 # ------------------------------------------------------------------------------- the rows
@@ -374,7 +412,7 @@ def _rows() -> tuple[RowSpec, ...]:
          "below the trajectory's peak.",
          R.RULES["weakens-late"],
          "enrichment per checkpoint with its bootstrap CI; late window from the measurement's record",
-         EmpiricalRow("enrichment", U.weakens_late_unit, U.weakens_late_panel)),
+         EmpiricalRow("enrichment", L.weakens_late_unit, L.weakens_late_panel)),
         ("frequency-buckets", "prediction", "Enrichment by frequency bucket",
          "Enrichment is strongest for frequent tokens (small spread t).",
          R.RULES["frequency-buckets"], "control_test per log-frequency quantile bucket, bootstrap CI",
@@ -433,8 +471,14 @@ def _one(data: RunData, spec: RowSpec) -> Verdict:
         if status == R.SUPPORTED:
             status = R.INCONCLUSIVE
             reason += " (supported only where measured)"
+    ext = built.external_outcome
     return replace(base, status=status, reason=reason, numbers=built.numbers, panels=built.panels,
-                   units=built.units, checks=built.checks, figures=built.figures)
+                   units=built.units, checks=built.checks, figures=built.figures,
+                   external_units=built.external_units,
+                   external_status=ext.status if ext is not None else None,
+                   external_reason=ext.reason if ext is not None else "",
+                   external_panels=built.external_panels,
+                   pooled=data.pool and any(s.startswith(EXTERNAL_PREFIX) for s in done))
 
 
 def build_verdicts(data: RunData, rows: Sequence[RowSpec] | None = None) -> list[Verdict]:

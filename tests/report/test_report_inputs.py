@@ -36,25 +36,33 @@ def test_external_runs_get_their_own_units_in_every_empirical_row(two_external):
     run, a, b = two_external
     data = RunData.open(run, measures={"pythia": a, "olmo": b})
     by = {v.key: v for v in build_verdicts(data)}
-    units = [(u.model, u.site) for u in by["enrichment"].units]
-    assert ("pythia", "blocks.3.resid_post") in units and ("olmo", "blocks.5.resid_post") in units
-    assert units[0][0] == "decoder"  # our own stages first
-    pythia = next(u for u in by["enrichment"].units if u.model == "pythia")
+    assert [(u.model, u.site) for u in by["enrichment"].units] == [("decoder", "blocks.1.resid_post")]
+    units = [(u.model, u.site) for u in by["enrichment"].external_units]
+    assert units == [("pythia", "blocks.3.resid_post"), ("olmo", "blocks.5.resid_post")]
+    pythia = next(u for u in by["enrichment"].external_units if u.model == "pythia")
     assert pythia.status == R.SUPPORTED and pythia.at == "step 143000"
-    wl = {u.model: u for u in by["weakens-late"].units}
+    wl = {u.model: u for u in by["weakens-late"].external_units}
     assert wl["pythia"].status == R.SUPPORTED  # 3.0 at step 1000, 1.5 at the end, CIs apart
     assert wl["olmo"].status == R.NOT_SUPPORTED  # still rising at its last checkpoint
-    assert {u.model for u in by["frequency-buckets"].units} >= {"pythia", "olmo"}
-    # each external run is a source of its own
-    assert any(s.path == str(a.resolve()) for s in by["enrichment"].sources)
+    assert by["weakens-late"].external_status == R.NOT_SUPPORTED
+    assert {u.model for u in by["frequency-buckets"].external_units} == {"pythia", "olmo"}
+    # each external run is a source of its own, named (its path stays on the Source record)
+    ext = [s for s in by["enrichment"].sources if s.external]
+    assert [s.name for s in ext] == ["external/pythia", "external/olmo"]
+    assert any(s.path == str(a.resolve()) for s in ext)
+    # pooled on request: the external units join ours and decide the row together
+    pooled = {v.key: v for v in build_verdicts(RunData.open(run, measures={"pythia": a, "olmo": b}, pool=True))}
+    assert [u.model for u in pooled["enrichment"].units] == ["decoder", "pythia", "olmo"]
+    assert pooled["enrichment"].external_units == () and pooled["enrichment"].pooled
 
 
 def test_comparison_figure_draws_every_model_with_step0_and_control_band(two_external):
     run, a, b = two_external
     data = RunData.open(run, measures={"pythia": a, "olmo": b})
     v = next(v for v in build_verdicts(data) if v.key == "enrichment")
-    cmp = v.panels[0]
-    assert cmp.title.startswith("all models") and cmp.xscale == "symlog"
+    assert not any(p.title.startswith("all models") for p in v.panels)  # ours alone: one model
+    cmp = v.external_panels[0]  # the external figure compares every model, ours included
+    assert cmp.title.startswith("all models (ours and external)") and cmp.xscale == "symlog"
     labels = [s.label for s in cmp.series if s.kind == "points"]
     assert labels == ["decoder blocks.1.resid_post", "pythia blocks.3.resid_post", "olmo blocks.5.resid_post"]
     colors = {s.label.split()[0]: s.color for s in cmp.series if s.kind == "points"}
@@ -77,7 +85,7 @@ def test_cli_measure_flag_and_config_entry(two_external, capsys):
     atomic_write_json(run / "manifest.json", m)
     data = RunData.open(run)
     assert list(data.externals) == ["pythia"]
-    assert "pythia" in {u.model for u in build_verdicts(data)[8].units}
+    assert "pythia" in {u.model for u in build_verdicts(data)[8].external_units}
 
 
 def test_bad_external_measures_are_clean_errors(two_external, tmp_path, capsys):

@@ -1,0 +1,53 @@
+"""CLI area ``tangentlab summary RUN``: the headline numbers, one row per (model, site, step)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def _summary(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from tangentlab.report.summary import (
+        SUMMARY_NAME,
+        format_summary,
+        headline_table,
+        write_summary,
+    )
+
+    table = headline_table(args.run)
+    if table.empty:
+        from tangentlab.errors import DataError
+
+        raise DataError(f"{args.run!r} stores no enrichment or energy rows to summarise (a "
+                        "measurement without gradients, e.g. an encoder without its LM head?)")
+    out = Path(args.out) if args.out else Path(args.run) / SUMMARY_NAME
+    if out.is_dir():
+        out = out / SUMMARY_NAME
+    print(format_summary(table))
+    path = write_summary(table, out)
+    print(f"{len(table)} rows written to {path}")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``summary`` command to the CLI's subparsers."""
+    p = sub.add_parser(
+        "summary",
+        help="the headline numbers of a measurement: one row per (model, site, step)",
+        description=(
+            "Print the headline numbers of RUN (a `tangentlab empirical measure` run, or a "
+            "reproduce run: each of its measure stages and external measurements) and write them "
+            "as RUN/summary.csv (or --out), one row per (run, model, site, step): enrichment with "
+            "its bootstrap CI, the step-0 enrichment, the energy fraction E_T with its CI, the "
+            "control mean, the baseline r/d, the oracle, the position between null and oracle, "
+            "the p-value with n_controls and its floor, and the refit-proxy and constrained-space "
+            "enrichment where stored. The full-space, fixed-proxy, all-token rows are read; "
+            "docs/report.md lists every column. In Python: tangentlab.load_results(RUN)."
+        ),
+    )
+    p.add_argument("run", metavar="RUN", help="a measurement or reproduce run directory")
+    p.add_argument("--out", metavar="PATH",
+                   help="write the CSV here (a file, or a folder to hold summary.csv) instead of "
+                        "RUN/summary.csv")
+    p.set_defaults(func=_summary)

@@ -1,0 +1,249 @@
+"""The self-contained HTML page of the report (figures embedded, inline CSS, no scripts)."""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+
+from tangentlab.report import rules as R
+from tangentlab.report.load import RunData
+from tangentlab.report.page import (
+    EXTERNAL_HEADING,
+    SECTIONS,
+    banner,
+    check_rows,
+    compact,
+    counts_text,
+    external_key,
+    external_overall,
+    overall,
+    stage_rows,
+    summary_facts,
+    theory_rows,
+    unit_rows,
+)
+from tangentlab.report.paper import PAPER_CITATION
+from tangentlab.report.verdicts import Verdict
+
+__all__ = ["render_html"]
+
+_STATUS_CLASS = {  # any other word (not applicable (one checkpoint)) is grey
+    R.SUPPORTED: "ok",
+    R.NOT_SUPPORTED: "bad",
+    R.INCONCLUSIVE: "unk",
+    R.NOT_RUN: "off",
+}
+
+
+def _e(x: object) -> str:
+    return html.escape(str(x), quote=True)
+
+
+_CSS = """
+body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:2em auto;max-width:1250px;
+color:#222;line-height:1.45;padding:0 1em}
+h1{font-size:1.7em;margin-bottom:.2em}h2{border-bottom:2px solid #ddd;padding-bottom:.2em;margin-top:1.8em}
+table{border-collapse:collapse;width:100%;font-size:.88em;margin:.6em 0}
+th,td{border:1px solid #ccc;padding:.35em .5em;vertical-align:top;text-align:left}
+th{background:#f3f3f3}
+.status{font-weight:600;padding:.1em .45em;border-radius:.3em;white-space:nowrap}
+.ok{background:#d8f0d8;color:#185c18}.bad{background:#f6d2d2;color:#8a1414}
+.unk{background:#f8ecc8;color:#6b5200}.off{background:#e4e4e4;color:#555}
+.row{border:1px solid #ddd;border-radius:.4em;padding:.6em 1em;margin:1em 0}
+.row h3{margin:.2em 0 .4em 0}.muted{color:#666;font-size:.9em}
+img{max-width:100%;height:auto;border:1px solid #eee}
+code,pre{background:#f6f6f6;font-size:.85em}pre{padding:.6em;overflow-x:auto}
+ul.nums{margin:.3em 0;padding-left:1.3em}
+"""
+
+
+def _status_html(status: str) -> str:
+    return f'<span class="status {_STATUS_CLASS.get(status, "off")}">{_e(status)}</span>'
+
+
+def _source_html(v: Verdict, base: str = "") -> str:
+    def one(s) -> str:
+        facts = (f'<span class="muted">config {_e(s.config_hash or "?")}, '
+                 f'seed {_e(s.seed if s.seed is not None else "?")}</span>')
+        if s.external:  # named, never a path (the summary lists where each one lives)
+            apart = "" if v.pooled or not v.external_units else ", shown apart"
+            return f'{_e(s.name)} <span class="muted">(external{apart})</span> {facts}'
+        if not s.present:
+            return f'{_e(s.path)} <span class="muted">(no such directory)</span>'
+        return f'<a href="{_e(base + s.path)}/">{_e(s.path)}</a> {facts}'
+
+    return "<br>".join(one(s) for s in v.sources)
+
+
+def _compact_html(v: Verdict) -> str:
+    if v.units or v.external_units:
+        txt = "".join(f'<div class="unit">{_e(u.label)}: {_status_html(u.status)}</div>' for u in v.units)
+        if v.external_units:
+            txt += '<div class="muted">external, not pooled:</div>' + "".join(
+                f'<div class="unit ext">{_e(u.label)}: {_status_html(u.status)}</div>'
+                for u in v.external_units)
+        return txt
+    return _e(compact(v))
+
+
+_EXTRA_CSS = """
+.banner{border:2px solid #c77d00;background:#fff4dc;padding:.6em 1em;border-radius:.4em;margin:1em 0}
+.banner.bad{border-color:#a11;background:#fbe3e3}
+.banner ul{margin:.2em 0;padding-left:1.2em}
+td.num{white-space:nowrap}
+.dep{font-size:.8em;color:#6b5200}
+td .status{font-size:.85em}
+div.unit{white-space:nowrap}
+table.facts th{white-space:nowrap;width:12em}
+"""
+
+
+def render_html(data: RunData, verdicts: list[Verdict], pngs: dict[str, bytes], lim: list[str], *,
+                link_base: str = "") -> str:
+    """The HTML page of ``verdicts`` (``pngs``: each row's figure, embedded as base64).
+
+    Args:
+        data: the run.
+        verdicts: the verdict rows.
+        pngs: row key -> PNG bytes of the row's figure.
+        lim: the limitations section's lines.
+        link_base: prefix of the links to the run's stage folders (when the page is written
+            outside the run directory).
+    """
+    titles = dict(SECTIONS)
+    out: list[str] = [
+        "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>tangentlab report: {_e(data.run_dir.name)}</title>", f"<style>{_CSS}{_EXTRA_CSS}</style>",
+        "</head><body>",
+        "<h1>tangentlab: theory against measurement</h1>",
+    ]
+    lines = banner(data)
+    if lines:
+        bad = any("FAILED" in x or "SKIPPED" in x for x in lines)
+        out.append(f'<div class="banner{" bad" if bad else ""}" id="banner"><b>Read this first.</b><ul>'
+                   + "".join(f"<li>{_e(x)}</li>" for x in lines) + "</ul></div>")
+    out.append('<p class="muted">The geometric account of anisotropy in language Transformers, tested '
+               f"symbolically, on synthetic manifolds and on real Transformer gradients. Paper: "
+               f"{_e(PAPER_CITATION)}.</p>")
+    out.append(f'<h2 id="summary">{titles["summary"]}</h2>')
+    out.append('<table class="facts">' + "".join(
+        f"<tr><th>{_e(k)}</th><td>{'<code>' + _e(v) + '</code>' if k == 'reproduce with' else _e(v)}</td></tr>"
+        for k, v in summary_facts(data)) + "</table>")
+    out.append("<p><b>Calibration of the method:</b> " + _e(counts_text(verdicts, "calibration"))
+               + ". <b>Predictions of the account:</b> " + _e(counts_text(verdicts, "prediction")) + ".</p>")
+    for sid, section in (("calibration", "calibration"), ("predictions", "prediction")):
+        out.append(f'<h2 id="{sid}">{titles[sid]}</h2>')
+        if section == "calibration":
+            out.append('<p class="muted">Does the instrument measure what it claims? A failure here '
+                       "says the method is off, not that the paper is wrong.</p>")
+        else:
+            out.append('<p class="muted">The paper\'s claims, measured on trained Transformers; each '
+                       "(model, site) is a unit, combined by the rule in the sub-table below.</p>")
+        out.append("<table><tr><th>#</th><th>row</th><th>status</th><th>per unit / checks</th>"
+                   "<th>the paper reported</th><th>source</th></tr>")
+        for i, v in enumerate((v for v in verdicts if v.section == section), 1):
+            dep = (f'<br><span class="dep">depends on {_e(v.depends_on)}: not an independent verdict</span>'
+                   if v.depends_on else "")
+            out.append(
+                f'<tr><td>{i}</td><td><a href="#row-{_e(v.key)}"><b>{_e(v.title)}</b></a>{dep}</td>'
+                f"<td>{_status_html(v.status)}</td><td>{_compact_html(v)}</td>"
+                f"<td>{_e(v.paper)}</td><td>{_source_html(v, link_base)}</td></tr>")
+        out.append("</table>")
+    # details: one sub-table per row
+    out.append(f'<h2 id="details">{titles["details"]}</h2>')
+    out.append('<p class="muted">Theory is drawn as a line, measurements as points with their '
+               "confidence intervals; where there is no theory curve (the empirical rows), the null "
+               "(controls, shaded: their min-max range) and the step-0 value (dashed) are the references. "
+               "A <i>range</i> is a spread over controls or checkpoints, never a confidence interval.</p>")
+    for v in verdicts:
+        out.append(f'<div class="row" id="row-{_e(v.key)}"><h3>{_e(v.title)} {_status_html(v.status)}</h3>')
+        out.append(f"<p><b>{'Prediction' if v.section == 'prediction' else 'Checks'}.</b> {_e(v.prediction)}</p>")
+        if v.depends_on:
+            out.append(f'<p class="dep">This row depends on the {_e(v.depends_on)} row: it is not an '
+                       "independent verdict.</p>")
+        if v.units:
+            out.append("<table><tr><th>model</th><th>site</th><th>status</th><th>estimate and interval</th>"
+                       "<th>checkpoints used</th><th>why, and notes</th></tr>")
+            for model, site, st, est, at, note in unit_rows(v):
+                out.append(f"<tr><td>{_e(model)}</td><td>{_e(site)}</td><td>{_status_html(st)}</td>"
+                           f"<td>{_e(est)}</td><td>{_e(at)}</td><td>{_e(note)}</td></tr>")
+            out.append("</table>")
+        if v.checks:
+            out.append("<table><tr><th>check</th><th>result</th><th>measured vs target</th>"
+                       "<th>tolerance and kind of error</th></tr>")
+            for name, what, res, mt, tol in check_rows(v):
+                what_html = f'<br><span class="muted">{_e(what)}</span>' if what else ""
+                out.append(f"<tr><td>{_e(name)}{what_html}</td><td><span class=\"status "
+                           f"{'ok' if res == 'pass' else 'bad'}\">{_e(res)}</span></td>"
+                           f"<td>{_e(mt)}</td><td>{_e(tol)}</td></tr>")
+            out.append("</table>")
+        out.append(f"<p><b>Overall: {_status_html(v.status)}.</b> {_e(overall(v))}</p>")
+        out.append(f'<p><b>Rule.</b> <span class="muted">{_e(v.rule)}</span></p>')
+        if v.numbers:
+            out.append('<ul class="nums">' + "".join(f"<li><b>{_e(k)}</b>: {_e(val)}</li>" for k, val in v.numbers)
+                       + "</ul>")
+        out.append(f"<p><b>The paper reported.</b> {_e(v.paper)}</p>")
+        out.append(f"<p><b>Source.</b> {_source_html(v, link_base)}; test: {_e(v.test)}</p>")
+        if v.key in pngs:
+            b64 = base64.b64encode(pngs[v.key]).decode("ascii")
+            out.append(f'<img alt="{_e(v.title)}" src="data:image/png;base64,{b64}">')
+        elif not v.figures:
+            out.append('<p class="muted">No figure: nothing was measured for this row.</p>')
+        for src in v.figures:
+            b64 = base64.b64encode(src.read_bytes()).decode("ascii")
+            out.append(f'<img alt="{_e(v.title)}: {_e(src.name)}" src="data:image/png;base64,{b64}">')
+        if v.external_units:
+            out.append(f'<h4 id="row-{_e(v.key)}-external">{_e(EXTERNAL_HEADING)}</h4>')
+            out.append("<table><tr><th>external run</th><th>site</th><th>status</th>"
+                       "<th>estimate and interval</th><th>checkpoints used</th><th>why, and notes</th></tr>")
+            for model, site, st, est, at, note in unit_rows(v, external=True):
+                out.append(f"<tr><td>{_e(model)}</td><td>{_e(site)}</td><td>{_status_html(st)}</td>"
+                           f"<td>{_e(est)}</td><td>{_e(at)}</td><td>{_e(note)}</td></tr>")
+            out.append("</table>")
+            out.append(f"<p><b>External runs on their own: {_status_html(v.external_status or '')}.</b> "
+                       f"{_e(external_overall(v))}</p>")
+            key = external_key(v.key)
+            if key in pngs:
+                b64 = base64.b64encode(pngs[key]).decode("ascii")
+                out.append(f'<img alt="{_e(v.title)}: external measurements" src="data:image/png;base64,{b64}">')
+        if v.error:
+            out.append(f"<pre>{_e(v.error)}</pre>")
+        out.append("</div>")
+    # stages
+    out.append(f'<h2 id="stages">{titles["stages"]}</h2>')
+    out.append("<table><tr><th>stage</th><th>status</th><th>seconds (CPU)</th><th>config hash</th>"
+               "<th>output</th><th>note</th></tr>")
+    for name, status, secs, h, link, note in stage_rows(data):
+        cls = {"done": "ok", "failed": "bad", "skipped": "off"}.get(status, "unk")
+        out.append(f'<tr><td>{_e(name)}</td><td><span class="status {cls}">{_e(status)}</span></td>'
+                   f'<td class="num">{_e(secs)}</td><td><code>{_e(h)}</code></td>'
+                   f'<td><a href="{_e(link_base + link)}">{_e(link)}</a></td><td>{_e(note)}</td></tr>')
+    out.append("</table>")
+    # theory
+    out.append(f'<h2 id="theory">{titles["theory"]}</h2>')
+    trows = theory_rows(data)
+    if trows:
+        out.append("<table><tr><th>derivation</th><th>check</th><th>kind</th><th>result</th>"
+                   "<th>residual</th><th>kind of error</th></tr>")
+        for d, c, k, p, r, ek in trows:
+            out.append(f"<tr><td>{_e(d)}</td><td>{_e(c)}</td><td>{_e(k)}</td>"
+                       f'<td><span class="status {"ok" if p == "pass" else "bad"}">{_e(p)}</span></td>'
+                       f"<td>{_e(r)}</td><td>{_e(ek)}</td></tr>")
+        out.append("</table>")
+    else:
+        out.append(f"<p>No theory checks stored: {_e(data.problem('theory') or 'none recorded')}.</p>")
+    out.append(f'<h2 id="limitations">{titles["limitations"]}</h2><ul>')
+    out.extend(f"<li>{_e(x)}</li>" for x in lim)
+    out.append("</ul>")
+    out.append(f'<h2 id="provenance">{titles["provenance"]}</h2>')
+    out.append("<p>Every number above was read from the stage outputs listed in the Stages table; "
+               "<code>tangentlab report RUN_DIR</code> re-renders this page from them without "
+               "recomputing. Resolved configuration:</p>")
+    out.append(f"<pre>{_e(json.dumps(data.manifest.get('config', {}), indent=2))}</pre>")
+    versions = data.manifest.get("versions") or {}
+    out.append("<p class=\"muted\">Versions: " + _e(", ".join(f"{k} {v}" for k, v in versions.items() if v))
+               + "</p>")
+    out.append("</body></html>")
+    return "\n".join(out) + "\n"

@@ -1,0 +1,131 @@
+"""The Markdown twin of the report page (figures as links to ``figures/*.png``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tangentlab.report.load import RunData
+from tangentlab.report.page import (
+    EXTERNAL_HEADING,
+    SECTIONS,
+    banner,
+    check_rows,
+    compact,
+    counts_text,
+    external_key,
+    external_overall,
+    overall,
+    stage_rows,
+    summary_facts,
+    theory_rows,
+    unit_rows,
+)
+from tangentlab.report.paper import PAPER_CITATION
+from tangentlab.report.verdicts import Verdict
+
+__all__ = ["render_markdown"]
+
+def _md(x: object) -> str:
+    return str(x).replace("|", "\\|").replace("\n", " ")
+
+
+def _source_md(v: Verdict, base: str = "") -> str:
+    def one(s) -> str:
+        facts = f"(config {s.config_hash or '?'}, seed {s.seed if s.seed is not None else '?'})"
+        if s.external:  # named, never a path (the summary lists where each one lives)
+            apart = "" if v.pooled or not v.external_units else ", shown apart"
+            return f"{s.name} (external{apart}) {facts}"
+        if not s.present:
+            return f"{s.path} (no such directory)"
+        return f"[{s.path}]({base}{s.path}/) {facts}"
+
+    return "; ".join(one(s) for s in v.sources)
+
+
+def render_markdown(data: RunData, verdicts: list[Verdict], figures: dict[str, Path], lim: list[str], *,
+                    link_base: str = "") -> str:
+    """The Markdown page of ``verdicts`` (``figures``: row key -> PNG path, linked as ``figures/NAME``).
+
+    ``link_base`` prefixes the links to the run's stage folders (a page written outside the run).
+    """
+    titles = dict(SECTIONS)
+    out: list[str] = ["# tangentlab: theory against measurement", ""]
+    lines = banner(data)
+    if lines:
+        out += ["> **Read this first.**", ">"] + [f"> - {x}" for x in lines] + [""]
+    out += ["The geometric account of anisotropy in language Transformers, tested symbolically, on "
+            f"synthetic manifolds and on real Transformer gradients. Paper: {PAPER_CITATION}.", "",
+            f"## {titles['summary']}", "", "| | |", "|---|---|"]
+    out += [f"| {_md(k)} | {'`' + v + '`' if k == 'reproduce with' else _md(v)} |" for k, v in summary_facts(data)]
+    out += ["", f"**Calibration of the method:** {counts_text(verdicts, 'calibration')}. "
+            f"**Predictions of the account:** {counts_text(verdicts, 'prediction')}.", ""]
+    for sid, section in (("calibration", "calibration"), ("predictions", "prediction")):
+        out += [f"## {titles[sid]}", "", "| # | row | status | per unit / checks | the paper reported | source |",
+                "|---|---|---|---|---|---|"]
+        for i, v in enumerate((v for v in verdicts if v.section == section), 1):
+            dep = f" (depends on {v.depends_on}: not an independent verdict)" if v.depends_on else ""
+            out.append(f"| {i} | **{_md(v.title)}**{dep} | **{v.status}** | {_md(compact(v))} "
+                       f"| {_md(v.paper)} | {_md(_source_md(v, link_base))} |")
+        out.append("")
+    out += [f"## {titles['details']}", "",
+            "Theory is drawn as a line, measurements as points with their confidence intervals; where "
+            "there is no theory curve (the empirical rows), the null (controls, shaded: their min-max "
+            "range) and the step-0 value (dashed) are the references. A *range* is a spread over "
+            "controls or checkpoints, never a confidence interval.", ""]
+    for v in verdicts:
+        out += [f"### {v.title}: {v.status}", "",
+                f"**{'Prediction' if v.section == 'prediction' else 'Checks'}.** {v.prediction}", ""]
+        if v.depends_on:
+            out += [f"_This row depends on the {v.depends_on} row: it is not an independent verdict._", ""]
+        if v.units:
+            out += ["| model | site | status | estimate and interval | checkpoints used | why, and notes |",
+                    "|---|---|---|---|---|---|"]
+            out += [f"| {_md(a)} | {_md(b)} | **{c}** | {_md(d)} | {_md(e)} | {_md(f)} |"
+                    for a, b, c, d, e, f in unit_rows(v)]
+            out.append("")
+        if v.checks:
+            out += ["| check | result | measured vs target | tolerance and kind of error |", "|---|---|---|---|"]
+            out += [f"| {_md(a)}{' (' + _md(w) + ')' if w else ''} | {b} | {_md(c)} | {_md(d)} |"
+                    for a, w, b, c, d in check_rows(v)]
+            out.append("")
+        out += [f"- **Overall: {v.status}.** {overall(v)}", f"- **Rule.** {v.rule}"]
+        out += [f"- **{k}**: {val}" for k, val in v.numbers]
+        out += [f"- **The paper reported.** {v.paper}", f"- **Source.** {_source_md(v, link_base)}; test: {v.test}", ""]
+        if v.key in figures:
+            out += [f"![{v.title}](figures/{figures[v.key].name})", ""]
+        elif not v.figures:
+            out += ["_No figure: nothing was measured for this row._", ""]
+        for src in v.figures:
+            out += [f"![{v.title}: {src.name}](figures/{v.key}--{src.name})", ""]
+        if v.external_units:
+            out += [f"#### {EXTERNAL_HEADING}", "",
+                    "| external run | site | status | estimate and interval | checkpoints used | why, and notes |",
+                    "|---|---|---|---|---|---|"]
+            out += [f"| {_md(a)} | {_md(b)} | **{c}** | {_md(d)} | {_md(e)} | {_md(f)} |"
+                    for a, b, c, d, e, f in unit_rows(v, external=True)]
+            out += ["", f"- **External runs on their own: {v.external_status}.** {external_overall(v)}", ""]
+            key = external_key(v.key)
+            if key in figures:
+                out += [f"![{v.title}: external measurements](figures/{figures[key].name})", ""]
+        if v.error:
+            out += ["```", v.error, "```", ""]
+    out += [f"## {titles['stages']}", "", "| stage | status | seconds (CPU) | config hash | output | note |",
+            "|---|---|---|---|---|---|"]
+    out += [f"| {_md(n)} | {s} | {secs} | `{h}` | [{_md(link)}]({link_base}{link}) | {_md(note)} |"
+            for n, s, secs, h, link, note in stage_rows(data)]
+    out += ["", f"## {titles['theory']}", ""]
+    trows = theory_rows(data)
+    if trows:
+        out += ["| derivation | check | kind | result | residual | kind of error |", "|---|---|---|---|---|---|"]
+        out += [f"| {_md(d)} | {_md(c)} | {k} | {p} | {r} | {_md(ek)} |" for d, c, k, p, r, ek in trows]
+    else:
+        out.append(f"No theory checks stored: {data.problem('theory') or 'none recorded'}.")
+    out += ["", f"## {titles['limitations']}", ""]
+    out += [f"- {x}" for x in lim]
+    out += ["", f"## {titles['provenance']}", "",
+            "Every number above was read from the stage outputs listed in the Stages table; "
+            "`tangentlab report RUN_DIR` re-renders this page from them without recomputing. "
+            "Resolved configuration:", "", "```json", json.dumps(data.manifest.get("config", {}), indent=2),
+            "```", ""]
+    return "\n".join(out)

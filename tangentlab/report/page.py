@@ -1,0 +1,332 @@
+"""What both report pages say: sections, banner, limitations, summary facts and table rows.
+
+The HTML page (:mod:`tangentlab.report.html_page`) and its Markdown twin
+(:mod:`tangentlab.report.md_page`) lay out the same content; this module computes it once.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections import Counter
+
+from tangentlab.report import rules as R
+from tangentlab.report import units as U
+from tangentlab.report.checks import error_kind
+from tangentlab.report.load import RunData
+from tangentlab.report.verdicts import SECTION_TITLES, Verdict
+
+__all__ = ["SECTIONS", "QUICK_TEXT", "banner", "limitations", "summary_facts", "reproduce_command",
+           "theory_rows", "stage_rows", "counts_text", "compact", "overall", "unit_rows", "check_rows",
+           "external_overall", "external_key", "EXTERNAL_HEADING"]
+
+#: Section ids (HTML ``id`` attributes, and ``##`` headings in the Markdown twin), in order.
+SECTIONS: tuple[tuple[str, str], ...] = (
+    ("summary", "Summary"),
+    ("calibration", SECTION_TITLES["calibration"]),
+    ("predictions", SECTION_TITLES["prediction"]),
+    ("details", "Sub-tables and figures"),
+    ("stages", "Stages"),
+    ("theory", "Theory checks"),
+    ("limitations", "Limitations"),
+    ("provenance", "Provenance"),
+)
+
+
+QUICK_TEXT = ("This is a --quick run: tiny models trained for a few steps and quick synthetic "
+              "settings. Its numbers show the pipeline works end to end; they are too small to "
+              "settle the science. Run `tangentlab reproduce` without --quick for the real test.")
+
+
+def _is_quick(data: RunData) -> bool:
+    cfg = data.manifest.get("config") or {}
+    return bool(data.manifest.get("quick") or (isinstance(cfg, dict) and cfg.get("quick")))
+
+
+def banner(data: RunData) -> list[str]:
+    """The lines of the banner at the top: a quick run, and every failed or skipped stage."""
+    out = []
+    if _is_quick(data):
+        out.append(QUICK_TEXT)
+    for name, rec in data.records.items():
+        if rec.status == "failed":
+            out.append(f"Stage {name} FAILED: {rec.error}. Rows built on it read 'not run'.")
+        elif rec.status == "skipped":
+            out.append(f"Stage {name} was SKIPPED: {rec.reason}.")
+    return out
+
+
+def limitations(data: RunData, verdicts: list[Verdict]) -> list[str]:
+    """The limitations section, generated from what did not run or did not decide."""
+    out: list[str] = []
+    for name, rec in data.records.items():
+        if name == "report":
+            continue
+        if rec.status == "failed":
+            out.append(f"Stage {name} failed ({rec.error}); the rows built on it are marked 'not run'.")
+        elif rec.status == "skipped":
+            out.append(f"Stage {name} was skipped: {rec.reason}.")
+        elif rec.status != "done":
+            out.append(f"Stage {name} did not finish (status {rec.status}).")
+    for v in verdicts:
+        if v.depends_on:
+            out.append(f"'{v.title}' depends on '{v.depends_on}': it is not an independent verdict.")
+        if v.status == R.INCONCLUSIVE and v.units:
+            undecided = [u.label for u in v.units if u.status == R.INCONCLUSIVE]
+            out.append(f"'{v.title}' is inconclusive for {', '.join(undecided) or 'its unmeasured stages'} "
+                       "(the reasons are in its sub-table).")
+        elif v.status == R.INCONCLUSIVE:
+            out.append(f"'{v.title}' is inconclusive: {v.reason}.")
+        elif v.status == R.NOT_RUN and not any(
+                data.records.get(s.stage) is not None and data.records[s.stage].status in ("failed", "skipped")
+                for s in v.sources):  # failed and skipped stages are listed above already
+            out.append(f"'{v.title}' was not run: {v.reason}.")
+        if v.error:
+            out.append(f"'{v.title}': the verdict rule raised an error ({v.error.splitlines()[0]}).")
+    cfg = data.manifest.get("config") or {}
+    if _is_quick(data):
+        out.append(QUICK_TEXT)
+    preset = cfg.get("preset")
+    if preset:
+        out.append(f"The empirical rows come from our own {preset} encoder and decoder trained from "
+                   f"scratch on the {cfg.get('corpus', 'default')} corpus, not from the paper's "
+                   "released checkpoint series (Pythia, SmolLM2, OLMo, EuroBERT, ...), which cannot be "
+                   "downloaded here.")
+    out.append("The paper's full text was not available: its findings are quoted qualitatively "
+               "(no table values survive), so agreement is judged on direction and significance, "
+               "not on magnitudes.")
+    return out
+
+
+
+def theory_rows(data: RunData) -> list[tuple[str, str, str, str, str, str]]:
+    """(derivation, check, kind, pass/FAIL, residual, kind of error) of every theory check."""
+    if data.status("theory") != "done":
+        return []
+    try:
+        ver = data.theory()
+    except Exception:
+        return []
+    rows = []
+    for d in ver.get("derivations", []):
+        for c in d.get("checks", []):
+            res = c.get("residual")
+            rows.append((str(d.get("name")), str(c.get("name")), str(c.get("kind", "")),
+                         "pass" if c.get("passed") else "FAIL",
+                         "" if res is None else f"{float(res):.3g}" if isinstance(res, (int, float)) else str(res),
+                         error_kind(c, theory=True)))
+    return rows
+
+
+def stage_rows(data: RunData) -> list[tuple[str, str, str, str, str, str]]:
+    """(stage, status, seconds (CPU), config hash, output link, note) of every stage record."""
+    order = data.manifest.get("stage_order") or list(data.records)
+    rows = []
+    for name in order:
+        rec = data.records.get(name)
+        if rec is None:
+            continue
+        status = rec.status
+        if name == "report" and status == "running":
+            status = "this report"
+        secs = "" if rec.seconds is None else f"{rec.seconds:.1f}"
+        if rec.cpu_seconds is not None:
+            secs += f" ({rec.cpu_seconds:.1f} CPU)"
+        note = rec.error or rec.reason or ""
+        if rec.reused:
+            note = ("reused from an earlier invocation; " + note).strip("; ")
+        link = rec.outputs[0] if rec.outputs else name
+        rows.append((name, status, secs, rec.config_hash, link, note))
+    return rows
+
+
+
+def _devices(data: RunData) -> str:
+    """The device each stage's own manifest recorded (not the requested ``auto``)."""
+    by: dict[str, list[str]] = {}
+    stages = list(data.records) + data.external_stages()
+    for name in stages:
+        if name == "report" or data.status(name) != "done":
+            continue
+        dev = data.stage_manifest_or_empty(name).get("device")
+        if dev:
+            by.setdefault(str(dev), []).append(name)
+    if not by:
+        requested = data.manifest.get("device", "?")
+        return f"not recorded by any stage (requested: {requested})"
+    if len(by) == 1:
+        dev, names = next(iter(by.items()))
+        return f"{dev} (all {len(names)} stages that recorded a device)"
+    return "; ".join(f"{dev} ({', '.join(names)})" for dev, names in by.items())
+
+
+def _wall_seconds(data: RunData) -> float | None:
+    m = data.manifest
+    for key in ("wall_seconds", "wall_s"):
+        v = m.get(key)
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            return float(v)
+    t = m.get("timings_s")
+    if isinstance(t, dict):
+        for key in ("wall", "total"):
+            v = t.get(key)
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                return float(v)
+    return None
+
+
+def reproduce_command(data: RunData) -> str:
+    """The command line that reproduces the run.
+
+    The recorded argv of a ``tangentlab reproduce`` call, else one built from the recorded config
+    (seed, quick, device), writing to this path.
+    """
+    argv = data.manifest.get("argv")
+    path = str(data.run_dir.resolve())
+    if isinstance(argv, list) and len(argv) > 1 and argv[1] == "reproduce":
+        args = [str(a) for a in argv[2:]]
+        cmd = ["tangentlab", "reproduce"]
+        skip = False
+        for a in args:
+            if skip:
+                skip = False
+                continue
+            if a in ("--out", "--runs-root"):
+                skip = True
+                continue
+            if a.startswith(("--out=", "--runs-root=")) or a == "--resume":
+                continue
+            cmd.append(a)
+        return shlex.join([*cmd, "--out", path])
+    cfg = data.manifest.get("config") if isinstance(data.manifest.get("config"), dict) else {}
+    cmd = ["tangentlab", "reproduce"]
+    if cfg.get("quick") or data.manifest.get("quick"):
+        cmd.append("--quick")
+    if "seed" in cfg:
+        cmd += ["--seed", str(cfg["seed"])]
+    if cfg.get("device"):
+        cmd += ["--device", str(cfg["device"])]
+    cmd += ["--out", path]
+    return shlex.join(cmd) + "  (built from the recorded config; save the Provenance config as " \
+                              "TOML and add --config FILE for every other setting)"
+
+
+def summary_facts(data: RunData) -> list[tuple[str, str]]:
+    """The summary table: provenance, device, times and the reproducing command."""
+    m = data.manifest
+    git = m.get("git") or {}
+    recs = [r for n, r in data.records.items() if n != "report"]
+    total = sum((r.seconds or 0.0) for r in recs)
+    cpu = [r.cpu_seconds for r in recs if r.cpu_seconds is not None]
+    wall = _wall_seconds(data)
+    commit = git.get("commit") or "unknown"
+    if git.get("dirty"):
+        commit += " (with uncommitted changes)"
+    facts = [
+        ("run directory", str(data.run_dir.resolve())),
+        ("started", str(m.get("created", "?"))),
+        ("mode", "quick" if _is_quick(data) else "full"),
+        ("device", _devices(data)),
+        ("wall time", f"{wall:.1f} s" if wall is not None
+         else f"not recorded; the stages took {total:.1f} s together"),
+        ("CPU time", f"{sum(cpu):.1f} s over {len(cpu)} stages" if cpu else "not recorded"),
+        ("reproduce with", reproduce_command(data)),
+        ("tangentlab", str(m.get("tangentlab_version", "?"))),
+        ("git commit", commit),
+        ("config hash", str(m.get("config_hash", "?"))),
+        ("seed", str((m.get("seeds") or {}).get("seed", "?"))),
+    ]
+    if data.externals:
+        facts.append(("external measurements", "; ".join(f"{k} = {v}" for k, v in data.externals.items())))
+    return facts
+
+
+def _words(statuses) -> list[str]:
+    """The status words in report order, then any other (``not applicable (one checkpoint)``)."""
+    extra = [w for w in dict.fromkeys(statuses) if w not in R.STATUS_WORDS]
+    return [*R.STATUS_WORDS, *extra]
+
+
+def counts_text(verdicts: list[Verdict], section: str) -> str:
+    """How many independent rows of ``section`` got each status word."""
+    rows = [v for v in verdicts if v.section == section and not v.depends_on]
+    dep = [v for v in verdicts if v.section == section and v.depends_on]
+    c = Counter(v.status for v in rows)
+    words = _words(c)
+    txt = ", ".join(f"{c.get(w, 0)} {w}" for w in words if w in R.STATUS_WORDS or c.get(w)) \
+        + f" of {len(rows)}"
+    if dep:
+        txt += f" (+{len(dep)} dependent row{'s' if len(dep) > 1 else ''} not counted)"
+    return txt
+
+
+def compact(v: Verdict) -> str:
+    """One scannable line per row for the two tables (external runs last, marked apart)."""
+    if v.units or v.external_units:
+        txt = "; ".join(f"{u.label}: {u.status}" for u in v.units)
+        if v.external_units:
+            ext = "; ".join(f"{u.label}: {u.status}" for u in v.external_units)
+            txt = (txt + "; " if txt else "") + f"external, not pooled: {ext}"
+        return txt
+    if v.checks and v.key != "theory":
+        failed = [c.name for c in v.checks if not c.passed]
+        txt = f"{len(v.checks) - len(failed)} of {len(v.checks)} checks passed"
+        return txt + (": failed " + ", ".join(failed) if failed else "")
+    return v.reason
+
+
+def _unit_counts(units) -> str:
+    c = Counter(u.status for u in units)
+    return ", ".join(f"{c[w]} {w}" for w in _words(c) if c.get(w))
+
+
+def overall(v: Verdict) -> str:
+    """The overall line under a sub-table.
+
+    For per-unit rows, how the units combine (their reasons are in the sub-table above); otherwise
+    the row's reason.
+    """
+    if not v.units:
+        return v.reason
+    txt = (f"{_unit_counts(v.units)} of {len(v.units)} (model, site) units; supported only if every "
+           "unit is, not supported if any unit is not")
+    if any(U.is_not_applicable(u.status) for u in v.units):
+        txt += "; units whose rule does not apply (one checkpoint) are left out"
+    if v.pooled:
+        txt += "; external measurements pooled in (--pool)"
+    extra = v.reason.split("; also ", 1)
+    if len(extra) == 2:
+        txt += "; also " + extra[1]
+    return txt
+
+
+def external_overall(v: Verdict) -> str:
+    """The line under a row's external sub-table: how its units combine, on their own."""
+    return (f"{_unit_counts(v.external_units)} of {len(v.external_units)} external (model, site) "
+            "units, combined by the same rule on their own; not part of this row's verdict "
+            "(render with --pool to judge by them)")
+
+
+def external_key(key: str) -> str:
+    """The figure key (and ``figures/<key>.png`` name) of a row's external-measurement panels."""
+    return f"{key}--external"
+
+
+#: The heading of a row's external sub-table.
+EXTERNAL_HEADING = ("External measurements, shown apart: they do not change the verdict above "
+                    "(tangentlab report --pool judges by ours and theirs together)")
+
+
+def unit_rows(v: Verdict, *, external: bool = False) -> list[tuple[str, str, str, str, str, str]]:
+    """(model, site, status, estimate, checkpoints used, why and notes) of each unit.
+
+    ``external``: the row's external units instead of its own.
+    """
+    return [(u.model, u.site, u.status, u.estimate, u.at, u.reason + (f". {u.note}" if u.note else ""))
+            for u in (v.external_units if external else v.units)]
+
+
+def check_rows(v: Verdict) -> list[tuple[str, str, str, str, str]]:
+    """(check, what it measures, pass/FAIL, measured vs target, tolerance: kind of error)."""
+    return [(c.name, c.what, "pass" if c.passed else "FAIL", f"measured {c.measured} vs target {c.target}",
+             (f"{c.tolerance}: " if c.tolerance != "n/a" else "") + c.error_kind)
+            for c in v.checks]

@@ -1,0 +1,103 @@
+"""Render into a staging folder, then swap the pages and figures in: a failed render loses nothing.
+
+The report's outputs are ``report.html``, ``report.md`` and the ``figures/`` folder of a target
+directory (the run directory, or ``tangentlab report --out DIR``). :func:`staged_report` yields a
+fresh staging folder *inside* the target (``.report.partial-*``, so every rename stays on one
+file system and :func:`tangentlab.runs.remove_partials` clears one a kill left behind). Only when
+everything was written there are the old outputs replaced:
+
+1. ``figures/`` is renamed into the staging folder and the new ``figures/`` renamed in its place
+   (two renames; if the second fails the first is undone);
+2. ``report.md`` then ``report.html`` are each replaced by one ``os.replace``;
+3. the staging folder, holding the old figures, is removed.
+
+A staging folder older than an hour, left by a killed render, is removed by the next render.
+Any error before step 1 leaves the old report and figures as they were; a target that cannot be
+written is an :class:`~tangentlab.errors.OutputPathError` raised before anything is touched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from tangentlab.errors import OutputPathError
+
+__all__ = ["REPORT_FILES", "FIGURES_DIR", "STALE_AFTER_S", "staged_report"]
+
+#: The page files a report writes at the top of its target directory.
+REPORT_FILES: tuple[str, ...] = ("report.md", "report.html")
+#: The folder of its figures.
+FIGURES_DIR = "figures"
+
+
+#: A staging folder older than this (seconds) was left by a render that was killed; it is removed.
+STALE_AFTER_S = 3600.0
+
+
+def _remove_stale(target: Path) -> None:
+    """Remove staging folders a killed render left (older than :data:`STALE_AFTER_S`).
+
+    A younger one may belong to a render still running, so it is left alone.
+    """
+    now = time.time()
+    for p in target.glob(".report.partial-*"):
+        try:
+            if p.is_dir() and now - p.stat().st_mtime > STALE_AFTER_S:
+                shutil.rmtree(p, ignore_errors=True)
+        except OSError:
+            continue
+
+
+def _staging(target: Path) -> Path:
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+        _remove_stale(target)
+        tmp = Path(tempfile.mkdtemp(prefix=".report.partial-", dir=target))
+    except OSError as exc:
+        raise OutputPathError(
+            f"cannot write the report into {str(target)!r} ({exc.strerror or exc}); nothing was "
+            "changed. Pass --out DIR to write the report to a folder you can write") from exc
+    mask = os.umask(0)
+    os.umask(mask)
+    os.chmod(tmp, 0o777 & ~mask)  # mkdtemp gives 0700; the figures are ordinary output
+    return tmp
+
+
+def _swap_in(staging: Path, target: Path) -> None:
+    new_figs = staging / FIGURES_DIR
+    old_figs = target / FIGURES_DIR
+    parked = staging / (FIGURES_DIR + ".old")
+    if old_figs.exists():
+        os.replace(old_figs, parked)
+    if new_figs.exists():
+        try:
+            os.replace(new_figs, old_figs)
+        except BaseException:
+            if parked.exists():
+                os.replace(parked, old_figs)
+            raise
+    for name in REPORT_FILES:
+        if (staging / name).exists():
+            os.replace(staging / name, target / name)
+
+
+@contextlib.contextmanager
+def staged_report(target: str | Path) -> Iterator[Path]:
+    """Yield a staging folder; on success swap its pages and ``figures/`` into ``target``.
+
+    Write ``report.html``, ``report.md`` and ``figures/*.png`` into the yielded folder. On any
+    exception inside the block the staging folder is removed and ``target`` is left untouched.
+    """
+    target = Path(target)
+    staging = _staging(target)
+    try:
+        yield staging
+        _swap_in(staging, target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
