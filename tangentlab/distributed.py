@@ -8,10 +8,10 @@ A command becomes distributed in one of two ways, both through torch's elastic l
 
 Each rank runs the command through :func:`run_rank`, which sets up the process group from the
 environment torchrun provides (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR``,
-``MASTER_PORT``), chooses the backend (NCCL when the rank's device is CUDA, gloo otherwise) and
-the rank's local device, and reports failures. Code asks :func:`current` for the
-:class:`World`, which for a plain single process is ``World()`` (rank 0 of 1; every collective
-is then the identity), so one code path serves both.
+``MASTER_PORT``), chooses the backend (NCCL when the rank's device is CUDA, gloo otherwise) and the
+rank's local device, and reports failures. Code asks :func:`current` for the :class:`World`, which
+for a plain single process is ``World()`` (rank 0 of 1; every collective is then the identity), so
+one code path serves both.
 
 Determinism rules that every user of this module keeps:
 
@@ -45,24 +45,9 @@ from typing import Any
 from tangentlab.errors import ConfigError, TangentlabError
 
 __all__ = [
-    "World",
-    "DistributedError",
-    "current",
-    "launched",
-    "is_main_process",
-    "init",
-    "ensure",
-    "shutdown",
-    "resolve_device",
-    "backend_for",
-    "shard_bounds",
-    "shard",
-    "choose_mode",
-    "free_port",
-    "fault_point",
-    "launch",
-    "run_rank",
-    "DEVICE_CHOICES_HELP",
+    "World", "DistributedError", "current", "launched", "is_main_process", "init", "ensure",
+    "shutdown", "resolve_device", "backend_for", "shard_bounds", "shard", "choose_mode",
+    "free_port", "fault_point", "launch", "run_rank", "DEVICE_CHOICES_HELP",
 ]
 
 #: What ``--device`` accepts (documented in every command's help).
