@@ -42,7 +42,8 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from types import MappingProxyType
+from typing import Any, ClassVar
 
 from tangentlab.config import Config, option
 from tangentlab.empirical.collect import (
@@ -57,8 +58,9 @@ from tangentlab.empirical.metrics import (
     isotropy_share_rows,
     representation_rows,
 )
+from tangentlab.empirical.preflight import is_site_entry
 from tangentlab.empirical.records import EvalBatch, RowBase, RowPlan, SiteStats
-from tangentlab.errors import CheckpointError, ConfigError, RankError, TangentlabError
+from tangentlab.errors import CheckpointError, RankError, TangentlabError
 
 __all__ = [
     "MeasureConfig",
@@ -83,7 +85,11 @@ class MeasureConfig(Config):
     """Configuration of ``measure`` (defaults sized for the ``small`` preset on 2 CPU cores).
 
     Sites and proxy: ``sites`` (comma list; negative block indices count from the end),
-    ``rank`` r (needs 2r ≤ d for the controls), ``proxy`` (pca|seminmf|ica|sae),
+    ``rank`` r (needs 2r ≤ d for the controls), ``proxy`` (entries ``NAME`` — pca|seminmf|ica|
+    sae|basis:PATH, for every site without its own entry, at most one — and ``SITE=NAME``, one
+    site's own proxy, e.g. ``blocks.3.resid_post=basis:sae3``; a plain ``basis:`` entry may
+    serve one site only, since a dictionary belongs to one site;
+    :mod:`tangentlab.empirical.preflight`),
     ``fit_fraction`` (fixed-proxy window: steps ≤ fit_fraction × last step, each checkpoint
     weighted by the span of steps it stands for), ``refit`` (also refit per checkpoint),
     ``exclude_positions`` (positions left out of proxy fitting and distance statistics).
@@ -103,11 +109,18 @@ class MeasureConfig(Config):
     test half; the bootstrap units),
     ``steer_sizes`` (step sizes in units of the site's RMS activation norm).
     Other: ``early_fraction`` (early = 0 < step ≤ early_fraction × last step, weighted by step
-    span), ``corpus`` (empty: the training run's corpus, else wikipedia), ``max_checkpoints``
+    span), ``eval_text`` (empty: the training run's held-out documents, or its corpus, else
+    wikipedia; a corpus name, a file or folder, or ``text:|json:|parquet:PATH``),
+    ``eval_fraction`` (the share of ``eval_text``'s documents, chosen by a seeded hash, that
+    becomes eval text; the rest is the frequency split, counted unless a frequency table is given;
+    1 = all of it, which needs ``frequency_table``), ``text_column`` (the column or JSON field
+    holding the documents in a .jsonl/json/parquet source), ``max_checkpoints``
     (0 = all), ``threads`` (torch intra-op threads; 0 = the training run's ``threads`` if
     recorded, else torch's default), ``dtype`` (the forward pass's precision; gradients and
-    statistics are float32 or wider whatever the checkpoint stores), ``frequency_file`` (an
+    statistics are float32 or wider whatever the checkpoint stores), ``frequency_table`` (an
     external ``token_id,count`` table replacing the eval-text count), ``seed``.
+    Each key is the CLI flag of the same name (``--eval-text`` ↔ ``eval_text``); the old keys
+    ``corpus`` and ``frequency_file`` still work, with a DeprecationWarning (``renamed_keys``).
     Bad values raise ConfigError naming the key, the bound and the value (``n_batches`` >= 4: a
     fit half and a test half of at least 2 batches each; the bootstrap resamples test batches).
     """
@@ -115,7 +128,7 @@ class MeasureConfig(Config):
     sites: tuple[str, ...] = option(("blocks.0.resid_post", "blocks.-1.resid_post"), min_len=1,
                                     unique=True)
     rank: int = option(8, ge=1, integer=True)
-    proxy: str = "pca"
+    proxy: tuple[str, ...] = option(("pca",), min_len=1, unique=True)
     fit_fraction: float = option(0.3, ge=0, le=1)
     refit: bool = True
     exclude_positions: tuple[int, ...] = option((), integer=True, unique=True)
@@ -139,21 +152,31 @@ class MeasureConfig(Config):
     causal_batches: int = option(8, ge=1, integer=True)
     steer_sizes: tuple[float, ...] = (0.25, 1.0)
     early_fraction: float = option(0.3, ge=0, le=1)
-    corpus: str = ""
+    eval_text: str = ""
     max_docs: int | None = option(None, ge=1, integer=True)
-    eval_fraction: float = option(0.1, gt=0, lt=1)
+    eval_fraction: float = option(0.1, gt=0, le=1)
+    text_column: str = "text"
     max_checkpoints: int = option(0, ge=0, integer=True)
     threads: int = option(0, ge=0, integer=True)
-    dtype: str = option("float32", choices=("float32", "bfloat16", "float16", "float64"))
-    frequency_file: str = ""
+    dtype: str = option("float32", choices=("float32", "bfloat16", "float16"))
+    frequency_table: str = ""
     seed: int = option(0, ge=0, integer=True)
+
+    #: old key → new key (each still accepted, with a DeprecationWarning; tangentlab.config)
+    renamed_keys: ClassVar[Mapping[str, str]] = MappingProxyType(
+        {"corpus": "eval_text", "frequency_file": "frequency_table"})
 
     def relations(self) -> list[tuple[bool, str]]:
         """Constraints between fields (checked with the field bounds, see tangentlab.config)."""
+        plain = [p for p in self.proxy if not is_site_entry(p)]
         return [
             (self.control_pool >= self.n_controls,
              f"control_pool must be >= n_controls ({self.n_controls}), got {self.control_pool}; "
              "the bootstrap redraws controls from the pool"),
+            (len(plain) <= 1,
+             f"proxy lists {len(plain)} proxies for every site ({', '.join(plain)}); give one, "
+             "and SITE=NAME for the sites that need their own"),
+            (bool(self.text_column.strip()), "text_column must name a column, e.g. text"),
         ]
 
 
@@ -173,8 +196,17 @@ def _spread_indices(n: int, k: int) -> set[int]:
     return {int(round(x)) for x in np.linspace(0, n - 1, k)}
 
 
+#: tokens of the frequency split counted at most (the count stops there)
+FREQUENCY_TOKENS_CAP = 2_000_000
+
+
 def _eval_inputs(traj, tokenizer, cfg: MeasureConfig, vocab: int):
-    """(eval texts, train-split counts, frequency source) for the trajectory."""
+    """(eval texts, frequency-split counts, frequency source, corpus, split record).
+
+    The counts are None when ``cfg.frequency_table`` replaces them (the caller reads it). The
+    split record says where the eval text came from and how ``eval_text`` was divided:
+    ``eval_fraction`` and the documents and tokens on each side (the manifest's ``eval_split``).
+    """
     from tangentlab.empirical.corpus import (
         frequency_table,
         load_frequency_table,
@@ -184,32 +216,47 @@ def _eval_inputs(traj, tokenizer, cfg: MeasureConfig, vocab: int):
     from tangentlab.empirical.tokenizer import encode_stream
 
     tc = traj.train_config
-    corpus = cfg.corpus or tc.get("corpus") or "wikipedia"
-    if traj.eval_file is not None and not cfg.corpus:
+    corpus = cfg.eval_text or tc.get("corpus") or "wikipedia"
+
+    def corpus_split():
+        return split_texts(load_texts(corpus, max_docs=cfg.max_docs, text_column=cfg.text_column),
+                           cfg.eval_fraction, seed=cfg.seed)
+
+    if traj.eval_file is not None and not cfg.eval_text:
         # the training run's own held-out documents: no corpus parsing needed
         eval_texts = load_texts(traj.eval_file)
-        split = None
+        split, origin = None, "the training run's held-out documents (eval.jsonl)"
     else:
-        split = split_texts(load_texts(corpus, max_docs=cfg.max_docs), cfg.eval_fraction,
-                            seed=cfg.seed)
+        split, origin = corpus_split(), f"{corpus!r}, split by eval_fraction"
         eval_texts = list(split.eval)
-    counts = None
-    source = ""
-    if traj.frequency_file is not None and not cfg.corpus:
+    counts, source, freq = None, "", {"documents": None, "tokens": None, "counted": False}
+    if cfg.frequency_table:
+        source = "frequency_table (read by the caller)"
+    elif traj.frequency_file is not None and not cfg.eval_text:
         counts = load_frequency_table(traj.frequency_file)
         source = "run frequency.csv (training split)"
         if len(counts) < vocab:
             counts = None
-    if counts is None:
+        else:
+            freq["tokens"] = int(counts.sum())
+    if counts is None and not cfg.frequency_table:
         if split is None:
-            split = split_texts(load_texts(corpus, max_docs=cfg.max_docs), cfg.eval_fraction,
-                                seed=cfg.seed)
-        stream = encode_stream(tokenizer, list(split.train), max_tokens=2_000_000)
+            split = corpus_split()
+        stream = encode_stream(tokenizer, list(split.train), max_tokens=FREQUENCY_TOKENS_CAP)
         counts = frequency_table(stream, max(vocab, int(stream.max()) + 1))
         source = f"recomputed on the {corpus!r} training split ({stream.size} tokens)"
-    return eval_texts, counts, source, corpus
-
-
+        freq.update(tokens=int(stream.size), counted=True,
+                    capped=bool(stream.size >= FREQUENCY_TOKENS_CAP))
+    if split is not None:
+        freq["documents"] = len(split.train)
+    n_eval_tokens = int(encode_stream(tokenizer, eval_texts).size)
+    record = {"eval_text": origin, "eval_fraction": cfg.eval_fraction if split else None,
+              "text_column": cfg.text_column, "max_docs": cfg.max_docs,
+              "rule": "each document goes to eval when a hash of (seed, index, text) falls below "
+                      "eval_fraction (at least one document on each side)",
+              "eval": {"documents": len(eval_texts), "tokens": n_eval_tokens},
+              "frequency": freq, "counts_from": source}
+    return eval_texts, counts, source, corpus, record
 
 
 def _layer_of(site: str):
@@ -241,14 +288,19 @@ class _Setup:
     uniq: Any
     seq_len: int
     corpus: str
+    proxies: Mapping[str, Any] = field(default_factory=dict)  #: site → preflight.SiteProxy
+    eval_split: dict = field(default_factory=dict)
 
 
-def _prepare(traj, cks, cfg: MeasureConfig, dev: str, timer) -> _Setup:
-    """Load the first checkpoint and its tokenizer, resolve the sites, build the eval rows."""
+def _prepare(traj, cks, cfg: MeasureConfig, dev: str, timer, pf=None) -> _Setup:
+    """Load the first checkpoint and its tokenizer, resolve the sites, build the eval rows.
+
+    ``pf``: the :class:`~tangentlab.empirical.preflight.Preflight` of this trajectory.
+    """
     from tangentlab.empirical.collect import plan_rows
     from tangentlab.empirical.data import make_eval_data
     from tangentlab.empirical.models import load_model
-    from tangentlab.empirical.sites import normalize_site
+    from tangentlab.empirical.preflight import loaded_site_plan
     from tangentlab.empirical.tokenizer import check_tokenizer_fits, load_tokenizer
 
     with timer("load"):
@@ -259,23 +311,16 @@ def _prepare(traj, cks, cfg: MeasureConfig, dev: str, timer) -> _Setup:
             tokenizer = AutoTokenizer.from_pretrained(str(cks[0].path), gguf_file=cks[0].gguf_file)
         else:
             tokenizer = load_tokenizer(traj.tokenizer_dir)
-    sites = tuple(normalize_site(first.model, s) for s in cfg.sites)
-    if len(set(sites)) != len(sites):
-        raise ConfigError(f"sites {cfg.sites} name the same site twice")
-    d = int(first.model.config.hidden_size)
-    if 2 * cfg.rank > d:
-        raise RankError(
-            f"rank {cfg.rank} is too large for hidden size d={d}: the matched-rank controls "
-            f"need 2r <= d, so use rank <= {d // 2}"
-        )
+    sites, d, proxies = loaded_site_plan(pf, first.model, cfg)
     with timer("data"):
         vocab = check_tokenizer_fits(tokenizer, first.model.config)
-        texts, counts, freq_source, corpus = _eval_inputs(traj, tokenizer, cfg, vocab)
-        if cfg.frequency_file:  # an external table (e.g. pre-training counts) replaces the count
+        texts, counts, freq_source, corpus, split_rec = _eval_inputs(traj, tokenizer, cfg, vocab)
+        if cfg.frequency_table:  # an external table (e.g. pre-training counts) replaces the count
             from tangentlab.empirical.corpus import load_external_counts
 
-            counts, freq_source = load_external_counts(cfg.frequency_file, tokenizer,
+            counts, freq_source = load_external_counts(cfg.frequency_table, tokenizer,
                                                        first.model.config)
+            split_rec["counts_from"] = freq_source
         mc = first.model.config
         max_pos = getattr(mc, "max_position_embeddings", getattr(mc, "n_positions", 512))
         seq_len = min(cfg.seq_len or int(traj.train_config.get("seq_len", 128)), int(max_pos))
@@ -287,7 +332,8 @@ def _prepare(traj, cks, cfg: MeasureConfig, dev: str, timer) -> _Setup:
         plans, uniq = plan_rows(eval_data, first.arch, exclude_positions=cfg.exclude_positions,
                                 sample_rows=cfg.sample_rows, seed=cfg.seed)
     return _Setup(first=first, first_name=cks[0].name, tokenizer=tokenizer, sites=sites, d=d, eval_data=eval_data,
-                  plans=tuple(plans), uniq=uniq, seq_len=seq_len, corpus=corpus)
+                  plans=tuple(plans), uniq=uniq, seq_len=seq_len, corpus=corpus,
+                  proxies=proxies, eval_split=split_rec)
 
 
 def _load(setup: _Setup, ck, dev: str):
@@ -321,7 +367,7 @@ def _fixed_proxies(setup: _Setup, schedule, cks, dev: str, timer, skip=frozenset
         lambda ck: _load(setup, ck, dev), setup.sites, setup.eval_data, setup.plans,
         setup.uniq, timer)
     with timer("proxy_fit"):
-        return {site: schedule.fit_fixed({cks[i].step: got[i][site] for i in got})
+        return {site: schedule.fit_fixed({cks[i].step: got[i][site] for i in got}, site)
                 for site in setup.sites}, kept
 
 
@@ -362,7 +408,6 @@ def _site_rows(lm, st: SiteStats, proxies, tested, base: RowBase, setup: _Setup,
         loss_rows,
         reachable_rows,
     )
-    from tangentlab.errors import RankError
     from tangentlab.measure import normal_controls, variance_matched_controls
 
     with timer("metrics"):
@@ -491,7 +536,7 @@ def _measure_checkpoint(ctx: _Context, i: int, ck, previous: Mapping[str, Any], 
             if main:
                 for site in setup.sites:
                     proxies[site] = ctx.schedule.proxies(ctx.fixed[site], fit[site].sample,
-                                                         previous.get(site))
+                                                         previous.get(site), site=site)
             if share is not None:
                 proxies = share.world.broadcast_object(proxies)
             for site in setup.sites:
@@ -515,7 +560,7 @@ def _measure_checkpoint(ctx: _Context, i: int, ck, previous: Mapping[str, Any], 
         st = merge_halves(fit[site], test.get(site))
         base = RowBase(model=ctx.traj.model_name, arch=setup.first.arch, checkpoint=ck.name,
                        step=ck.step, layer=_layer_of(site), site=site, seed=cfg.seed,
-                       method=cfg.proxy)
+                       method=setup.proxies[site].spec)
         got, scatter = _site_rows(lm, st, proxies.get(site), tested.get(site), base, setup, cfg,
                                   causal=head and i in ctx.causal_idx, ones=ctx.ones, timer=timer)
         rows += got
@@ -549,27 +594,32 @@ def measure_trajectory(
     (:func:`tangentlab.empirical.parallel.autocast`; statistics stay float64). Under torchrun (or
     ``--nproc``) the ranks split the work and rank 0 alone writes (docs/scale.md).
     Returns the run directory. See the module docstring and docs/empirical.md.
+
+    Every input is checked before any weights are loaded
+    (:func:`tangentlab.empirical.preflight.preflight`: config, output path, every checkpoint's
+    revision and config.json, sites, rank, proxies and dictionaries, eval text), then the dtype
+    on the device; bad input is a typed error in seconds, before the first forward pass.
     """
+    from tangentlab.empirical.preflight import preflight
+
+    pf = preflight(trajectory, out_dir, seed=seed, overrides=overrides, config_path=config_path,
+                   gguf=gguf)  # before torch is imported: seconds, no weights
     import torch
 
     from tangentlab import distributed
     from tangentlab.config import config_hash
     from tangentlab.empirical import parallel
-    from tangentlab.empirical.models import resolve_device
+    from tangentlab.empirical.models import resolve_device, resolve_dtype
     from tangentlab.empirical.partial import PartialRun
-    from tangentlab.empirical.trajectory import resolve_trajectory
     from tangentlab.runs import Timer
 
     world = distributed.ensure(device)  # one process, or one rank of torchrun / --nproc
     t_start = time.perf_counter()
-    cfg = resolve_measure_config(overrides, config_path, seed)
-    traj = resolve_trajectory(trajectory, gguf=gguf)
+    cfg, traj, cks = pf.cfg, pf.trajectory, list(pf.checkpoints)
     dev = world.device if world.distributed else resolve_device(device)
     dist = dict(parallel.world_record(world, dev), autocast=autocast or None, t_start=t_start)
     parallel.autocast(dev, autocast)  # a bad choice fails before any work
-    cks = traj.checkpoints
-    if cfg.max_checkpoints and len(cks) > cfg.max_checkpoints:
-        cks = [cks[i] for i in sorted(_spread_indices(len(cks), cfg.max_checkpoints))]
+    resolve_dtype(cfg.dtype, dev)  # a dtype the device cannot run fails before loading
     timer = Timer()
     torch.manual_seed(cfg.seed)
     threads = cfg.threads or int(traj.train_config.get("threads", 0) or 0)
@@ -579,7 +629,7 @@ def measure_trajectory(
 
     try:
         _run(cfg, traj, cks, out_dir, trajectory, partial, dev, timer, threads, on_checkpoint,
-             world, dist)
+             world, dist, pf)
     except distributed.DistributedError:
         raise  # another rank stopped: like a kill, keep the partial folder for --resume
     except TangentlabError:
@@ -590,7 +640,7 @@ def measure_trajectory(
 
 
 def _run(cfg: MeasureConfig, traj, cks, out_dir, trajectory, partial, dev: str, timer, threads,
-         on_checkpoint, world, dist: dict) -> None:
+         on_checkpoint, world, dist: dict, pf=None) -> None:
     """The body of :func:`measure_trajectory`: plan, measure each checkpoint, finish, write.
 
     On several ranks (``world``): checkpoint-parallel or data-parallel, see docs/scale.md.
@@ -605,10 +655,11 @@ def _run(cfg: MeasureConfig, traj, cks, out_dir, trajectory, partial, dev: str, 
 
     with single_blas_thread(), torch_threads(threads), parallel.autocast(dev, dist["autocast"]), \
             parallel.output_directory(out_dir, world) as tmp:
-        setup = _prepare(traj, cks, cfg, dev, timer)
+        setup = _prepare(traj, cks, cfg, dev, timer, pf)
         t_measure = time.perf_counter()  # after the one-off set-up (imports, first model, data)
-        schedule = ProxySchedule.plan([c.step for c in cks], method=cfg.proxy, rank=cfg.rank,
-                                      seed=cfg.seed, fraction=cfg.fit_fraction, refit=cfg.refit)
+        schedule = ProxySchedule.plan([c.step for c in cks], rank=cfg.rank, seed=cfg.seed,
+                                      fraction=cfg.fit_fraction, refit=cfg.refit,
+                                      methods={s: p.spec for s, p in setup.proxies.items()})
         head = setup.first.head
         mode = distributed.choose_mode(len(cks), len(setup.eval_data.batches), world.size)
         share = parallel.DataShare(world, setup.eval_data, setup.plans) if mode == "data" else None
@@ -672,16 +723,20 @@ def _run(cfg: MeasureConfig, traj, cks, out_dir, trajectory, partial, dev: str, 
         dist.update(mode=mode, wall_s=round(t_end - t_start, 3),
                     measure_s=round(t_end - t_measure, 3))
         _write_outputs(tmp, rows, scatter, setup, schedule, cfg, trajectory, traj, ck_info,
-                       dev, timer, RESULTS_NAME, dist)
+                       dev, timer, RESULTS_NAME, dist, fixed)
 
 
 def _write_outputs(tmp, rows, scatter, setup: _Setup, schedule, cfg: MeasureConfig, trajectory,
-                   traj, ck_info, dev, timer, results_name, distributed=None) -> None:
-    """results.csv, the two figures and manifest.json into the run folder ``tmp``."""
+                   traj, ck_info, dev, timer, results_name, distributed=None, fixed=None) -> None:
+    """results.csv, the two figures and manifest.json into the run folder ``tmp``.
+
+    ``fixed``: {site: Q_T (d, r)}, for the manifest's record of each basis's atoms kept.
+    """
     import torch
 
     from tangentlab.empirical.figures import enrichment_figure, frequency_figure
     from tangentlab.empirical.metrics import GEOMETRY_RULE
+    from tangentlab.empirical.preflight import proxy_manifest
     from tangentlab.empirical.proxy_schedule import step_spans, weighted_median
     from tangentlab.empirical.sites import site_info, site_semantics
     from tangentlab.runs import build_manifest, write_manifest, write_results
@@ -725,6 +780,8 @@ def _write_outputs(tmp, rows, scatter, setup: _Setup, schedule, cfg: MeasureConf
             "buckets": {"labels": eval_data.labels, "inner_edges_log1p_count":
                         [float(e) for e in eval_data.edges]},
             "frequency_source": eval_data.frequency_source, "corpus": setup.corpus,
+            "eval_split": setup.eval_split,
+            "proxies": proxy_manifest(setup.proxies, fixed or {}),
             "eval_tokens_per_checkpoint": int(sum(b.input_ids.numel() for b in eval_data.batches)),
             "seq_len": setup.seq_len, "torch_threads": torch.get_num_threads(),
             "distributed": distributed,

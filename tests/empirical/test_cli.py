@@ -64,7 +64,7 @@ def test_measure_cli_runs_on_a_single_model_dir(tiny_runs, tmp_path, capsys):
 
     corpus.write_text("".join(json.dumps({"text": t}) + "\n" for t in load_texts("bible", max_docs=40)))
     code = main(["empirical", "measure", str(ck), "--out", str(out), "--device", "cpu",
-                 "--set", f"corpus={corpus}", "--set", "threads=1",
+                 "--eval-text", str(corpus), "--set", "threads=1",
                  "--sites", "blocks.-1.resid_post", "--rank", "4", "--set", "n_batches=4",
                  "--set", "causal_checkpoints=1", "--set", "n_boot=20",
                  "--exclude-positions", "0"])
