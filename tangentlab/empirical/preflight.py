@@ -26,12 +26,12 @@ checked on the device by :func:`tangentlab.empirical.protocol.measure_trajectory
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tangentlab.empirical.measure_config import is_site_entry
 from tangentlab.errors import (
     CheckpointError,
     ConfigError,
@@ -45,17 +45,6 @@ from tangentlab.errors import (
 __all__ = ["SiteProxy", "Preflight", "preflight", "read_configs", "plan_proxies", "check_hook",
            "same_tensor", "is_site_entry", "proxy_manifest", "loaded_site_plan",
            "ORTHONORMALISATION"]
-
-_SITE_HEAD = re.compile(r"[A-Za-z_][\w.\-]*")
-
-
-def is_site_entry(entry: str) -> bool:
-    """Whether a ``proxy`` entry is ``SITE=NAME`` (a site name before the first ``=``).
-
-    ``basis:PATH?key=K`` also holds an ``=``, but what precedes it is no site name.
-    """
-    head, sep, _ = str(entry).partition("=")
-    return bool(sep) and _SITE_HEAD.fullmatch(head.strip()) is not None
 
 #: config.json keys compared across a trajectory (the first present of each group), so that
 #: every checkpoint has one structure
@@ -398,7 +387,7 @@ def preflight(trajectory, out_dir=None, *, seed: int | None = 0, overrides=None,
     module docstring for what is checked; each failure is a typed error naming the input.
     ``out_kind``: the run kind ``out_dir`` may already hold (None: any run, or nothing).
     """
-    from tangentlab.empirical.protocol import _spread_indices, resolve_measure_config
+    from tangentlab.empirical.measure_config import resolve_measure_config, spread_indices
     from tangentlab.empirical.sites import normalize_site_in_config
     from tangentlab.empirical.trajectory import resolve_trajectory
     from tangentlab.runs import check_output_dir
@@ -409,7 +398,7 @@ def preflight(trajectory, out_dir=None, *, seed: int | None = 0, overrides=None,
     traj = resolve_trajectory(trajectory, gguf=gguf)
     cks = list(traj.checkpoints)
     if cfg.max_checkpoints and len(cks) > cfg.max_checkpoints:
-        cks = [cks[i] for i in sorted(_spread_indices(len(cks), cfg.max_checkpoints))]
+        cks = [cks[i] for i in sorted(spread_indices(len(cks), cfg.max_checkpoints))]
     _check_eval_text(cfg, traj)
     for entry in cfg.proxy:  # the names, before any site is known
         _check_spec(str(entry).partition("=")[2].strip() if is_site_entry(entry) else str(entry))
