@@ -155,7 +155,9 @@ def test_cli_lists_revisions_a_selection_picks(hub, capsys):
 
     assert main(["empirical", "revisions", "tiny/pythia", "--revisions", "log:2"]) == 0
     assert capsys.readouterr().out.split() == ["step0", "0", "step64", "64"]
-    assert main(["empirical", "revisions", "tiny/pythia"]) == 0  # all refs with a step
+    assert main(["empirical", "revisions", "tiny/pythia"]) == 0  # main, as for measure
+    assert capsys.readouterr().out.split()[::2] == ["main"]
+    assert main(["empirical", "revisions", "tiny/pythia", "--revisions", "all"]) == 0
     assert capsys.readouterr().out.split()[::2] == ["step0", "step4", "step64"]
     assert main(["empirical", "revisions", "tiny/nope"]) == 2
     err = capsys.readouterr().err.strip()
