@@ -287,3 +287,25 @@ def test_rank_and_eval_inputs_are_checked_up_front(tmp_path):
     np.save(tmp_path / "wide.npy", np.ones((48, 4)))
     with pytest.raises(ShapeError, match="d=32"):
         preflight(traj, overrides={"sites": "embed", "proxy": f"basis:{tmp_path / 'wide.npy'}"})
+
+
+def test_without_a_config_json_the_loaded_model_is_checked(tmp_path):
+    """GGUF: no config.json to read, so sites, rank and proxies are checked on the loaded model
+    (still before any forward pass); with a pre-flight the model must agree with it."""
+    from tangentlab.empirical.measure_config import resolve_measure_config
+    from tangentlab.empirical.models import build_model
+    from tangentlab.empirical.preflight import Preflight, loaded_site_plan
+
+    model = build_model("decoder", vocab_size=64, d_model=16, n_layers=2, n_heads=2, seq_len=16)
+    cfg = resolve_measure_config({"sites": "embed,blocks.-1.resid_post", "rank": 2,
+                                  "proxy": ["blocks.1.resid_post=ica", "pca"]})
+    sites, d, plan = loaded_site_plan(None, model, cfg)
+    assert sites == ("embed", "blocks.1.resid_post") and d == 16
+    assert {s: p.spec for s, p in plan.items()} == {"embed": "pca", "blocks.1.resid_post": "ica"}
+    with pytest.raises(RankError, match="rank <= 8"):
+        loaded_site_plan(None, model, resolve_measure_config({"rank": 9}))
+    with pytest.raises(UnknownNameError):
+        loaded_site_plan(None, model, resolve_measure_config({"sites": "blocks.0.resid_mdi"}))
+    stale = Preflight(cfg, None, (), ("embed", "blocks.1.resid_post"), 32, plan)
+    with pytest.raises(CheckpointError, match="config.json said"):
+        loaded_site_plan(stale, model, cfg)
