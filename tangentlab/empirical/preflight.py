@@ -9,8 +9,8 @@
   have the first one's structure (family, width, depth, heads, MLP width, vocabulary), so a
   checkpoint of another family, width or depth in the middle of a trajectory is refused before
   the first is measured;
-- the sites, against the family's site table (:func:`~tangentlab.empirical.sites.
-  normalize_site_in_config`): a misspelt site, a block out of range, a kind the family lacks
+- the sites, against the family's site table
+  (:func:`~tangentlab.empirical.sites.normalize_site_in_config`): a misspelt site, a block out of range, a kind the family lacks
   (``resid_mid`` in Pythia's parallel blocks);
 - the rank (2r ≤ d, d from ``config.json``);
 - the proxies (:func:`plan_proxies`): one spec per site, each a known extractor or a readable
@@ -245,8 +245,9 @@ def proxy_manifest(plan: Mapping[str, SiteProxy], fixed: Mapping[str, Any]) -> d
     """The manifest's ``proxies``: per site its spec and, for a basis, what was kept.
 
     ``fixed``: {site: Q_T (d, r)}. For a basis the record adds ``atoms_kept``, the indices of
-    the dictionary's atoms that lie in span(Q_T) (:func:`~tangentlab.measure.dictionaries.
-    atoms_in_span`; the selected atoms, for a dictionary in general position).
+    the dictionary's atoms that lie in span(Q_T)
+    (:func:`~tangentlab.measure.dictionaries.atoms_in_span`; the selected atoms, for a
+    dictionary in general position).
     """
     import numpy as np
 
