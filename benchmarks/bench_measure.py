@@ -72,7 +72,7 @@ def main() -> None:
     threads = torch.get_num_threads()
     common = {"n_batches": args.batches, "batch_size": B, "seq_len": T, "threads": threads}
     m1 = measure_trajectory(ck, root / "m1", device="cpu",
-                            overrides={**common, "causal": False, "corpus": str(run / "eval.jsonl")})
+                            overrides={**common, "causal": False, "eval_text": str(run / "eval.jsonl")})
     man1 = json.loads((m1 / "manifest.json").read_text())
     t1 = man1["timings_s"]
     per_ckpt = t1.get("capture", 0) + t1.get("proxy_fit", 0) + t1.get("metrics", 0)
@@ -104,7 +104,7 @@ def main() -> None:
     nc = 5
     m2 = measure_trajectory(ck, root / "m2", device="cpu", overrides={
         **common, "causal": True, "causal_controls": nc, "causal_batches": args.batches,
-        "causal_checkpoints": 1, "corpus": str(run / "eval.jsonl")})
+        "causal_checkpoints": 1, "eval_text": str(run / "eval.jsonl")})
     t2 = json.loads((m2 / "manifest.json").read_text())["timings_s"]
     n_sites = len(sites)
     variants_per_control = 1 + 2  # one ablation + two steering sizes (defaults)

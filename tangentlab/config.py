@@ -10,6 +10,11 @@ unique), and checked in one place (:func:`check_config`, called by every :class:
 ``__post_init__``), with messages that name the key, the bound and the value received. Relations
 between fields go in :meth:`Config.relations`, checked by the same function.
 
+Renamed keys: a config class may declare ``renamed_keys`` (a mapping old key → new key, a
+class attribute, not a field). An old key still works for a release: its value goes to the new
+key, with a :class:`DeprecatedKeyWarning` (a ``DeprecationWarning``) naming both; giving both
+is a ConfigError.
+
 Supported field types: ``int``, ``float``, ``bool``, ``str``, ``X | None``, ``Literal[...]``,
 ``tuple[X, ...]`` and nested frozen dataclasses (a TOML table, or dotted keys ``a.b=1``).
 
@@ -39,6 +44,7 @@ from typing import Any, TypeVar
 from tangentlab.errors import ConfigError
 
 __all__ = [
+    "DeprecatedKeyWarning",
     "Bound",
     "option",
     "Config",
@@ -53,6 +59,12 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+
+class DeprecatedKeyWarning(DeprecationWarning):
+    """A config key was given under its old name (see ``renamed_keys``); it still works."""
+
+
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
 
@@ -201,7 +213,7 @@ def config_from_mapping(cls: type[T], mapping: Mapping[str, Any], *, where: str 
         raise TypeError(f"{cls!r} is not a dataclass")
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
-    nested = _unflatten(mapping)
+    nested = _renamed(cls, _unflatten(mapping), where)
     unknown = sorted(set(nested) - set(fields))
     if unknown:
         raise ConfigError(
@@ -225,6 +237,26 @@ def config_from_mapping(cls: type[T], mapping: Mapping[str, Any], *, where: str 
         if isinstance(exc, ConfigError):
             raise
         raise ConfigError(f"invalid {where}: {exc}") from None
+
+
+def _renamed(cls: type, nested: dict[str, Any], where: str) -> dict[str, Any]:
+    """``nested`` with the old keys of ``cls.renamed_keys`` moved to their new names (warned)."""
+    import warnings
+
+    renames = getattr(cls, "renamed_keys", None) or {}
+    out = dict(nested)
+    for old, new in renames.items():
+        if old not in out:
+            continue
+        if new in out:
+            raise ConfigError(
+                f"{where} keys {old!r} and {new!r} are the same setting ({old!r} is its old "
+                f"name); give only {new!r}"
+            )
+        warnings.warn(f"config key {old!r} is deprecated; use {new!r} (same meaning)",
+                      DeprecatedKeyWarning, stacklevel=4)
+        out[new] = out.pop(old)
+    return out
 
 
 def _field_default(field: dataclasses.Field) -> Any:
@@ -271,9 +303,9 @@ def load_config(
         data = read_toml(path)
         if section is not None and isinstance(data.get(section), Mapping):
             data = data[section]
-        values.update(_flatten(data))
-    if overrides:
-        values.update(dict(overrides))
+        values.update(_renamed(cls, _flatten(data), str(path)))
+    if overrides:  # each layer renamed on its own, so an override beats a file's old key
+        values.update(_renamed(cls, dict(overrides), "override"))
     return config_from_mapping(cls, values)
 
 

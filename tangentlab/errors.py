@@ -28,6 +28,7 @@ __all__ = [
     "CaptureError",
     "StageError",
     "OutputPathError",
+    "SiteMismatchError",
     "RunLockedError",
 ]
 
@@ -103,6 +104,14 @@ class OutputPathError(ConfigError):
 
     It is a file, a run of another kind, or a folder that is not empty (see
     :func:`tangentlab.runs.check_output_dir`). Nothing was written.
+    """
+
+
+class SiteMismatchError(ConfigError):
+    """A dictionary was trained at another site than the one it is applied to.
+
+    For example a SAELens ``hook_name`` of ``blocks.3.hook_resid_post`` given for site
+    ``blocks.5.resid_post``. The message names both and what to pass instead.
     """
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import ClassVar, Literal
 
 import pytest
 
@@ -137,3 +137,34 @@ def test_every_config_class_declares_its_bounds():
     for cls in classes:
         assert issubclass(cls, Config), cls
         assert any("bound" in f.metadata for f in dataclasses.fields(cls)), cls
+
+
+def test_renamed_keys_still_work_with_a_deprecation_warning(tmp_path):
+    """``renamed_keys``: an old key's value goes to the new key, with a DeprecatedKeyWarning."""
+    import warnings
+    from dataclasses import dataclass
+    from types import MappingProxyType
+
+    from tangentlab.config import Config, DeprecatedKeyWarning, load_config
+
+    @dataclass(frozen=True)
+    class C(Config):
+        eval_text: str = ""
+        renamed_keys: ClassVar[object] = MappingProxyType({"corpus": "eval_text"})
+
+    with pytest.warns(DeprecatedKeyWarning, match="'corpus' is deprecated; use 'eval_text'"):
+        assert load_config(C, overrides={"corpus": "bible"}).eval_text == "bible"
+    toml = tmp_path / "c.toml"
+    toml.write_text('corpus = "bible"\n')
+    with pytest.warns(DeprecatedKeyWarning):
+        assert load_config(C, toml).eval_text == "bible"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecatedKeyWarning)
+        # an override beats a file's old key; both names in one layer is an error
+        assert load_config(C, toml, {"eval_text": "wikipedia"}).eval_text == "wikipedia"
+        with pytest.raises(ConfigError, match="give only 'eval_text'"):
+            load_config(C, overrides={"corpus": "a", "eval_text": "b"})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert load_config(C, overrides={"eval_text": "x"}).eval_text == "x"  # no warning
+    assert "renamed_keys" not in {f.name for f in __import__("dataclasses").fields(C)}

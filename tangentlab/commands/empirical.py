@@ -3,13 +3,19 @@
 ```text
 tangentlab empirical train --arch encoder|decoder [--preset P] [--corpus C] --out DIR [--resume]
 tangentlab empirical measure TRAJECTORY --out DIR [--sites S,...] [--rank r] [--proxy NAME]
-                             [--fit-fraction F] [--controls N] [--gguf] [--resume]
+                             [--fit-fraction F] [--n-controls N] [--gguf] [--resume]
 tangentlab empirical measure --model ORG/NAME [--revisions step0,step1000|log:12|all] ...
                              [--dtype float32|bfloat16|float16] [--eval-text FILE]
-                             [--frequency-table FILE] [--proxy basis:PATH]
+                             [--eval-fraction F] [--text-column C] [--frequency-table FILE]
+                             [--proxy SITE=basis:PATH ...]
 tangentlab empirical fetch smollm2 --out DIR
 tangentlab empirical revisions ORG/NAME [--revisions log:12]   (list what would be measured)
 ```
+
+Every ``measure`` flag is the config key of the same name with ``-`` for ``_`` (``--eval-text``
+↔ ``eval_text``, ``--n-controls`` ↔ ``n_controls``), so ``--set KEY=VALUE`` and a TOML
+``[measure]`` table say the same things. ``--revisions`` defaults to ``main`` for both
+``measure`` and ``revisions`` (:data:`DEFAULT_REVISIONS`).
 """
 
 from __future__ import annotations
@@ -24,7 +30,33 @@ from tangentlab.commands import (
     writing_run,
 )
 
-__all__ = ["register"]
+__all__ = ["register", "DEFAULT_REVISIONS", "MEASURE_FLAGS"]
+
+#: the revision selection of ``--model ORG/NAME`` without ``--revisions``, for ``measure`` and
+#: ``revisions`` alike: one checkpoint, never a download of a whole suite unasked;
+#: ``revisions`` is the dry run of ``measure``, so it lists exactly what ``measure`` would take
+DEFAULT_REVISIONS = "main"
+
+#: the measure flags that set a config key of the same name (``--fit-fraction`` → fit_fraction)
+MEASURE_FLAGS = ("sites", "rank", "proxy", "fit_fraction", "n_controls", "exclude_positions",
+                 "dtype", "eval_text", "eval_fraction", "text_column", "frequency_table",
+                 "on_duplicate")
+
+
+class _OldFlag(argparse.Action):
+    """An option under its new and its old name; the old one still works, with a warning line."""
+
+    def __init__(self, option_strings, dest, *, old: str, **kwargs):
+        self.old = old
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        import sys
+
+        if option_string == self.old:
+            new = next(o for o in self.option_strings if o != self.old)
+            sys.stderr.write(f"tangentlab: warning: {self.old} is deprecated; use {new}\n")
+        setattr(namespace, self.dest, values)
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -58,23 +90,54 @@ def _trajectory_arg(args: argparse.Namespace) -> str:
     return args.model if args.revisions is None else f"{args.model}@{args.revisions}"
 
 
-def _measure(args: argparse.Namespace) -> int:
-    if (code := relaunch(args)) is not None:
-        return code
+def _measure_overrides(args: argparse.Namespace) -> dict:
+    """``--set`` overrides, then each flag of :data:`MEASURE_FLAGS` under its own key."""
     from tangentlab.config import parse_overrides
-    from tangentlab.empirical import measure_trajectory
 
-    trajectory = _trajectory_arg(args)
     ov = parse_overrides(args.overrides)
-    for flag, key in (("sites", "sites"), ("rank", "rank"), ("proxy", "proxy"),
-                      ("fit_fraction", "fit_fraction"), ("controls", "n_controls"),
-                      ("exclude_positions", "exclude_positions"), ("dtype", "dtype"),
-                      ("eval_text", "corpus"), ("frequency_table", "frequency_file"),
-                      ("on_duplicate", "on_duplicate")):
-        value = getattr(args, flag)
+    for key in MEASURE_FLAGS:
+        value = getattr(args, key)
         if value is not None:
             ov[key] = value
+    return ov
+
+
+def _preflight(args: argparse.Namespace, trajectory: str, ov: dict) -> None:
+    """The measure's pre-flight checks, before any rank starts or any weights load.
+
+    A config key given under its old name prints one warning line.
+    """
+    import sys
+    import warnings
+
+    from tangentlab.config import DeprecatedKeyWarning
+    from tangentlab.empirical.preflight import preflight
+
+    seen: list = []
+    try:
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always", DeprecatedKeyWarning)
+            preflight(trajectory, args.out, seed=args.seed, overrides=ov,
+                      config_path=args.config, gguf=args.gguf, out_kind="empirical/measure")
+    finally:  # the warnings are worth a line even when a check fails
+        for w in seen:
+            if issubclass(w.category, DeprecatedKeyWarning):
+                sys.stderr.write(f"tangentlab: warning: {w.message}\n")
+            else:
+                warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+
+
+def _measure(args: argparse.Namespace) -> int:
+    from tangentlab import distributed
+
+    trajectory = _trajectory_arg(args)
+    ov = _measure_overrides(args)
+    if not distributed.launched():  # every check in seconds, before --nproc starts ranks
+        _preflight(args, trajectory, ov)
+    if (code := relaunch(args)) is not None:
+        return code
     from tangentlab import crash
+    from tangentlab.empirical import measure_trajectory
 
     crash.note(measure_overrides=ov, trajectory=trajectory)
     with writing_run(args.out, kind="empirical/measure", command="empirical measure"):
@@ -93,10 +156,18 @@ def _revisions(args: argparse.Namespace) -> int:
     repo, inline = split_model_spec(args.model)
     if inline is not None and args.revisions is not None:
         raise ConfigError(f"{args.model!r} already selects revisions after '@'; drop one")
-    spec = inline if inline is not None else (args.revisions or "all")
+    spec = inline if inline is not None else (args.revisions or DEFAULT_REVISIONS)
     refs = list_revisions(repo)
     for rev, step in select_revisions(refs, spec, repo_id=repo):
         print(f"{rev}\t{step}")
+    if inline is None and args.revisions is None:
+        import sys
+
+        from tangentlab.empirical.hub import parse_step
+
+        n = sum(parse_step(r) is not None for r in refs)
+        sys.stderr.write(f"({DEFAULT_REVISIONS!r} by default, as for measure; {n} of the "
+                         f"{len(refs)} refs carry a step: --revisions all lists them)\n")
     return 0
 
 
@@ -145,23 +216,40 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "resolved through the Hub cache (HF_HUB_OFFLINE=1: cache only)")
     m.add_argument("--revisions",
                    help="with --model: step0,step1000 | log:K (K log-spaced refs) | all; "
-                        "REV=STEP gives a step by hand (default: main)")
+                        f"REV=STEP gives a step by hand (default: {DEFAULT_REVISIONS}, one "
+                        "checkpoint; the same default as `empirical revisions`)")
     m.add_argument("--dtype", choices=["float32", "bfloat16", "float16"],
                    help="forward-pass dtype (default float32; statistics always >= float32)")
     m.add_argument("--eval-text", dest="eval_text",
                    help="eval text: a corpus name, a .txt/.jsonl/.json/.parquet file or folder, or "
                         "text:|json:|parquet:PATH (datasets loaders), tokenized with the model's "
-                        "own tokenizer")
+                        "own tokenizer; its documents are split by --eval-fraction")
+    m.add_argument("--eval-fraction", dest="eval_fraction",
+                   help="share of --eval-text's documents (a seeded hash per document) that is "
+                        "eval text (default 0.1); the other documents are only counted for the "
+                        "token frequencies, unless --frequency-table gives them (1 = all "
+                        "documents are eval text, which needs --frequency-table); the manifest's "
+                        "eval_split records both sides")
+    m.add_argument("--text-column", dest="text_column",
+                   help="the field (.jsonl) or column (json:, parquet:) holding the documents "
+                        "(default: text)")
     m.add_argument("--frequency-table", dest="frequency_table",
                    help="CSV token_id,count (e.g. pre-training counts) replacing the eval-text count")
     m.add_argument("--out", required=True, help="run directory to create")
     m.add_argument("--sites", help="comma-separated sites, e.g. blocks.0.resid_post,blocks.-1.resid_post")
     m.add_argument("--rank", help="proxy rank r (2r <= d)")
-    m.add_argument("--proxy", help="pca | seminmf | ica | sae | basis:PATH (a (d, r) basis or "
-                                   "decoder matrix, .npy/.safetensors, or an SAE folder)")
+    m.add_argument("--proxy", action="append",
+                   help="pca | seminmf | ica | sae | basis:PATH (a (d, r) basis or decoder "
+                        "matrix, .npy/.safetensors, an SAE folder, hub:ORG/NAME/FOLDER or "
+                        "saelens:RELEASE/SAE_ID); SITE=NAME gives one site its own (repeatable, "
+                        "e.g. --proxy blocks.3.resid_post=basis:sae3 --proxy pca for the rest); a "
+                        "basis without SITE= is refused when it would serve several sites")
     m.add_argument("--fit-fraction", dest="fit_fraction",
                    help="fixed-proxy window: checkpoints with step <= F x last step")
-    m.add_argument("--controls", help="number of matched-rank normal controls (default 20)")
+    m.add_argument("--n-controls", "--controls", dest="n_controls", action=_OldFlag,
+                   old="--controls",
+                   help="number of matched-rank normal controls (default 20; --controls is "
+                        "its old name)")
     m.add_argument("--exclude-positions", dest="exclude_positions",
                    help="positions left out of proxy fitting and distances, e.g. 0")
     m.add_argument("--on-duplicate", dest="on_duplicate", choices=["error", "warn", "skip"],
@@ -179,7 +267,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     r = verbs.add_parser("revisions", help="list the revisions (and steps) of a Hub model that a "
                                            "selection picks, without downloading weights")
     r.add_argument("model", help="a Hub model id ORG/NAME (ORG/NAME@SPEC also works)")
-    r.add_argument("--revisions", help="step0,step1000 | log:K | all (default: all)")
+    r.add_argument("--revisions",
+                   help=f"step0,step1000 | log:K | all (default: {DEFAULT_REVISIONS}, as for "
+                        "measure, so this lists what `measure --model` would take)")
     r.set_defaults(func=_revisions)
 
     f = verbs.add_parser("fetch", help="fetch an offline pretrained model (smollm2)")

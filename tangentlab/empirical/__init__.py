@@ -5,8 +5,14 @@ the paper's tangent-proxy protocol over a checkpoint trajectory.
   English text, saving a log-spaced checkpoint trajectory (resumable, bit-identical);
 - :func:`measure_trajectory`: the protocol (energy test against matched-rank controls, anisotropy
   share, representation isotropy, frequency–geometry, causal ablation/steering, early/late);
+  :func:`preflight` checks all of its inputs in seconds, without loading weights;
+- :func:`resolve_trajectory`: a run directory, a folder of checkpoints, a model folder, a GGUF
+  file, or a Hub id with revisions (``resolve_trajectory("EleutherAI/pythia-160m",
+  revisions="log:12")``) → a :class:`Trajectory` of :class:`Checkpoint` records;
+  :func:`list_revisions` and :func:`select_revisions` list and pick a Hub model's refs;
 - :data:`PRESETS` (``tiny``, ``small``, ``base``), :class:`TrainConfig`, :class:`MeasureConfig`;
-- :func:`capture_batch` and the site names of :mod:`tangentlab.empirical.sites`.
+- :func:`load_model`, :func:`capture_batch` (keyed by the site names you pass) and the site
+  names of :mod:`tangentlab.empirical.sites` (:func:`available_sites`).
 
 Heavy modules (torch, transformers) load on first use.
 """
@@ -18,6 +24,9 @@ from tangentlab._lazy import lazy_exports
 __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "train": ("PRESETS", "TrainConfig", "train_model"),
     "protocol": ("MeasureConfig", "QUICK_MEASURE", "measure_trajectory"),
+    "preflight": ("preflight",),
+    "trajectory": ("Checkpoint", "Trajectory", "resolve_trajectory"),
+    "hub": ("list_revisions", "select_revisions"),
     "capture": ("capture_batch",),
     "models": ("load_model",),
     "sites": ("available_sites",),

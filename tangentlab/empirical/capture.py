@@ -10,6 +10,10 @@ Row selection (``CaptureBatch.rows``): real (non-padding) tokens; for a decoder,
 of each window (no target, gradient exactly zero) is excluded. For an encoder ``masked`` marks
 the positions whose tokens were masked (the loss lives there; every position gets a gradient).
 
+Sites are returned under the names the caller gave: ask for ``blocks.-1.hook_resid_post`` and
+``acts`` and ``grads`` hold ``blocks.-1.hook_resid_post`` (an alias in, the same alias out; two
+names of one site are an error). ``edit`` may name a site by any of its names.
+
 A site whose hook never fired, fired twice in one pass, produced a tensor of the wrong shape, or
 whose gradient did not reach it (disconnected), raises :class:`~tangentlab.errors.CaptureError`.
 """
@@ -53,23 +57,30 @@ class CaptureBatch:
 def site_hooks(model, sites: Sequence[str], *, make_leaf: bool, edit=None) -> Iterator[dict]:
     """Register forward hooks on ``sites``; yields a dict site → list of captured outputs.
 
+    The dict's keys are the names in ``sites`` as given (aliases kept).
     ``make_leaf``: when a site's output does not require grad (frozen parameters upstream), it
     is replaced by a detached copy that does, so the gradient can be taken with respect to it.
-    ``edit``: optional ``{site: fn(tensor) -> tensor}`` applied to the output (ablation/steering).
+    ``edit``: optional ``{site: fn(tensor) -> tensor}`` applied to the output (ablation/steering);
+    its keys may be any name of a hooked site.
+
+    Raises:
+        CaptureError: two names of one site, or an ``edit`` for a site that is not hooked.
     """
     from tangentlab.empirical.sites import normalize_site, site_module
 
     store: dict[str, list] = {}
     handles = []
+    canonical: dict[str, str] = {}  # canonical name → the name asked for
+    edits: dict[str, Any] = {}
 
-    def make(site: str):
+    def make(key: str, site: str):
         def hook(_mod, _inp, output):
             out = output[0] if isinstance(output, tuple) else output
             if make_leaf and not out.requires_grad:
                 out = out.detach().requires_grad_(True)
-            if edit is not None and site in edit:
-                out = edit[site](out)
-            store[site].append(out)
+            if site in edits:
+                out = edits[site](out)
+            store[key].append(out)
             if isinstance(output, tuple):
                 return (out,) + tuple(output[1:])
             return out
@@ -79,10 +90,18 @@ def site_hooks(model, sites: Sequence[str], *, make_leaf: bool, edit=None) -> It
     try:
         for s in sites:
             name = normalize_site(model, s)
-            if name in store:
-                raise CaptureError(f"site {name!r} was requested twice")
-            store[name] = []
-            handles.append(site_module(model, name).register_forward_hook(make(name)))
+            if name in canonical:
+                also = "" if canonical[name] == s else f" (as {canonical[name]!r} and {s!r})"
+                raise CaptureError(f"site {name!r} was requested twice{also}")
+            canonical[name] = s
+            store[s] = []
+            handles.append(site_module(model, name).register_forward_hook(make(s, name)))
+        for k, fn in (edit or {}).items():
+            name = normalize_site(model, k)
+            if name not in canonical:
+                raise CaptureError(f"edit names site {k!r}, which is not captured "
+                                   f"(sites: {', '.join(canonical.values())})")
+            edits[name] = fn
         yield store
     finally:
         for h in handles:
@@ -119,7 +138,8 @@ def capture_batch(loaded, sites: Sequence[str], input_ids, labels=None, *, atten
 
     Args:
         loaded: a :class:`~tangentlab.empirical.models.LoadedModel`.
-        sites: site names (see :mod:`tangentlab.empirical.sites`).
+        sites: site names (see :mod:`tangentlab.empirical.sites`); ``acts`` and ``grads`` are
+            keyed by these names as given (an alias in, the same alias out).
         input_ids: (B, T) int tensor.
         labels: (B, T), -100 where no loss (encoder), or the inputs (decoder; shifted inside).
             Required when ``grads`` or the loss is wanted.

@@ -12,8 +12,11 @@ Sources (``load_texts(source)``):
   JSON object per line with a ``text`` field), or a directory of such files (sorted, recursive);
 - through the ``datasets`` loaders (``pip install 'tangentlab[data]'``; :func:`load_dataset_texts`):
   ``text:PATH``, ``json:PATH``, ``parquet:PATH`` (a file or a folder of such files), and any
-  ``.parquet`` or ``.json`` path. Documents are the ``text`` column (``text:`` splits at blank
-  lines, like a ``.txt`` file).
+  ``.parquet`` or ``.json`` path. Documents are the ``text`` column, or the one ``text_column``
+  names (``text:`` splits at blank lines, like a ``.txt`` file).
+
+``text_column`` (default ``text``) names the JSON field of a ``.jsonl`` file and the column of a
+``json:``/``parquet:`` source that holds the documents.
 
 Documents are plain strings, to be tokenized with the measured model's own tokenizer. The split
 is by document, deterministic in ``seed``.
@@ -135,14 +138,14 @@ def _blocks(text: str) -> list[str]:
     return [b for b in (_clean(x) for x in re.split(r"\n\s*\n", text)) if b]
 
 
-def _read_path(path: Path) -> list[str]:
+def _read_path(path: Path, text_column: str = "text") -> list[str]:
     if path.is_dir():
         files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in {".txt", ".jsonl"})
         if not files:
             raise DataError(f"corpus directory {str(path)!r} holds no .txt or .jsonl files")
         out: list[str] = []
         for f in files:
-            out.extend(_read_path(f))
+            out.extend(_read_path(f, text_column))
         return out
     if path.suffix == ".jsonl":
         docs = []
@@ -154,10 +157,12 @@ def _read_path(path: Path) -> list[str]:
                     rec = json.loads(line)
                 except json.JSONDecodeError as exc:
                     raise DataError(f"{str(path)!r} line {i} is not JSON ({exc.msg})") from None
-                if not isinstance(rec, dict) or not isinstance(rec.get("text"), str):
-                    raise DataError(f"{str(path)!r} line {i} has no string 'text' field")
-                if rec["text"].strip():
-                    docs.append(rec["text"].strip())
+                if not isinstance(rec, dict) or not isinstance(rec.get(text_column), str):
+                    fields = f" (its fields: {sorted(rec)[:8]})" if isinstance(rec, dict) else ""
+                    raise DataError(f"{str(path)!r} line {i} has no string {text_column!r} "
+                                    f"field{fields}; name the field with text_column")
+                if rec[text_column].strip():
+                    docs.append(rec[text_column].strip())
         return docs
     try:
         return _blocks(path.read_text(encoding="utf-8"))
@@ -248,10 +253,12 @@ def load_dataset_texts(path: str | Path, *, fmt: str | None = None, text_field: 
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def load_texts(source: str | Path, *, max_docs: int | None = None) -> list[str]:
+def load_texts(source: str | Path, *, max_docs: int | None = None,
+               text_column: str = "text") -> list[str]:
     """The documents of ``source``, in a fixed order.
 
     ``source`` is a built-in corpus name, a path, or ``FORMAT:PATH`` for the ``datasets`` loaders.
+    ``text_column``: the field (``.jsonl``) or column (``json:``, ``parquet:``) of the documents.
 
     Raises:
         UnknownNameError: ``source`` is neither a built-in name nor an existing path.
@@ -260,10 +267,10 @@ def load_texts(source: str | Path, *, max_docs: int | None = None) -> list[str]:
     name = str(source)
     prefix, sep, rest = name.partition(":")
     if sep and prefix in DATASET_FORMATS:
-        docs = load_dataset_texts(rest, fmt=prefix, max_docs=max_docs)
+        docs = load_dataset_texts(rest, fmt=prefix, max_docs=max_docs, text_field=text_column)
     elif name not in BUILTIN_CORPORA and Path(name).suffix in (".parquet", ".json") \
             and Path(name).exists():
-        docs = load_dataset_texts(name, max_docs=max_docs)
+        docs = load_dataset_texts(name, max_docs=max_docs, text_field=text_column)
     elif name in BUILTIN_CORPORA:
         docs = list({"wikipedia": _wikipedia, "bible": _bible, "shakespeare": _shakespeare}[name]())
     else:
@@ -273,7 +280,7 @@ def load_texts(source: str | Path, *, max_docs: int | None = None) -> list[str]:
                 f"corpus {name!r} is neither a built-in corpus ({', '.join(BUILTIN_CORPORA)}) "
                 "nor an existing file or directory"
             )
-        docs = _read_path(path)
+        docs = _read_path(path, text_column)
     if max_docs is not None:
         docs = docs[: int(max_docs)]
     if not docs or not any(d.strip() for d in docs):
@@ -296,9 +303,12 @@ def split_texts(docs: Sequence[str], eval_fraction: float = 0.1, seed: int = 0) 
 
     Each document goes to eval when a hash of (seed, its index, its text) falls below
     ``eval_fraction``; at least one document lands on each side when there are two or more.
+    ``eval_fraction=1`` puts every document in eval (the train side is empty).
     """
-    if not 0.0 < eval_fraction < 1.0:
-        raise DataError(f"eval_fraction must be in (0, 1); got {eval_fraction}")
+    if not 0.0 < eval_fraction <= 1.0:
+        raise DataError(f"eval_fraction must be in (0, 1]; got {eval_fraction}")
+    if eval_fraction == 1.0:
+        return CorpusSplit((), tuple(docs))
     train, ev = [], []
     for i, d in enumerate(docs):
         h = hashlib.sha256(f"{seed}:{i}:".encode() + d[:200].encode("utf-8", "replace")).digest()

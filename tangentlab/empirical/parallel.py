@@ -335,7 +335,7 @@ def fixed_proxies(world, mode: str, share, setup, schedule, cks, timer, load, sk
     fixed = None
     if world.is_main:
         with timer("proxy_fit"):
-            fixed = {site: schedule.fit_fixed(samples[site]) for site in setup.sites}
+            fixed = {site: schedule.fit_fixed(samples[site], site) for site in setup.sites}
     return world.broadcast_object(fixed), kept
 
 
@@ -354,7 +354,7 @@ def previous_refits(setup, schedule, fixed, ck, timer, load) -> dict:
         got = collect_fit_half(lm, setup.sites, setup.eval_data, setup.plans, setup.uniq,
                                sample_only=True)
     with timer("proxy_fit"):
-        return {site: schedule.proxies(fixed[site], got[site].sample, None).refit
+        return {site: schedule.proxies(fixed[site], got[site].sample, None, site=site).refit
                 for site in setup.sites}
 
 

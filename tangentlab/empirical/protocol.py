@@ -27,7 +27,8 @@ Then every checkpoint, in one pass with its subspaces known:
 Finally: centroid-trajectory variance against frequency, and step-span-weighted early/late
 aggregates (min–max in ``band_low``/``band_high``).
 
-The jobs live in separate modules: typed records (``records``), the row plan and the two capture
+The jobs live in separate modules: the config (``measure_config``), the checks of every input
+before any weights load (``preflight``), typed records (``records``), the row plan and the two capture
 passes (``collect``), the proxy schedule (``proxy_schedule``), the metric-row builders
 (``metrics``), the causal check's forward passes (``causal``) and the partial folder
 (``partial``). This module holds the config and the orchestration. docs/empirical.md states every
@@ -44,12 +45,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tangentlab.config import Config, option
 from tangentlab.empirical.collect import (
     collect_fit_half,
     collect_test_half,
     prefetch_fit_halves,
 )
+from tangentlab.empirical.measure_config import (  # the config lives apart; re-exported here
+    QUICK_MEASURE,
+    MeasureConfig,
+    resolve_measure_config,
+)
+from tangentlab.empirical.measure_config import spread_indices as _spread_indices
 from tangentlab.empirical.metrics import (
     AGGREGATED_METRICS,
     energy_rows,
@@ -58,7 +64,7 @@ from tangentlab.empirical.metrics import (
     representation_rows,
 )
 from tangentlab.empirical.records import EvalBatch, RowBase, RowPlan, SiteStats
-from tangentlab.errors import CheckpointError, ConfigError, RankError, TangentlabError
+from tangentlab.errors import CheckpointError, RankError, TangentlabError
 
 __all__ = [
     "MeasureConfig",
@@ -78,104 +84,17 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class MeasureConfig(Config):
-    """Configuration of ``measure`` (defaults sized for the ``small`` preset on 2 CPU cores).
-
-    Sites and proxy: ``sites`` (comma list; negative block indices count from the end),
-    ``rank`` r (needs 2r ≤ d for the controls), ``proxy`` (pca|seminmf|ica|sae),
-    ``fit_fraction`` (fixed-proxy window: steps ≤ fit_fraction × last step, each checkpoint
-    weighted by the span of steps it stands for), ``refit`` (also refit per checkpoint),
-    ``exclude_positions`` (positions left out of proxy fitting and distance statistics).
-    Eval batches: ``n_batches`` × ``batch_size`` × ``seq_len`` tokens per checkpoint (``seq_len``
-    0 = the training seq_len, else 128, capped by the model's positions), split by a seeded
-    permutation into a fit half (activations) and a test half (gradients); the intervals resample
-    the test half's batches, so keep n_batches ≥ 64 for ≥ 32 test batches.
-    Statistics: ``n_controls`` (controls of the point estimate and of each bootstrap redraw),
-    ``control_pool`` (the pool they are redrawn from), ``n_boot``, ``confidence``, ``interval``
-    (bootstrap|bca|jackknife), ``n_buckets`` (quantile buckets of log-frequency over eval
-    occurrences), ``spread_k`` (occurrences per token in the equal-size spread), ``sample_rows``
-    (activation rows kept per checkpoint and site), ``forced_tol`` (a gradient direction counts
-    as forced by a normalization layer when max |cos| < forced_tol).
-    Causal check: ``causal`` on/off, ``causal_checkpoints`` (how many checkpoints, spread over the
-    trajectory, always the first and last), ``causal_controls`` (complement controls, and as
-    many variance-matched ones), ``causal_batches`` (the first test batches, at most the whole
-    test half; the bootstrap units),
-    ``steer_sizes`` (step sizes in units of the site's RMS activation norm).
-    Other: ``early_fraction`` (early = 0 < step ≤ early_fraction × last step, weighted by step
-    span), ``corpus`` (empty: the training run's corpus, else wikipedia), ``max_checkpoints``
-    (0 = all), ``threads`` (torch intra-op threads; 0 = the training run's ``threads`` if
-    recorded, else torch's default), ``dtype`` (the forward pass's precision; gradients and
-    statistics are float32 or wider whatever the checkpoint stores), ``frequency_file`` (an
-    external ``token_id,count`` table replacing the eval-text count), ``seed``.
-    Bad values raise ConfigError naming the key, the bound and the value (``n_batches`` >= 4: a
-    fit half and a test half of at least 2 batches each; the bootstrap resamples test batches).
-    """
-
-    sites: tuple[str, ...] = option(("blocks.0.resid_post", "blocks.-1.resid_post"), min_len=1,
-                                    unique=True)
-    rank: int = option(8, ge=1, integer=True)
-    proxy: str = "pca"
-    fit_fraction: float = option(0.3, ge=0, le=1)
-    refit: bool = True
-    exclude_positions: tuple[int, ...] = option((), integer=True, unique=True)
-    n_controls: int = option(20, ge=1, integer=True)
-    control_pool: int = option(200, ge=1, integer=True)
-    n_boot: int = option(1000, ge=2, integer=True)
-    confidence: float = option(0.95, gt=0, lt=1)
-    interval: str = option("bootstrap", choices=("bootstrap", "bca", "jackknife"))
-    n_buckets: int = option(5, ge=1, integer=True)
-    spread_k: int = option(4, ge=2, integer=True)
-    sample_rows: int = option(4096, ge=16, integer=True)
-    forced_tol: float = option(1e-3, gt=0, lt=1)
-    n_batches: int = option(64, ge=4, integer=True,
-                            why="a fit half and a test half of at least 2 batches each; the "
-                                "bootstrap resamples test batches")
-    batch_size: int = option(4, ge=1, integer=True)
-    seq_len: int = option(0, ge=0, integer=True)
-    causal: bool = True
-    causal_checkpoints: int = option(4, ge=1, integer=True)
-    causal_controls: int = option(5, ge=1, integer=True)
-    causal_batches: int = option(8, ge=1, integer=True)
-    steer_sizes: tuple[float, ...] = (0.25, 1.0)
-    early_fraction: float = option(0.3, ge=0, le=1)
-    corpus: str = ""
-    max_docs: int | None = option(None, ge=1, integer=True)
-    eval_fraction: float = option(0.1, gt=0, lt=1)
-    max_checkpoints: int = option(0, ge=0, integer=True)
-    threads: int = option(0, ge=0, integer=True)
-    dtype: str = option("float32", choices=("float32", "bfloat16", "float16", "float64"))
-    frequency_file: str = ""
-    on_duplicate: str = option("warn", choices=("warn", "error", "skip"))  # empirical.integrity
-    seed: int = option(0, ge=0, integer=True)
-
-    def relations(self) -> list[tuple[bool, str]]:
-        """Constraints between fields (checked with the field bounds, see tangentlab.config)."""
-        return [
-            (self.control_pool >= self.n_controls,
-             f"control_pool must be >= n_controls ({self.n_controls}), got {self.control_pool}; "
-             "the bootstrap redraws controls from the pool"),
-        ]
-
-
-#: Overrides for the ``reproduce --quick`` path: a measure of a ``tiny`` trajectory in seconds
-#: (8 test batches: intervals wider and less reliable than the default's 32).
-QUICK_MEASURE: dict[str, Any] = {
-    "n_batches": 16, "batch_size": 4, "sample_rows": 1024, "n_boot": 200,
-    "causal_checkpoints": 2, "causal_batches": 4,
-}
-
-
-def _spread_indices(n: int, k: int) -> set[int]:
-    import numpy as np
-
-    if n <= k:
-        return set(range(n))
-    return {int(round(x)) for x in np.linspace(0, n - 1, k)}
+#: tokens of the frequency split counted at most (the count stops there)
+FREQUENCY_TOKENS_CAP = 2_000_000
 
 
 def _eval_inputs(traj, tokenizer, cfg: MeasureConfig, vocab: int):
-    """(eval texts, train-split counts, frequency source) for the trajectory."""
+    """(eval texts, frequency-split counts, frequency source, corpus, split record).
+
+    The counts are None when ``cfg.frequency_table`` replaces them (the caller reads it). The
+    split record says where the eval text came from and how ``eval_text`` was divided:
+    ``eval_fraction`` and the documents and tokens on each side (the manifest's ``eval_split``).
+    """
     from tangentlab.empirical.corpus import (
         frequency_table,
         load_frequency_table,
@@ -185,47 +104,52 @@ def _eval_inputs(traj, tokenizer, cfg: MeasureConfig, vocab: int):
     from tangentlab.empirical.tokenizer import encode_stream
 
     tc = traj.train_config
-    corpus = cfg.corpus or tc.get("corpus") or "wikipedia"
-    if traj.eval_file is not None and not cfg.corpus:
+    corpus = cfg.eval_text or tc.get("corpus") or "wikipedia"
+
+    def corpus_split():
+        return split_texts(load_texts(corpus, max_docs=cfg.max_docs, text_column=cfg.text_column),
+                           cfg.eval_fraction, seed=cfg.seed)
+
+    if traj.eval_file is not None and not cfg.eval_text:
         # the training run's own held-out documents: no corpus parsing needed
         eval_texts = load_texts(traj.eval_file)
-        split = None
+        split, origin = None, "the training run's held-out documents (eval.jsonl)"
     else:
-        split = split_texts(load_texts(corpus, max_docs=cfg.max_docs), cfg.eval_fraction,
-                            seed=cfg.seed)
+        split, origin = corpus_split(), f"{corpus!r}, split by eval_fraction"
         eval_texts = list(split.eval)
-    counts = None
-    source = ""
-    if traj.frequency_file is not None and not cfg.corpus:
+    counts, source, freq = None, "", {"documents": None, "tokens": None, "counted": False}
+    if cfg.frequency_table:
+        source = "frequency_table (read by the caller)"
+    elif traj.frequency_file is not None and not cfg.eval_text:
         counts = load_frequency_table(traj.frequency_file)
         source = "run frequency.csv (training split)"
         if len(counts) < vocab:
             counts = None
-    if counts is None:
+        else:
+            freq["tokens"] = int(counts.sum())
+    if counts is None and not cfg.frequency_table:
         if split is None:
-            split = split_texts(load_texts(corpus, max_docs=cfg.max_docs), cfg.eval_fraction,
-                                seed=cfg.seed)
-        stream = encode_stream(tokenizer, list(split.train), max_tokens=2_000_000)
+            split = corpus_split()
+        stream = encode_stream(tokenizer, list(split.train), max_tokens=FREQUENCY_TOKENS_CAP)
         counts = frequency_table(stream, max(vocab, int(stream.max()) + 1))
         source = f"recomputed on the {corpus!r} training split ({stream.size} tokens)"
-    return eval_texts, counts, source, corpus
-
-
+        freq.update(tokens=int(stream.size), counted=True,
+                    capped=bool(stream.size >= FREQUENCY_TOKENS_CAP))
+    if split is not None:
+        freq["documents"] = len(split.train)
+    n_eval_tokens = int(encode_stream(tokenizer, eval_texts).size)
+    record = {"eval_text": origin, "eval_fraction": cfg.eval_fraction if split else None,
+              "text_column": cfg.text_column, "max_docs": cfg.max_docs,
+              "rule": "each document goes to eval when a hash of (seed, index, text) falls below "
+                      "eval_fraction (at least one document on each side)",
+              "eval": {"documents": len(eval_texts), "tokens": n_eval_tokens},
+              "frequency": freq, "counts_from": source}
+    return eval_texts, counts, source, corpus, record
 
 
 def _layer_of(site: str):
     m = re.match(r"blocks\.(\d+)\.", site)
     return int(m.group(1)) if m else None
-
-
-def resolve_measure_config(overrides=None, config_path=None, seed=None) -> MeasureConfig:
-    """The measure config: defaults, then the TOML file's ``[measure]`` table, then ``overrides``."""
-    from tangentlab.config import load_config
-
-    ov = dict(overrides or {})
-    if seed is not None:
-        ov.setdefault("seed", seed)
-    return load_config(MeasureConfig, config_path, ov, section="measure")
 
 
 @dataclass(frozen=True)
@@ -242,14 +166,19 @@ class _Setup:
     uniq: Any
     seq_len: int
     corpus: str
+    proxies: Mapping[str, Any] = field(default_factory=dict)  #: site → preflight.SiteProxy
+    eval_split: dict = field(default_factory=dict)
 
 
-def _prepare(traj, cks, cfg: MeasureConfig, dev: str, timer) -> _Setup:
-    """Load the first checkpoint and its tokenizer, resolve the sites, build the eval rows."""
+def _prepare(traj, cks, cfg: MeasureConfig, dev: str, timer, pf=None) -> _Setup:
+    """Load the first checkpoint and its tokenizer, resolve the sites, build the eval rows.
+
+    ``pf``: the :class:`~tangentlab.empirical.preflight.Preflight` of this trajectory.
+    """
     from tangentlab.empirical.collect import plan_rows
     from tangentlab.empirical.data import make_eval_data
     from tangentlab.empirical.models import load_model
-    from tangentlab.empirical.sites import normalize_site
+    from tangentlab.empirical.preflight import loaded_site_plan
     from tangentlab.empirical.tokenizer import check_tokenizer_fits, load_tokenizer
     from tangentlab.progress import status
 
@@ -261,23 +190,16 @@ def _prepare(traj, cks, cfg: MeasureConfig, dev: str, timer) -> _Setup:
             tokenizer = AutoTokenizer.from_pretrained(str(cks[0].path), gguf_file=cks[0].gguf_file)
         else:
             tokenizer = load_tokenizer(traj.tokenizer_dir)
-    sites = tuple(normalize_site(first.model, s) for s in cfg.sites)
-    if len(set(sites)) != len(sites):
-        raise ConfigError(f"sites {cfg.sites} name the same site twice")
-    d = int(first.model.config.hidden_size)
-    if 2 * cfg.rank > d:
-        raise RankError(
-            f"rank {cfg.rank} is too large for hidden size d={d}: the matched-rank controls "
-            f"need 2r <= d, so use rank <= {d // 2}"
-        )
+    sites, d, proxies = loaded_site_plan(pf, first.model, cfg)
     with timer("data"), status("loading and tokenizing the eval text"):
         vocab = check_tokenizer_fits(tokenizer, first.model.config)
-        texts, counts, freq_source, corpus = _eval_inputs(traj, tokenizer, cfg, vocab)
-        if cfg.frequency_file:  # an external table (e.g. pre-training counts) replaces the count
+        texts, counts, freq_source, corpus, split_rec = _eval_inputs(traj, tokenizer, cfg, vocab)
+        if cfg.frequency_table:  # an external table (e.g. pre-training counts) replaces the count
             from tangentlab.empirical.corpus import load_external_counts
 
-            counts, freq_source = load_external_counts(cfg.frequency_file, tokenizer,
+            counts, freq_source = load_external_counts(cfg.frequency_table, tokenizer,
                                                        first.model.config)
+            split_rec["counts_from"] = freq_source
         mc = first.model.config
         max_pos = getattr(mc, "max_position_embeddings", getattr(mc, "n_positions", 512))
         seq_len = min(cfg.seq_len or int(traj.train_config.get("seq_len", 128)), int(max_pos))
@@ -289,7 +211,8 @@ def _prepare(traj, cks, cfg: MeasureConfig, dev: str, timer) -> _Setup:
         plans, uniq = plan_rows(eval_data, first.arch, exclude_positions=cfg.exclude_positions,
                                 sample_rows=cfg.sample_rows, seed=cfg.seed)
     return _Setup(first=first, first_name=cks[0].name, tokenizer=tokenizer, sites=sites, d=d, eval_data=eval_data,
-                  plans=tuple(plans), uniq=uniq, seq_len=seq_len, corpus=corpus)
+                  plans=tuple(plans), uniq=uniq, seq_len=seq_len, corpus=corpus,
+                  proxies=proxies, eval_split=split_rec)
 
 
 def _load(setup: _Setup, ck, dev: str):
@@ -323,7 +246,7 @@ def _fixed_proxies(setup: _Setup, schedule, cks, dev: str, timer, skip=frozenset
         lambda ck: _load(setup, ck, dev), setup.sites, setup.eval_data, setup.plans,
         setup.uniq, timer)
     with timer("proxy_fit"):
-        return {site: schedule.fit_fixed({cks[i].step: got[i][site] for i in got})
+        return {site: schedule.fit_fixed({cks[i].step: got[i][site] for i in got}, site)
                 for site in setup.sites}, kept
 
 
@@ -364,7 +287,6 @@ def _site_rows(lm, st: SiteStats, proxies, tested, base: RowBase, setup: _Setup,
         loss_rows,
         reachable_rows,
     )
-    from tangentlab.errors import RankError
     from tangentlab.measure import normal_controls, variance_matched_controls
 
     with timer("metrics"):
@@ -493,7 +415,7 @@ def _measure_checkpoint(ctx: _Context, i: int, ck, previous: Mapping[str, Any], 
             if main:
                 for site in setup.sites:
                     proxies[site] = ctx.schedule.proxies(ctx.fixed[site], fit[site].sample,
-                                                         previous.get(site))
+                                                         previous.get(site), site=site)
             if share is not None:
                 proxies = share.world.broadcast_object(proxies)
             for site in setup.sites:
@@ -517,7 +439,7 @@ def _measure_checkpoint(ctx: _Context, i: int, ck, previous: Mapping[str, Any], 
         st = merge_halves(fit[site], test.get(site))
         base = RowBase(model=ctx.traj.model_name, arch=setup.first.arch, checkpoint=ck.name,
                        step=ck.step, layer=_layer_of(site), site=site, seed=cfg.seed,
-                       method=cfg.proxy)
+                       method=setup.proxies[site].spec)
         got, scatter = _site_rows(lm, st, proxies.get(site), tested.get(site), base, setup, cfg,
                                   causal=head and i in ctx.causal_idx, ones=ctx.ones, timer=timer)
         rows += got
@@ -551,27 +473,32 @@ def measure_trajectory(
     (:func:`tangentlab.empirical.parallel.autocast`; statistics stay float64). Under torchrun (or
     ``--nproc``) the ranks split the work and rank 0 alone writes (docs/scale.md).
     Returns the run directory. See the module docstring and docs/empirical.md.
+
+    Every input is checked before any weights are loaded
+    (:func:`tangentlab.empirical.preflight.preflight`: config, output path, every checkpoint's
+    revision and config.json, sites, rank, proxies and dictionaries, eval text), then the dtype
+    on the device; bad input is a typed error in seconds, before the first forward pass.
     """
+    from tangentlab.empirical.preflight import preflight
+
+    pf = preflight(trajectory, out_dir, seed=seed, overrides=overrides, config_path=config_path,
+                   gguf=gguf)  # before torch is imported: seconds, no weights
     import torch
 
     from tangentlab import distributed
     from tangentlab.config import config_hash
     from tangentlab.empirical import parallel
-    from tangentlab.empirical.models import resolve_device
+    from tangentlab.empirical.models import resolve_device, resolve_dtype
     from tangentlab.empirical.partial import PartialRun
-    from tangentlab.empirical.trajectory import resolve_trajectory
     from tangentlab.runs import Timer
 
     world = distributed.ensure(device)  # one process, or one rank of torchrun / --nproc
     t_start = time.perf_counter()
-    cfg = resolve_measure_config(overrides, config_path, seed)
-    traj = resolve_trajectory(trajectory, gguf=gguf)
+    cfg, traj, cks = pf.cfg, pf.trajectory, list(pf.checkpoints)
     dev = world.device if world.distributed else resolve_device(device)
     dist = dict(parallel.world_record(world, dev), autocast=autocast or None, t_start=t_start)
     parallel.autocast(dev, autocast)  # a bad choice fails before any work
-    cks = traj.checkpoints
-    if cfg.max_checkpoints and len(cks) > cfg.max_checkpoints:
-        cks = [cks[i] for i in sorted(_spread_indices(len(cks), cfg.max_checkpoints))]
+    resolve_dtype(cfg.dtype, dev)  # a dtype the device cannot run fails before loading
     from tangentlab.empirical.integrity import check_trajectory  # hashes, duplicates, order
 
     dist["integrity"] = check_trajectory(cks, on_duplicate=cfg.on_duplicate)
@@ -585,7 +512,7 @@ def measure_trajectory(
 
     try:
         _run(cfg, traj, cks, out_dir, trajectory, partial, dev, timer, threads, on_checkpoint,
-             world, dist)
+             world, dist, pf)
     except distributed.DistributedError:
         raise  # another rank stopped: like a kill, keep the partial folder for --resume
     except TangentlabError:
@@ -596,7 +523,7 @@ def measure_trajectory(
 
 
 def _run(cfg: MeasureConfig, traj, cks, out_dir, trajectory, partial, dev: str, timer, threads,
-         on_checkpoint, world, dist: dict) -> None:
+         on_checkpoint, world, dist: dict, pf=None) -> None:
     """The body of :func:`measure_trajectory`: plan, measure each checkpoint, finish, write.
 
     On several ranks (``world``): checkpoint-parallel or data-parallel, see docs/scale.md.
@@ -611,10 +538,11 @@ def _run(cfg: MeasureConfig, traj, cks, out_dir, trajectory, partial, dev: str, 
 
     with single_blas_thread(), torch_threads(threads), parallel.autocast(dev, dist["autocast"]), \
             parallel.output_directory(out_dir, world) as tmp:
-        setup = _prepare(traj, cks, cfg, dev, timer)
+        setup = _prepare(traj, cks, cfg, dev, timer, pf)
         t_measure = time.perf_counter()  # after the one-off set-up (imports, first model, data)
-        schedule = ProxySchedule.plan([c.step for c in cks], method=cfg.proxy, rank=cfg.rank,
-                                      seed=cfg.seed, fraction=cfg.fit_fraction, refit=cfg.refit)
+        schedule = ProxySchedule.plan([c.step for c in cks], rank=cfg.rank, seed=cfg.seed,
+                                      fraction=cfg.fit_fraction, refit=cfg.refit,
+                                      methods={s: p.spec for s, p in setup.proxies.items()})
         head = setup.first.head
         mode = distributed.choose_mode(len(cks), len(setup.eval_data.batches), world.size)
         share = parallel.DataShare(world, setup.eval_data, setup.plans) if mode == "data" else None
@@ -679,17 +607,22 @@ def _run(cfg: MeasureConfig, traj, cks, out_dir, trajectory, partial, dev: str, 
         dist.update(mode=mode, wall_s=round(t_end - t_start, 3),
                     measure_s=round(t_end - t_measure, 3))
         _write_outputs(tmp, rows, scatter, setup, schedule, cfg, trajectory, traj, ck_info,
-                       dev, timer, RESULTS_NAME, dist, integrity)
+                       dev, timer, RESULTS_NAME, dist, integrity, fixed)
 
 
 def _write_outputs(tmp, rows, scatter, setup: _Setup, schedule, cfg: MeasureConfig, trajectory,
-                   traj, ck_info, dev, timer, results_name, distributed=None, integrity=None
-                   ) -> None:
-    """results.csv, the two figures and manifest.json into the run folder ``tmp``."""
+                   traj, ck_info, dev, timer, results_name, distributed=None, integrity=None,
+                   fixed=None) -> None:
+    """results.csv, the two figures and manifest.json into the run folder ``tmp``.
+
+    ``integrity``: the trajectory-integrity report; ``fixed``: {site: Q_T (d, r)}, for the
+    manifest's record of each basis's atoms kept.
+    """
     import torch
 
     from tangentlab.empirical.figures import enrichment_figure, frequency_figure
     from tangentlab.empirical.metrics import GEOMETRY_RULE
+    from tangentlab.empirical.preflight import proxy_manifest
     from tangentlab.empirical.proxy_schedule import step_spans, weighted_median
     from tangentlab.empirical.sites import site_info, site_semantics
     from tangentlab.runs import build_manifest, write_manifest, write_results
@@ -738,6 +671,8 @@ def _write_outputs(tmp, rows, scatter, setup: _Setup, schedule, cfg: MeasureConf
             "buckets": {"labels": eval_data.labels, "inner_edges_log1p_count":
                         [float(e) for e in eval_data.edges]},
             "frequency_source": eval_data.frequency_source, "corpus": setup.corpus,
+            "eval_split": setup.eval_split,
+            "proxies": proxy_manifest(setup.proxies, fixed or {}),
             "eval_tokens_per_checkpoint": int(sum(b.input_ids.numel() for b in eval_data.batches)),
             "seq_len": setup.seq_len, "torch_threads": torch.get_num_threads(),
             "distributed": distributed,

@@ -72,11 +72,14 @@ class ProxySchedule:
     """Fit window, fixed proxy, refit per checkpoint and drift between them.
 
     Attributes:
-        method: proxy extractor name (``pca``, ``seminmf``, ...); ``rank`` r; ``seed``.
+        method: proxy extractor name (``pca``, ``seminmf``, ``basis:PATH``, ...) of every site
+            without its own; ``rank`` r; ``seed``.
         window_steps: steps of the checkpoints whose activations fit the fixed proxy.
         window_weights: each window checkpoint's weight, the span of steps it stands for.
         fraction: the window is the steps ≤ ``fraction`` × ``max_step``.
         refit: also fit a proxy on each checkpoint's own sample.
+        site_methods: ``(site, method)`` pairs: the sites whose proxy is their own (a
+            dictionary per site); :meth:`method_for` reads them.
     """
 
     method: str
@@ -87,16 +90,19 @@ class ProxySchedule:
     fraction: float
     max_step: int
     refit: bool = True
+    site_methods: tuple[tuple[str, str], ...] = ()
 
     @classmethod
-    def plan(cls, steps: Sequence[int], *, method: str, rank: int, seed: int, fraction: float,
-             refit: bool = True) -> ProxySchedule:
+    def plan(cls, steps: Sequence[int], *, rank: int, seed: int, fraction: float,
+             refit: bool = True, method: str = "pca",
+             methods: Mapping[str, str] | None = None) -> ProxySchedule:
         """The schedule of a trajectory with checkpoint ``steps`` (ascending).
 
         Window: the checkpoints with step ≤ ``fraction`` × last step (at least the first). Each
         window checkpoint is weighted by the span of training steps it stands for inside
         ``[0, fraction × last step]`` (:func:`step_spans`), so that the window means "the first
-        X% of training" however the checkpoints are spaced.
+        X% of training" however the checkpoints are spaced. ``methods``: {site: method} for the
+        sites whose proxy is not ``method``.
         """
         steps = [int(s) for s in steps]
         max_step = max(steps)
@@ -107,7 +113,11 @@ class ProxySchedule:
             weights = [1.0] * len(window)
         return cls(method=method, rank=rank, seed=seed, window_steps=tuple(window),
                    window_weights=tuple(weights), fraction=fraction, max_step=max_step,
-                   refit=refit)
+                   refit=refit, site_methods=tuple(sorted((methods or {}).items())))
+
+    def method_for(self, site: str | None) -> str:
+        """The proxy method of ``site`` (its own, else :attr:`method`)."""
+        return dict(self.site_methods).get(site, self.method) if site is not None else self.method
 
     @property
     def effective_step(self) -> float:
@@ -132,11 +142,12 @@ class ProxySchedule:
         """True when ``step`` is one of the fit window's checkpoints."""
         return int(step) in self.window_steps
 
-    def fit(self, X) -> Any:
-        """Fit this schedule's proxy on rows ``X`` (n, d); returns the (d, r) basis."""
+    def fit(self, X, site: str | None = None) -> Any:
+        """Fit ``site``'s proxy on rows ``X`` (n, d); returns the (d, r) basis."""
         from tangentlab.measure import make_proxy
 
-        return make_proxy(self.method, n_components=self.rank, random_state=self.seed).fit(X).basis()
+        return make_proxy(self.method_for(site), n_components=self.rank,
+                          random_state=self.seed).fit(X).basis()
 
     def pooled(self, samples: Mapping[int, Any]):
         """The fit rows of the fixed proxy from the window checkpoints' samples {step: (n_s, d)}.
@@ -158,17 +169,18 @@ class ProxySchedule:
             parts.append(X[np.sort(rng.choice(len(X), size=k, replace=False))])
         return np.concatenate(parts)
 
-    def fit_fixed(self, samples: Mapping[int, Any]) -> Any:
-        """The fixed proxy (d, r) from the window checkpoints' samples {step: (n_s, d)}."""
-        return self.fit(self.pooled(samples))
+    def fit_fixed(self, samples: Mapping[int, Any], site: str | None = None) -> Any:
+        """``site``'s fixed proxy (d, r) from the window checkpoints' samples {step: (n_s, d)}."""
+        return self.fit(self.pooled(samples), site)
 
-    def proxies(self, fixed, sample, previous_refit=None) -> CheckpointProxies:
+    def proxies(self, fixed, sample, previous_refit=None, site: str | None = None
+                ) -> CheckpointProxies:
         """This checkpoint's subspaces: ``fixed`` (d, r), refit on ``sample`` (n_s, d), drift."""
         from tangentlab.measure import subspace_drift
 
         if not self.refit:
             return CheckpointProxies(fixed=fixed)
-        Qr = self.fit(sample)
+        Qr = self.fit(sample, site)
         return CheckpointProxies(
             fixed=fixed, refit=Qr, drift=subspace_drift(fixed, Qr),
             drift_previous=None if previous_refit is None else subspace_drift(previous_refit, Qr))

@@ -63,6 +63,7 @@ __all__ = [
     "family_table",
     "available_sites",
     "normalize_site",
+    "normalize_site_in_config",
     "site_module",
     "site_info",
     "site_semantics",
@@ -364,16 +365,9 @@ def n_blocks(model) -> int:
     return len(_layers(model, family_table(model)))
 
 
-def normalize_site(model, site: str) -> str:
-    """The canonical name of ``site`` (aliases and negative indices resolved).
-
-    Raises:
-        UnknownNameError: unknown name, block index out of range, a kind the family lacks, or a
-            family without a site table.
-    """
-    table = family_table(model)
-    n = len(_layers(model, table))
-    kinds = _kinds(model, table)
+def _normalize(table: FamilyTable, n: int, kinds: tuple[str, ...], parallel: bool,
+               site: str) -> str:
+    """The canonical name of ``site`` in a ``table`` model of ``n`` blocks with block ``kinds``."""
     s = str(site).strip()
     if s in _GLOBAL_ALIASES:
         name = _GLOBAL_ALIASES[s]
@@ -394,12 +388,56 @@ def normalize_site(model, site: str) -> str:
     if not -n <= idx < n:
         raise UnknownNameError(f"site {site!r}: block index out of range; the model has {n} blocks")
     if kind not in kinds:
-        why = table.note if kind == "resid_mid" and _parallel(model) else "no such site"
+        why = table.note if kind == "resid_mid" and parallel else "no such site"
         raise UnknownNameError(
             f"site {site!r} does not exist in a {table.family} model ({why}); block sites "
             f"available: {', '.join(kinds)}"
         )
     return f"blocks.{idx % n}.{kind}"
+
+
+def normalize_site(model, site: str) -> str:
+    """The canonical name of ``site`` (aliases and negative indices resolved).
+
+    Raises:
+        UnknownNameError: unknown name, block index out of range, a kind the family lacks, or a
+            family without a site table.
+    """
+    table = family_table(model)
+    return _normalize(table, len(_layers(model, table)), _kinds(model, table), _parallel(model),
+                      site)
+
+
+#: config.json keys that hold the number of blocks, tried in order
+_N_LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
+
+
+def normalize_site_in_config(config: Mapping, site: str) -> str:
+    """:func:`normalize_site` from a checkpoint's ``config.json`` alone (no weights loaded).
+
+    ``config``: the parsed ``config.json`` (``model_type``, the number of blocks under
+    ``num_hidden_layers``/``n_layer``/``num_layers``, GPT-NeoX's ``use_parallel_residual``).
+
+    Raises:
+        UnknownNameError: as :func:`normalize_site`, or a config without a site table or block
+            count.
+    """
+    mt = str(config.get("model_type") or "")
+    table = FAMILIES.get(mt)
+    if table is None:
+        raise UnknownNameError(
+            f"model type {mt!r} has no site table; supported model types: "
+            f"{', '.join(supported_families())}"
+        )
+    n = next((config[k] for k in _N_LAYER_KEYS if isinstance(config.get(k), int)), None)
+    if n is None or isinstance(n, bool) or n < 1:
+        raise UnknownNameError(
+            f"the {mt} config gives no block count ({'/'.join(_N_LAYER_KEYS)}); is it a complete "
+            "config.json?"
+        )
+    parallel = mt == "gpt_neox" and bool(config.get("use_parallel_residual", True))
+    kinds = tuple(k for k in _BLOCK_KINDS if k in table.sites and not (parallel and k == "resid_mid"))
+    return _normalize(table, int(n), kinds, parallel, site)
 
 
 def available_sites(model) -> list[str]:

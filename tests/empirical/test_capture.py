@@ -146,3 +146,24 @@ def test_site_hooks_are_removed(tmp_path):
         lm.model(input_ids=torch.randint(0, 300, (1, 4)))
     lm.model(input_ids=torch.randint(0, 300, (1, 4)))
     assert len(store["embed"]) == 1
+
+
+def test_capture_returns_the_names_the_caller_asked_for(tmp_path):
+    """An alias in, the same alias out; an edit may name its site by an alias; two names of
+    one site are refused (issue 17, item 6: capture_batch renamed the keys)."""
+    lm = _model(tmp_path, "gpt2")
+    ids, labels, _ = _batch(lm)
+    asked = ["blocks.-1.hook_resid_post", "blocks.0.resid_post", "embed"]
+    cap = capture_batch(lm, asked, ids, labels)
+    assert list(cap.acts) == asked and list(cap.grads) == asked
+    ref = capture_batch(lm, ["blocks.1.resid_post"], ids, labels)
+    assert torch.equal(cap.acts["blocks.-1.hook_resid_post"], ref.acts["blocks.1.resid_post"])
+    assert torch.equal(cap.grads["blocks.-1.hook_resid_post"], ref.grads["blocks.1.resid_post"])
+    # an edit keyed by an alias of the hooked site applies (before: silently ignored)
+    zeroed = capture_batch(lm, ["blocks.1.resid_post"], ids, labels, grads=False,
+                           edit={"blocks.-1.hook_resid_post": lambda h: torch.zeros_like(h)})
+    assert torch.count_nonzero(zeroed.acts["blocks.1.resid_post"]) == 0
+    with pytest.raises(CaptureError, match="not captured"):
+        capture_batch(lm, ["embed"], ids, labels, edit={"blocks.0.resid_post": lambda h: h})
+    with pytest.raises(CaptureError, match="requested twice.*'blocks.1.resid_post'"):
+        capture_batch(lm, ["blocks.1.resid_post", "blocks.-1.resid_post"], ids, labels)

@@ -159,3 +159,28 @@ def test_external_counts_for_a_model_and_its_tokenizer(tmp_path):
         load_external_counts(f, tok, SimpleNamespace(vocab_size=n))
     with pytest.raises(DataError, match="not this model's tokenizer"):
         load_external_counts(f, tok, SimpleNamespace(vocab_size=n - 1))
+
+
+def test_text_column_and_the_whole_file_as_eval(tmp_path):
+    """--text-column reaches every tabular reader; eval_fraction=1 keeps every document."""
+    import pandas as pd
+
+    from tangentlab.errors import DataError
+
+    rows = [{"body": "alpha beta", "text": 1}, {"body": "gamma delta", "text": 2}]
+    (tmp_path / "a.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    assert load_texts(tmp_path / "a.jsonl", text_column="body") == ["alpha beta", "gamma delta"]
+    assert load_texts(tmp_path, text_column="body") == ["alpha beta", "gamma delta"]  # a folder
+    with pytest.raises(DataError, match="'text' field.*body"):
+        load_texts(tmp_path / "a.jsonl")
+    assert load_texts(f"json:{tmp_path / 'a.jsonl'}", text_column="body") == [
+        "alpha beta", "gamma delta"]
+    pd.DataFrame({"body": ["eta theta", "iota kappa"]}).to_parquet(tmp_path / "c.parquet")
+    assert load_texts(tmp_path / "c.parquet", text_column="body") == ["eta theta", "iota kappa"]
+    docs = [f"document number {i}" for i in range(30)]
+    whole = split_texts(docs, 1.0, seed=0)
+    assert whole.eval == tuple(docs) and whole.train == ()
+    half = split_texts(docs, 0.5, seed=0)
+    assert len(half.eval) + len(half.train) == 30 and 5 <= len(half.eval) <= 25
+    with pytest.raises(DataError, match=r"\(0, 1\]"):
+        split_texts(docs, 1.5)

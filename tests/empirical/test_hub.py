@@ -157,7 +157,9 @@ def test_cli_lists_revisions_a_selection_picks(hub, capsys):
 
     assert main(["empirical", "revisions", "tiny/pythia", "--revisions", "log:2"]) == 0
     assert capsys.readouterr().out.split() == ["step0", "0", "step64", "64"]
-    assert main(["empirical", "revisions", "tiny/pythia"]) == 0  # all refs with a step
+    assert main(["empirical", "revisions", "tiny/pythia"]) == 0  # main, as for measure
+    assert capsys.readouterr().out.split()[::2] == ["main"]
+    assert main(["empirical", "revisions", "tiny/pythia", "--revisions", "all"]) == 0
     assert capsys.readouterr().out.split()[::2] == ["step0", "step4", "step64"]
     assert main(["empirical", "revisions", "tiny/nope"]) == 2
     err = capsys.readouterr().err.strip()
@@ -360,8 +362,9 @@ def test_cli_measure_with_a_given_basis_as_proxy(gpt2_suite, tmp_path, capsys):
 
     np.save(tmp_path / "basis.npy", np.random.default_rng(0).standard_normal((2, 32)))  # (r, d)
     out = tmp_path / "measured-basis"
-    argv = _measure_argv("tiny/gpt2@step0,step100", out, gpt2_suite,
-                         "--proxy", f"basis:{tmp_path / 'basis.npy'}")
+    argv = _measure_argv("tiny/gpt2@step0,step100", out, gpt2_suite,  # a dictionary per site
+                         "--proxy", f"blocks.-1.resid_post=basis:{tmp_path / 'basis.npy'}",
+                         "--proxy", "pca")
     assert main(argv) == 0
     res = pd.read_csv(out / "results.csv")
     assert sorted(set(res["step"].dropna().astype(int))) == [0, 100]
@@ -369,7 +372,7 @@ def test_cli_measure_with_a_given_basis_as_proxy(gpt2_suite, tmp_path, capsys):
     # a dictionary for another width: one line naming both dimensions, nothing written
     np.save(tmp_path / "basis16.npy", np.ones((16, 2)))
     bad = tmp_path / "bad"
-    argv = _measure_argv("tiny/gpt2@step0", bad, gpt2_suite,
+    argv = _measure_argv("tiny/gpt2@step0", bad, gpt2_suite, "--sites", "blocks.0.resid_post",
                          "--proxy", f"basis:{tmp_path / 'basis16.npy'}")
     _fails_one_line(capsys, argv, bad, "d=32")
 

@@ -162,7 +162,7 @@ def test_activation_only_model_without_lm_head(tiny_runs, tmp_path):
                          max_position_embeddings=64)).save_pretrained(d)
     tok.save_pretrained(d)
     out = measure_trajectory(d, tmp_path / "m", device="cpu", overrides={
-        "corpus": "bible", "max_docs": 60, "n_batches": 4, "batch_size": 4, "seq_len": 32,
+        "eval_text": "bible", "max_docs": 60, "n_batches": 4, "batch_size": 4, "seq_len": 32,
         "threads": 1})
     metrics = set(read_results(out).metric)
     assert "representation_isoscore_star" in metrics and "freq_distance_spearman" in metrics
