@@ -272,6 +272,24 @@ def _build_tables() -> dict[str, FamilyTable]:
                              "final LayerNorm output (input to the MLM head)"),
     }
 
+    planted_sites = {
+        "embed": SiteSpec("embed", "output", None, None, False,
+                          "planted activations: a token's neighbourhood on a curved manifold "
+                          "(tangentlab.validate.planted)"),
+        "resid_pre": SiteSpec("blocks.{l}", "input", None, None, False,
+                              "stream entering the (identity) block"),
+        "resid_mid": SiteSpec("blocks.{l}.mlp", "tap", None, None, False,
+                              "stream after the (zero) attention add"),
+        "resid_post": SiteSpec("blocks.{l}", "output", None, None, False,
+                               "stream after the (identity) block"),
+        "attn_out": SiteSpec("blocks.{l}.attn", "output", None, None, False,
+                             "the zero attention linear's output"),
+        "mlp_out": SiteSpec("blocks.{l}.mlp", "output", None, None, False,
+                            "the zero MLP linear's output"),
+        "ln_final": SiteSpec("ln_final", "output", None, None, False,
+                             "the identity final map (no norm), input to the planted loss head"),
+    }
+
     tables = [
         gpt2,
         neox,
@@ -292,6 +310,8 @@ def _build_tables() -> dict[str, FamilyTable]:
         _bert_like("roberta", ("roberta", "camembert", "xlm-roberta")),
         FamilyTable("modernbert", ("modernbert",), LN, "pre-LN", "layers", modernbert_sites,
                     "block 0's attention norm is an Identity (the embedding is already normed)"),
+        FamilyTable("planted", ("planted",), "none", "pre-LN", "blocks", planted_sites,
+                    "planted-truth model (tangentlab.validate.planted): identity blocks, no norm"),
     ]
     out: dict[str, FamilyTable] = {}
     for t in tables:
@@ -439,7 +459,8 @@ def site_info(model, site: str) -> SiteInfo:
     last = layer is not None and layer == n - 1
     feeds_final = ("mlp_out", "attn_out") if table.layout == "parallel" else ("mlp_out",)
     norm_input = False
-    if last and "ln_final" in table.sites and (kind == "resid_post" or kind in feeds_final):
+    if last and "ln_final" in table.sites and table.norm != "none" and (
+            kind == "resid_post" or kind in feeds_final):
         # the last block's output (and what is added straight into it) reaches only the final norm
         before, only = table.norm, True
         norm_input = kind == "resid_post"
