@@ -86,6 +86,19 @@ class EndToEndConfig:
             "threads": 1})
 
     @classmethod
+    def standard(cls, seed: int = 0) -> EndToEndConfig:
+        """Every scenario, 4 simulations of one unit, 6 checkpoints, the quick measure settings.
+
+        Wide intervals (4 simulations per scenario): a screen of which (row, null) pairs fail,
+        not a certificate.
+        """
+        from tangentlab.validate.planted_scenarios import SCENARIOS
+
+        quick = cls.quick(seed)
+        return dataclasses.replace(quick, scenarios=tuple(SCENARIOS), sims=4,
+                                   steps=(0, 10, 20, 30, 60, 100), keep_measures=False)
+
+    @classmethod
     def quick(cls, seed: int = 0) -> EndToEndConfig:
         """Three scenarios, one simulation of one unit, 3 checkpoints, 16 eval batches.
 
