@@ -124,16 +124,26 @@ class PlantedConfig(PretrainedConfig):
 # ---------------------------------------------------------------------------------- hashing
 
 def context_keys(input_ids, k: int):
-    """Hash of the last ``k`` ids at each position (ids before the window start count as absent).
+    """Hash of the ``k`` ids around each position: the last ``k`` (position t and the k − 1 before).
+
+    Positions t < k − 1, which have fewer ids before them inside the window, hash the window's
+    first k ids and t instead, so that an occurrence near a window start is not shared by every
+    window that starts with that token (which would shrink frequent tokens' spread). The same
+    stream position in two overlapping windows, at offsets ≥ k − 1 in both, gets the same key.
 
     ``input_ids``: (B, T) int64. Returns (B, T) int64 in [0, 2^31 - 1).
     """
     ids = input_ids.long() + 1
+    T = ids.shape[1]
     key = torch.zeros_like(ids)
     for j in range(k):
         shifted = torch.zeros_like(ids)
-        shifted[:, j:] = ids[:, :ids.shape[1] - j] if j else ids
+        shifted[:, j:] = ids[:, :T - j] if j else ids
         key = (key * _P + shifted) % _M31
+    head = min(k, T) - 1
+    if head > 0:
+        t = torch.arange(head, device=ids.device)
+        key[:, :head] = (key[:, head:head + 1] * _P + t[None, :] + 7) % _M31
     return key
 
 
