@@ -37,7 +37,7 @@ from tangentlab.errors import ConfigError, DataError
 
 __all__ = ["EndToEndConfig", "SimulationResult", "simulate", "decide", "summarize",
            "write_end_to_end", "validated_rows", "WRONG_RATE_MAX", "WRONG_BOUND_MAX", "POWER_MIN",
-           "STATUSES_NAME", "format_table", "run_cli"]
+           "STATUSES_NAME", "format_table", "run_cli", "read_statuses"]
 
 WRONG_RATE_MAX = 0.05
 WRONG_BOUND_MAX = 0.08
@@ -366,6 +366,18 @@ def write_end_to_end(out_dir: str | Path, cfg: EndToEndConfig, *, quick: bool, n
                                "power_min": POWER_MIN}})
         write_manifest(tmp, manifest)
     return out, all(bool(c["passed"]) for c in checks)
+
+
+def read_statuses(run_dir: str | Path) -> list[SimulationResult]:
+    """The simulations stored in a run directory's ``statuses.csv`` (to re-summarize them)."""
+    from tangentlab.runs import read_results
+
+    df = read_results(Path(run_dir) / STATUSES_NAME)
+    out = []
+    for (name, sim), g in df.groupby(["null", "sim"], sort=False):
+        out.append(SimulationResult(str(name), int(sim), dict(zip(g["row"], g["value"])),
+                                    dict(zip(g["row"], g["reason"].fillna(""))), float("nan")))
+    return out
 
 
 def validated_rows(run_dir: str | Path) -> dict[str, bool]:

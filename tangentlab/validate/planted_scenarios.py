@@ -71,10 +71,17 @@ class Scenario:
 
 
 _ALL_NULL = {r: "null" for r in PREDICTION_ROWS}
+
+
+def _null(**rows: str) -> dict[str, str]:
+    """Every row null (nothing else is planted) except the ``rows`` given (``weakens_late=``)."""
+    out = dict(_ALL_NULL)
+    out.update({k.replace("_", "-"): v for k, v in rows.items()})
+    return out
 def _rd(r: int) -> Scenario:
     return Scenario(f"rd-1/{64 // r}", f"no effect at r/d = {r}/64 (d = 64, planted and measured "
                     f"rank {r})", spec={"d": 64, "m": r}, measure={"rank": r},
-                    truth={"enrichment": "null", "frequency-buckets": "null"})
+                    truth=_null())
 
 
 _LIST = (
@@ -87,10 +94,10 @@ _LIST = (
     Scenario("bursty", "no effect; a document-level topic vector (bursty vocabulary)",
              spec={"topic": 2.0}, truth=dict(_ALL_NULL)),
     Scenario("convex", "no directional effect; loss = x + 0.5 x^2 of the removed variance",
-             spec={"cost_shape": "convex", "cost_curvature": 0.5}, truth={"ablation": "null"}),
+             spec={"cost_shape": "convex", "cost_curvature": 0.5}, truth=_null()),
     Scenario("concave", "no directional effect; loss = log(1 + 0.5 x) / 0.5 of the removed "
              "variance", spec={"cost_shape": "concave", "cost_curvature": 0.5},
-             truth={"ablation": "null"}),
+             truth=_null()),
     Scenario("rogue", "no effect; a rogue standard axis with offset 20 (std 10)",
              spec={"rogue_scale": 20.0}, truth=dict(_ALL_NULL)),
     Scenario("pos0-excluded", "no effect; position 0 at about 150x the typical norm, measured "
@@ -98,15 +105,15 @@ _LIST = (
              measure={"exclude_positions": (0,)}, truth=dict(_ALL_NULL)),
     Scenario("drift", "k = 4 in the current subspace from step 1 on while it rotates 35 degrees",
              spec={"curve": "flat", "k_end": 4.0, "drift_deg": 35.0},
-             truth={"weakens-late": "null"}),
+             truth=_null(enrichment="positive")),
     Scenario("flat", "k = 4 from step 1 on (flat)", spec={"curve": "flat", "k_end": 4.0},
-             truth={"weakens-late": "null", "enrichment": "positive"}),
+             truth=_null(enrichment="positive")),
     Scenario("plateau", "k rises to 4 at 30% of training, then stays",
              spec={"curve": "plateau", "k_end": 4.0},
-             truth={"weakens-late": "null", "enrichment": "positive"}),
+             truth=_null(enrichment="positive")),
     Scenario("slow-rise", "k rises linearly to 4 at the last step",
              spec={"curve": "slow_rise", "k_end": 4.0},
-             truth={"weakens-late": "negative", "enrichment": "positive"}),
+             truth=_null(weakens_late="negative", enrichment="positive")),
     _rd(1),
     _rd(4),
     _rd(16),
