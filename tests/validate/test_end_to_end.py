@@ -98,6 +98,12 @@ def test_quick_run_writes_its_directory_and_checks(quick_run):
     assert validated_rows(path) == {r: False for r in PREDICTION_ROWS}  # quick certifies nothing
     statuses = read_results(path / STATUSES_NAME)
     assert set(statuses["row"]) == set(PREDICTION_ROWS)
+    # the stored statuses re-summarize to the same checks
+    from tangentlab.validate.end_to_end import read_statuses
+
+    _, again = summarize(cfg, read_statuses(path))
+    assert [(c["name"], c["passed"], c["measured"]) for c in again] == \
+        [(c["name"], c["passed"], c["measured"]) for c in checks]
 
 
 @pytest.mark.slow

@@ -40,6 +40,20 @@ def test_pure_function_of_ids_and_local_context():
     assert not torch.equal(context_keys(shifted, 3)[:, 5:7], keys[:, :2])
 
 
+def test_window_initial_positions_are_not_shared_across_windows():
+    """Two windows that open with the same token must not give it one shared vector."""
+    import torch
+
+    from tangentlab.validate.planted import context_keys
+
+    a = torch.tensor([[5, 1, 2, 3, 4, 6, 7, 8]])
+    b = torch.tensor([[5, 9, 9, 9, 4, 6, 7, 8]])
+    ka, kb = context_keys(a, 4), context_keys(b, 4)
+    assert (ka[0, :3] != kb[0, :3]).all()  # positions before a full context differ
+    assert len(set(ka[0, :3].tolist())) == 3
+    assert ka[0, 7] == kb[0, 7]  # the same last 4 ids: the same key
+
+
 def test_config_refuses_bad_values():
     from tangentlab.validate.planted import PlantedConfig
     from tangentlab.validate.planted_trajectories import PlantedSpec
@@ -63,6 +77,7 @@ def test_enrichment_curves_match_their_definition():
     assert enrichment_curve(PlantedSpec(curve="none"), 0.7) == 1.0
 
 
+@pytest.mark.slow
 def test_loads_through_trajectory_and_load_model_and_every_site_fires(trajectory):
     import json
 
