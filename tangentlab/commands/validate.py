@@ -25,6 +25,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", metavar="DIR", default=None,
                    help="run directory to write (default: runs/validate)")
     p.add_argument("--seed", type=int, default=0, help="master seed (default 0)")
+    p.add_argument("--end-to-end", action="store_true", dest="end_to_end",
+                   help="the end-to-end battery: planted-truth trajectories through measure and "
+                        "the report's rules (default out: runs/validate-end-to-end)")
+    p.add_argument("--nproc", type=int, default=1, metavar="N",
+                   help="with --end-to-end: simulations run in N processes (default 1)")
     p.set_defaults(func=_run)
 
 
@@ -36,6 +41,10 @@ def _run(args: argparse.Namespace) -> int:
     from tangentlab.runs import CHECKS_NAME
     from tangentlab.validate.battery import BatteryConfig, write_battery
 
+    if getattr(args, "end_to_end", False):
+        from tangentlab.validate.end_to_end import run_cli
+
+        return run_cli(args)
     cfg = BatteryConfig.quick(args.seed) if args.quick else BatteryConfig.full(args.seed)
     cfg.validate()
     out = Path(args.out) if args.out else Path("runs") / "validate"

@@ -183,6 +183,24 @@ def _build_tables() -> dict[str, FamilyTable]:
                              "final LayerNorm output (input to the MLM head)"),
     }
 
+    planted_sites = {
+        "embed": SiteSpec("embed", "output", None, None, False,
+                          "planted activations: a token's neighbourhood on a curved manifold "
+                          "(tangentlab.validate.planted)"),
+        "resid_pre": SiteSpec("blocks.{l}", "input", None, None, False,
+                              "stream entering the (identity) block"),
+        "resid_mid": SiteSpec("blocks.{l}.mlp", "tap", None, None, False,
+                              "stream after the (zero) attention add"),
+        "resid_post": SiteSpec("blocks.{l}", "output", None, None, False,
+                               "stream after the (identity) block"),
+        "attn_out": SiteSpec("blocks.{l}.attn", "output", None, None, False,
+                             "the zero attention linear's output"),
+        "mlp_out": SiteSpec("blocks.{l}.mlp", "output", None, None, False,
+                            "the zero MLP linear's output"),
+        "ln_final": SiteSpec("ln_final", "output", None, None, False,
+                             "the identity final map (no norm), input to the planted loss head"),
+    }
+
     tables = [
         gpt2,
         neox,
@@ -203,6 +221,8 @@ def _build_tables() -> dict[str, FamilyTable]:
         _bert_like("roberta", ("roberta", "camembert", "xlm-roberta")),
         FamilyTable("modernbert", ("modernbert",), LN, "pre-LN", "layers", modernbert_sites,
                     "block 0's attention norm is an Identity (the embedding is already normed)"),
+        FamilyTable("planted", ("planted",), "none", "pre-LN", "blocks", planted_sites,
+                    "planted-truth model (tangentlab.validate.planted): identity blocks, no norm"),
     ]
     out: dict[str, FamilyTable] = {}
     for t in tables:

@@ -275,7 +275,8 @@ def site_info(model, site: str) -> SiteInfo:
     last = layer is not None and layer == n - 1
     feeds_final = ("mlp_out", "attn_out") if table.layout == "parallel" else ("mlp_out",)
     norm_input = False
-    if last and "ln_final" in table.sites and (kind == "resid_post" or kind in feeds_final):
+    if last and "ln_final" in table.sites and table.norm != "none" and (
+            kind == "resid_post" or kind in feeds_final):
         # the last block's output (and what is added straight into it) reaches only the final norm
         before, only = table.norm, True
         norm_input = kind == "resid_post"

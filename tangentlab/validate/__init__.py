@@ -1,8 +1,10 @@
-"""tangentlab.validate: the validation battery.
+"""tangentlab.validate: the validation battery, and the end-to-end battery on planted models.
 
 The protocol's statistics (:mod:`tangentlab.measure`) fed with streams whose truth is known, to
 measure power, null calibration, interval coverage, the frequency-spread null and the causal
 null. ``tangentlab validate [--quick]`` runs it and writes a run directory.
+``tangentlab validate --end-to-end [--quick]`` drives planted-truth trajectories (the ``planted``
+model family) through ``measure`` and the report's rules, and writes the wrong-verdict rates.
 """
 
 from __future__ import annotations
@@ -15,4 +17,8 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "studies": ("CoverageStudy", "coverage_study", "CalibrationStudy", "calibration_study",
                 "FrequencyNullStudy", "frequency_null_study", "CausalNullStudy",
                 "causal_null_study"),
+    "planted": ("PlantedConfig", "PlantedForCausalLM"),
+    "planted_trajectories": ("PlantedSpec", "write_trajectory", "shared_text"),
+    "planted_scenarios": ("Scenario", "SCENARIOS", "EFFECT"),
+    "end_to_end": ("EndToEndConfig", "write_end_to_end", "validated_rows"),
 })

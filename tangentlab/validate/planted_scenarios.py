@@ -1,0 +1,136 @@
+"""The end-to-end battery's scenarios: what each planted trajectory plants, and the true answer per row.
+
+Every scenario is a :class:`~tangentlab.validate.planted_trajectories.PlantedSpec` (the planted
+model and its trajectory), measure overrides, and the truth of each prediction row it assesses:
+
+- ``null``: neither "supported" nor "not supported" is true (both are wrong statuses);
+- ``positive``: the prediction holds ("not supported" is wrong; power = P("supported"));
+- ``negative``: the prediction fails ("supported" is wrong).
+
+**Effect sizes, fixed before the first run** (:data:`EFFECT`), the power rows of the ``effect``
+scenario:
+
+- enrichment: planted factor k = 3 at the last checkpoint (1 at step 0);
+- weakens late: k rises to 6 at 30% of training, then falls linearly to 3 at the end;
+- frequency buckets: the gradient's planted part scales with gain² ∝ f^0.25 (frequent tokens more
+  enriched; about 2× between the rarest and the most frequent quintile);
+- frequency–distance: pinning exponent α = 0.25 (spread ∝ f^-0.25, clipped to 1/4–4× t_ref);
+- causal: ablating the planted directions costs 4× more loss per unit of removed activation
+  variance than any other direction (linear φ).
+
+The nulls (issue 18): no effect; overlapping windows with short eval text (half the budget);
+bursty document vocabulary (a window-mean topic vector); convex (x + 0.5x²) and concave
+(log(1 + 0.5x)/0.5) loss–variance relations; a rogue dimension; a 150× position 0 excluded with
+``exclude_positions = (0,)``; subspace drift (35°) at a constant relation; flat, plateau and slowly
+rising trajectories; r/d = 1/64, 1/16 and 1/4 (d = 64).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+__all__ = ["PREDICTION_ROWS", "TRUTHS", "EFFECT", "Scenario", "SCENARIOS", "QUICK_SCENARIOS",
+           "scenario"]
+
+#: The report's prediction rows the battery measures (keys of tangentlab.report.verdicts.ROWS).
+PREDICTION_ROWS = ("enrichment", "weakens-late", "frequency-buckets", "frequency-distance",
+                   "ablation")
+TRUTHS = ("null", "positive", "negative")
+
+#: The planted effects of the power scenario (see the module docstring), fixed before any run.
+EFFECT: dict[str, Any] = {"curve": "weaken", "k_peak": 6.0, "k_end": 3.0, "x_peak": 0.3,
+                          "gain_exponent": 0.25, "alpha": 0.25, "cost_ratio": 4.0}
+
+#: The position-0 offset of the massive-activation null: 300 √m ≈ 150× the typical row norm
+#: (about 4 at the default spec: √(m (1 + t²) + d σ²)).
+POS0_SCALE = 300.0
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One null or power setting.
+
+    Attributes:
+        name: short identifier (``no-effect``).
+        text: what it plants, in words.
+        spec: :class:`PlantedSpec` overrides.
+        measure: ``measure`` overrides (beside the setting's own).
+        truth: row key → ``null`` | ``positive`` | ``negative`` (rows absent: not assessed).
+        eval_budget_fraction: > 0 cuts the eval text to this fraction of the tokens the eval
+            windows read per checkpoint (n_batches × batch_size × seq_len).
+    """
+
+    name: str
+    text: str
+    spec: dict[str, Any] = field(default_factory=dict)
+    measure: dict[str, Any] = field(default_factory=dict)
+    truth: dict[str, str] = field(default_factory=dict)
+    eval_budget_fraction: float = 0.0
+
+
+_ALL_NULL = {r: "null" for r in PREDICTION_ROWS}
+
+
+def _null(**rows: str) -> dict[str, str]:
+    """Every row null (nothing else is planted) except the ``rows`` given (``weakens_late=``)."""
+    out = dict(_ALL_NULL)
+    out.update({k.replace("_", "-"): v for k, v in rows.items()})
+    return out
+def _rd(r: int) -> Scenario:
+    return Scenario(f"rd-1/{64 // r}", f"no effect at r/d = {r}/64 (d = 64, planted and measured "
+                    f"rank {r})", spec={"d": 64, "m": r}, measure={"rank": r},
+                    truth=_null())
+
+
+_LIST = (
+    Scenario("effect", "every planted effect at its stated size (power)", spec=dict(EFFECT),
+             truth={r: "positive" for r in PREDICTION_ROWS}),
+    Scenario("no-effect", "k = 1 everywhere, no pinning, no bucket gain, an isotropic linear "
+             "loss-variance relation", truth=dict(_ALL_NULL)),
+    Scenario("short-eval", "no effect; the eval text is half the tokens the windows read, so "
+             "eval windows overlap", truth=dict(_ALL_NULL), eval_budget_fraction=0.5),
+    Scenario("bursty", "no effect; a document-level topic vector (bursty vocabulary)",
+             spec={"topic": 2.0}, truth=dict(_ALL_NULL)),
+    Scenario("convex", "no directional effect; loss = x + 0.5 x^2 of the removed variance",
+             spec={"cost_shape": "convex", "cost_curvature": 0.5}, truth=_null()),
+    Scenario("concave", "no directional effect; loss = log(1 + 0.5 x) / 0.5 of the removed "
+             "variance", spec={"cost_shape": "concave", "cost_curvature": 0.5},
+             truth=_null()),
+    Scenario("rogue", "no effect; a rogue standard axis with offset 20 (std 10)",
+             spec={"rogue_scale": 20.0}, truth=dict(_ALL_NULL)),
+    Scenario("pos0-excluded", "no effect; position 0 at about 150x the typical norm, measured "
+             "with exclude_positions = 0", spec={"pos0_scale": POS0_SCALE},
+             measure={"exclude_positions": (0,)}, truth=dict(_ALL_NULL)),
+    Scenario("drift", "k = 4 in the current subspace from step 1 on while it rotates 35 degrees",
+             spec={"curve": "flat", "k_end": 4.0, "drift_deg": 35.0},
+             truth=_null(enrichment="positive")),
+    Scenario("flat", "k = 4 from step 1 on (flat)", spec={"curve": "flat", "k_end": 4.0},
+             truth=_null(enrichment="positive")),
+    Scenario("plateau", "k rises to 4 at 30% of training, then stays",
+             spec={"curve": "plateau", "k_end": 4.0},
+             truth=_null(enrichment="positive")),
+    Scenario("slow-rise", "k rises linearly to 4 at the last step",
+             spec={"curve": "slow_rise", "k_end": 4.0},
+             truth=_null(weakens_late="negative", enrichment="positive")),
+    _rd(1),
+    _rd(4),
+    _rd(16),
+)
+
+#: Every scenario by name, in battery order (read-only).
+SCENARIOS: MappingProxyType = MappingProxyType({s.name: s for s in _LIST})
+#: The quick setting's scenarios (the power one and the two nulls that fail most visibly today).
+QUICK_SCENARIOS = ("effect", "no-effect", "short-eval")
+
+
+def scenario(name: str) -> Scenario:
+    """The scenario called ``name`` (UnknownNameError lists the others)."""
+    from tangentlab.errors import UnknownNameError
+
+    try:
+        return SCENARIOS[name]
+    except KeyError:
+        raise UnknownNameError(f"unknown end-to-end scenario {name!r}; choose from "
+                               f"{', '.join(SCENARIOS)}") from None

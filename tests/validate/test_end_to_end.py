@@ -1,0 +1,153 @@
+"""The end-to-end battery: planted trajectories through measure and the report's rules."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tangentlab.runs import CHECKS_NAME, MANIFEST_NAME, RESULTS_NAME, read_results
+from tangentlab.validate.end_to_end import (
+    STATUSES_NAME,
+    EndToEndConfig,
+    SimulationResult,
+    summarize,
+    validated_rows,
+)
+from tangentlab.validate.planted_scenarios import PREDICTION_ROWS, SCENARIOS, TRUTHS
+
+
+def _results(name: str, statuses: list[str], row: str = "enrichment"):
+    return [SimulationResult(name, i, {row: s}, {row: ""}, 0.0) for i, s in enumerate(statuses)]
+
+
+def test_scenarios_cover_the_nulls_of_the_issue():
+    names = set(SCENARIOS)
+    for want in ("no-effect", "short-eval", "bursty", "convex", "concave", "rogue",
+                 "pos0-excluded", "drift", "flat", "plateau", "slow-rise", "rd-1/64", "rd-1/16",
+                 "rd-1/4", "effect"):
+        assert want in names
+    for sc in SCENARIOS.values():
+        assert set(sc.truth) <= set(PREDICTION_ROWS)
+        assert set(sc.truth.values()) <= set(TRUTHS)
+    assert set(SCENARIOS["effect"].truth.values()) == {"positive"}
+
+
+def test_wrong_rates_are_judged_with_the_wilson_bound_only_when_it_can_be_met():
+    cfg = EndToEndConfig(scenarios=("no-effect",), sims=50)
+    _, checks = summarize(cfg, _results("no-effect", ["inconclusive"] * 50))
+    mine = [c for c in checks if c["row"] == "enrichment"]
+    assert {c["metric"] for c in mine} == {"wrong_supported", "wrong_not_supported"}
+    assert all(c["passed"] and c["bound_checked"] for c in mine)
+    # 3/50 = 0.06 wrong "supported": above 0.05, the check fails
+    _, checks = summarize(cfg, _results("no-effect", ["supported"] * 3 + ["inconclusive"] * 47))
+    ws = next(c for c in checks if c["row"] == "enrichment" and c["metric"] == "wrong_supported")
+    assert not ws["passed"] and ws["measured"] == pytest.approx(0.06)
+    # 2/50 = 0.04 passes the point target but its Wilson upper bound (0.135) is above 0.08
+    _, checks = summarize(cfg, _results("no-effect", ["supported"] * 2 + ["inconclusive"] * 48))
+    ws = next(c for c in checks if c["row"] == "enrichment" and c["metric"] == "wrong_supported")
+    assert not ws["passed"] and ws["ci_high"] > 0.08
+
+
+def test_power_is_checked_on_positive_truths():
+    cfg = EndToEndConfig(scenarios=("effect",), sims=10)
+    rows, checks = summarize(cfg, _results("effect", ["supported"] * 7 + ["inconclusive"] * 3))
+    pw = next(c for c in checks if c["row"] == "enrichment" and c["metric"] == "power")
+    assert not pw["passed"] and pw["measured"] == pytest.approx(0.7)
+    assert not pw["bound_checked"]
+    assert any(r["metric"] == "rate_inconclusive" and r["value"] == pytest.approx(0.3)
+               for r in rows if r["row"] == "enrichment")
+
+
+def test_validated_rows_needs_every_check_passed_with_its_bound(tmp_path):
+    checks = [{"row": "enrichment", "passed": True, "bound_checked": True},
+              {"row": "ablation", "passed": True, "bound_checked": False},
+              {"row": "weakens-late", "passed": False, "bound_checked": True},
+              {"row": "weakens-late", "passed": True, "bound_checked": True}]
+    (tmp_path / CHECKS_NAME).write_text(json.dumps(checks))
+    got = validated_rows(tmp_path)
+    assert got == {"enrichment": True, "weakens-late": False, "frequency-buckets": False,
+                   "frequency-distance": False, "ablation": False}
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    from tangentlab.validate.end_to_end import write_end_to_end
+
+    out = tmp_path_factory.mktemp("e2e") / "run"
+    path, passed = write_end_to_end(out, EndToEndConfig.quick(0), quick=True)
+    return path, passed
+
+
+@pytest.mark.slow
+def test_quick_run_writes_its_directory_and_checks(quick_run):
+    path, _ = quick_run
+    for name in (RESULTS_NAME, CHECKS_NAME, MANIFEST_NAME, STATUSES_NAME):
+        assert (path / name).is_file()
+    checks = json.loads((path / CHECKS_NAME).read_text())
+    cfg = EndToEndConfig.quick(0)
+    for name in cfg.scenarios:
+        for row in SCENARIOS[name].truth:
+            assert any(c["row"] == row and c["null"] == name for c in checks), (row, name)
+    assert not any(c["bound_checked"] for c in checks)  # one simulation: point rates only
+    df = read_results(path / RESULTS_NAME)
+    assert {"rate_supported", "wrong_supported", "power"} <= set(df["metric"])
+    assert ((df["ci_low"] <= df["value"]) & (df["value"] <= df["ci_high"])).all()
+    manifest = json.loads((path / MANIFEST_NAME).read_text())
+    assert manifest["kind"] == "validate/end-to-end" and manifest["quick"] is True
+    assert validated_rows(path) == {r: False for r in PREDICTION_ROWS}  # quick certifies nothing
+    statuses = read_results(path / STATUSES_NAME)
+    assert set(statuses["row"]) == set(PREDICTION_ROWS)
+    # the stored statuses re-summarize to the same checks
+    from tangentlab.validate.end_to_end import read_statuses
+
+    _, again = summarize(cfg, read_statuses(path))
+    assert [(c["name"], c["passed"], c["measured"]) for c in again] == \
+        [(c["name"], c["passed"], c["measured"]) for c in checks]
+
+
+@pytest.mark.slow
+def test_a_rule_that_always_says_supported_is_caught(quick_run, monkeypatch):
+    """Re-decide the stored quick measurements with a broken enrichment rule."""
+    from tangentlab.report import rules as R
+    from tangentlab.validate.end_to_end import decide
+
+    path, _ = quick_run
+    work = path / "simulations"
+    dirs = sorted(work.glob("no-effect/sim000/u*-measure"))
+    assert dirs
+    honest = decide(dirs, work)["enrichment"][0]
+    monkeypatch.setattr(R, "enrichment_rule", lambda *a, **k: R.Outcome(R.SUPPORTED, "always"))
+    broken = decide(dirs, work)["enrichment"][0]
+    assert broken == R.SUPPORTED
+    cfg = EndToEndConfig(scenarios=("no-effect",), sims=1)
+    res = [SimulationResult("no-effect", 0, {"enrichment": broken}, {"enrichment": ""}, 0.0)]
+    _, checks = summarize(cfg, res)
+    ws = next(c for c in checks if c["row"] == "enrichment" and c["metric"] == "wrong_supported")
+    assert ws["measured"] == 1.0 and not ws["passed"]
+    stored = read_results(path / STATUSES_NAME)
+    mine = stored[(stored["null"] == "no-effect") & (stored["row"] == "enrichment")]
+    assert list(mine["value"]) == [honest]  # re-deciding reproduces the stored verdict
+
+
+def test_cli_routes_end_to_end(tmp_path, capsys, monkeypatch):
+    """``validate --end-to-end --quick --nproc 2`` reaches the harness with those settings."""
+    from tangentlab.cli import main
+    from tangentlab.validate import end_to_end
+
+    seen = {}
+
+    def fake(out, cfg, *, quick, nproc, on_result=None):
+        seen.update(out=out, sims=cfg.sims, quick=quick, nproc=nproc)
+        out.mkdir(parents=True)
+        (out / CHECKS_NAME).write_text(json.dumps([{
+            "name": "enrichment / no-effect: wrong_supported", "passed": False, "measured": 1.0,
+            "target": "<= 0.05", "detail": "1/1 wrong"}]))
+        return out, False
+
+    monkeypatch.setattr(end_to_end, "write_end_to_end", fake)
+    rc = main(["validate", "--end-to-end", "--quick", "--nproc", "2", "--out",
+               str(tmp_path / "cli")])
+    assert rc == 1 and seen["quick"] is True and seen["nproc"] == 2 and seen["sims"] == 1
+    text = capsys.readouterr().out
+    assert "FAIL  enrichment / no-effect" in text and "point rates only" in text

@@ -1,0 +1,127 @@
+"""The planted model family: loads like any checkpoint, its sites fire, its planted truth is measured."""
+
+from __future__ import annotations
+
+import pytest
+
+from tangentlab.errors import ConfigError
+
+
+@pytest.fixture(scope="module")
+def text():
+    from tangentlab.validate.planted_trajectories import shared_text
+
+    return shared_text("wikipedia", 512, max_train_tokens=60_000)
+
+
+@pytest.fixture(scope="module")
+def trajectory(text, tmp_path_factory):
+    """Step 0 without enrichment (k = 1), step 100 with the planted factor k = 3."""
+    from tangentlab.validate.planted_trajectories import PlantedSpec, write_trajectory
+
+    spec = PlantedSpec(steps=(0, 100), curve="flat", k_end=3.0, seed=3)
+    return write_trajectory(spec, tmp_path_factory.mktemp("planted") / "run", text)
+
+
+def test_pure_function_of_ids_and_local_context():
+    import torch
+
+    from tangentlab.validate.planted import PlantedConfig, PlantedForCausalLM, context_keys
+
+    m = PlantedForCausalLM(PlantedConfig(vocab_size=300, hidden_size=16, planted_rank=2,
+                                         context_size=3))
+    ids = torch.randint(0, 300, (2, 20), generator=torch.Generator().manual_seed(0))
+    a, b = m(input_ids=ids).logits, m(input_ids=ids.clone()).logits
+    assert torch.equal(a, b)
+    keys = context_keys(ids, 3)
+    shifted = torch.cat([torch.full((2, 5), 7), ids], dim=1)  # same ids, 5 positions later
+    # positions with a full context keep their key (an overlapping window sees the same vector)
+    assert torch.equal(context_keys(shifted, 3)[:, 5 + 2:], keys[:, 2:])
+    assert not torch.equal(context_keys(shifted, 3)[:, 5:7], keys[:, :2])
+
+
+def test_window_initial_positions_are_not_shared_across_windows():
+    """Two windows that open with the same token must not give it one shared vector."""
+    import torch
+
+    from tangentlab.validate.planted import context_keys
+
+    a = torch.tensor([[5, 1, 2, 3, 4, 6, 7, 8]])
+    b = torch.tensor([[5, 9, 9, 9, 4, 6, 7, 8]])
+    ka, kb = context_keys(a, 4), context_keys(b, 4)
+    assert (ka[0, :3] != kb[0, :3]).all()  # positions before a full context differ
+    assert len(set(ka[0, :3].tolist())) == 3
+    assert ka[0, 7] == kb[0, 7]  # the same last 4 ids: the same key
+
+
+def test_config_refuses_bad_values():
+    from tangentlab.validate.planted import PlantedConfig
+    from tangentlab.validate.planted_trajectories import PlantedSpec
+
+    with pytest.raises(ValueError, match="cost_shape"):
+        PlantedConfig(cost_shape="cubic")
+    with pytest.raises(ConfigError, match="2m"):
+        PlantedSpec(d=8, m=4).check()
+    with pytest.raises(ConfigError, match="curve"):
+        PlantedSpec(curve="zigzag").check()
+
+
+def test_enrichment_curves_match_their_definition():
+    from tangentlab.validate.planted_trajectories import PlantedSpec, enrichment_curve
+
+    w = PlantedSpec(curve="weaken", k_peak=6, k_end=3, x_peak=0.3)
+    assert enrichment_curve(w, 0.0) == 1.0
+    assert enrichment_curve(w, 0.3) == pytest.approx(6.0)
+    assert enrichment_curve(w, 1.0) == pytest.approx(3.0)
+    assert enrichment_curve(PlantedSpec(curve="slow_rise", k_end=4), 0.5) == pytest.approx(2.5)
+    assert enrichment_curve(PlantedSpec(curve="none"), 0.7) == 1.0
+
+
+@pytest.mark.slow
+def test_loads_through_trajectory_and_load_model_and_every_site_fires(trajectory):
+    import json
+
+    import torch
+
+    from tangentlab.empirical.capture import capture_batch
+    from tangentlab.empirical.models import load_like, load_model
+    from tangentlab.empirical.sites import available_sites
+    from tangentlab.empirical.trajectory import resolve_trajectory
+
+    traj = resolve_trajectory(trajectory)
+    assert [c.step for c in traj.checkpoints] == [0, 100]
+    assert traj.eval_file is not None and traj.frequency_file is not None
+    first = load_model(traj.checkpoints[0].path)
+    assert (first.family, first.arch, first.head) == ("planted", "decoder", True)
+    last = load_like(first, traj.checkpoints[1].path)
+    cfg = json.loads((traj.checkpoints[1].path / "config.json").read_text())
+    assert cfg["model_type"] == "planted"
+    sites = available_sites(last.model)
+    assert sites[0] == "embed" and sites[-1] == "ln_final" and "blocks.1.resid_mid" in sites
+    ids = torch.randint(0, 500, (2, 32), generator=torch.Generator().manual_seed(1))
+    cap = capture_batch(last, sites, ids, ids.clone())
+    assert set(cap.grads) == set(sites)
+    g = cap.grads["blocks.1.resid_post"][cap.rows]
+    assert torch.isfinite(g).all() and float(g.abs().sum()) > 0
+    # the planted subspace S holds k = 3 times the gradient energy per dimension
+    frame = last.model.planted.embed.frame.detach()
+    e = ((g @ frame) ** 2).mean(0)
+    assert 2.0 < float(e[:4].mean() / e[4:].mean()) < 4.5
+
+
+@pytest.mark.slow
+def test_pipeline_recovers_the_planted_factor_and_the_null(trajectory, tmp_path):
+    from tangentlab.empirical.protocol import measure_trajectory
+    from tangentlab.report.tables import ResultTable
+    from tangentlab.runs import RESULTS_NAME
+
+    out = measure_trajectory(trajectory, tmp_path / "m", device="cpu", overrides={
+        "sites": ("blocks.-1.resid_post",), "rank": 4, "n_batches": 32, "batch_size": 4,
+        "n_boot": 400, "sample_rows": 1024, "causal": False, "threads": 1})
+    t = ResultTable.read(out / RESULTS_NAME)
+    site = "blocks.1.resid_post"
+    last = t.get("enrichment", site=site, step=100.0)
+    null = t.get("enrichment", site=site, step=0.0)
+    assert last.ci_low < 3.0 < last.ci_high, last  # the planted factor, within its interval
+    assert last.ci_low > 1.5
+    assert null.ci_low < 1.0 < null.ci_high, null  # no effect at step 0: the CI covers 1
