@@ -218,7 +218,7 @@ def test_an_unreachable_hub_falls_back_to_the_cached_refs(hub, tmp_path, monkeyp
     _, commits = hub
     _go_online(monkeypatch, f"http://127.0.0.1:{_closed_port()}")
     capsys.readouterr()
-    assert main(["empirical", "revisions", "tiny/pythia"]) == 0
+    assert main(["empirical", "revisions", "tiny/pythia", "--revisions", "all"]) == 0
     out, err = capsys.readouterr()
     assert out.split()[::2] == ["step0", "step4", "step64"]
     assert len(err.strip().splitlines()) == 1, err
