@@ -878,7 +878,7 @@ class StageRecord:
                      optional={"config_hash": str, "seconds": float, "cpu_seconds": float,
                                "outputs": list, "error": str, "reason": str, "reused": bool,
                                "description": str, "depends": list},
-                     hint="delete the run directory's manifest.json stages, or choose a new --out")
+                     hint="delete that run's manifest.json to redo every stage, or choose a new --out")
         status = d["status"]
         if status not in STAGE_STATUSES:
             raise DataError(f"stage {name!r} has unknown status {status!r} in {where}; expected "

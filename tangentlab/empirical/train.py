@@ -254,14 +254,26 @@ def _write_log(run_dir: Path, rows: list[dict]) -> None:
 
 
 def _read_log(run_dir: Path, upto: int) -> list[dict]:
+    """The rows of ``train_log.csv`` up to step ``upto``; a malformed line is a CheckpointError."""
+    from tangentlab.readers import read_text
+
     p = run_dir / "train_log.csv"
     if not p.is_file():
         return []
+    hint = "fix or delete it to resume (the loss log then restarts at the resumed step)"
     rows = []
-    for line in p.read_text().splitlines()[1:]:
-        s, loss, lr, tok = line.split(",")
-        if int(s) <= upto:
-            rows.append({"step": int(s), "loss": float(loss), "lr": float(lr), "tokens_seen": int(tok)})
+    for lineno, line in enumerate(read_text(p, error=CheckpointError, hint=hint).splitlines()[1:], 2):
+        if not line.strip():
+            continue
+        try:
+            s, loss, lr, tok = line.split(",")
+            row = {"step": int(s), "loss": float(loss), "lr": float(lr), "tokens_seen": int(tok)}
+        except ValueError:
+            raise CheckpointError(
+                f"{str(p)!r} line {lineno} is not 'step,loss,lr,tokens_seen' (whole number, "
+                f"number, number, whole number): {line[:60]!r}; {hint}") from None
+        if row["step"] <= upto:
+            rows.append(row)
     return rows
 
 
@@ -398,13 +410,10 @@ def _train(
                 f"nothing to resume: {str(run_dir)!r} holds no training run; drop --resume to "
                 "start one"
             )
-        try:
-            saved = json.loads((run_dir / TRAIN_CONFIG_NAME).read_text())
-        except ValueError:
-            raise CheckpointError(
-                f"cannot resume {str(run_dir)!r}: its {TRAIN_CONFIG_NAME} is corrupt; delete the "
-                "folder and train again"
-            ) from None
+        from tangentlab.readers import read_json
+
+        saved = read_json(run_dir / TRAIN_CONFIG_NAME, expect=dict, error=CheckpointError,
+                          hint=f"cannot resume {str(run_dir)!r}; delete the folder and train again")
         if config_hash(saved) != chash:
             diff = sorted(k for k in cfg_dict if saved.get(k) != cfg_dict[k])
             raise ConfigError(f"cannot resume {str(run_dir)!r}: config differs in {', '.join(diff)}")
@@ -485,8 +494,11 @@ def _train(
         for o, s in zip(optimizers, opt["optimizers"], strict=True):
             o.load_state_dict(s)
         torch.set_rng_state(opt["torch_rng"])
-        st = json.loads((ck / "train_state.json").read_text())
-        tokens_seen = int(st["tokens_seen"])
+        from tangentlab.readers import read_json
+
+        st = read_json(ck / "train_state.json", fields={"tokens_seen": int}, error=CheckpointError,
+                       hint="delete that checkpoint and resume again")
+        tokens_seen = st["tokens_seen"]
         log_rows = _read_log(run_dir, start)
         log(f"resuming {cfg.arch} from step {start}")
 

@@ -214,9 +214,11 @@ def config_toml(cfg: ReproduceConfig) -> str:
 # --------------------------------------------------------------------------------------- checks
 
 def _check_theory(out: Path) -> None:
-    data = json.loads((out / VERIFY_NAME).read_text())
-    if not isinstance(data.get("derivations"), list) or not data["derivations"]:
-        raise DataError("theory/verify.json lists no derivation")
+    from tangentlab.readers import read_json
+
+    data = read_json(out / VERIFY_NAME, fields={"passed": bool, "derivations": list})
+    if not data["derivations"]:
+        raise DataError(f"{str(out / VERIFY_NAME)!r} lists no derivation")
 
 
 def _check_results_dir(out: Path) -> None:
@@ -229,6 +231,8 @@ def _check_results_dir(out: Path) -> None:
 
 
 def _check_train(out: Path) -> None:
+    from tangentlab.readers import read_json
+
     ckpts = out / "checkpoints"
     steps = sorted(p for p in ckpts.glob("step_*") if p.is_dir()) if ckpts.is_dir() else []
     if not steps:
@@ -236,7 +240,7 @@ def _check_train(out: Path) -> None:
     for step in steps:
         if not (step / "config.json").is_file():
             raise DataError(f"checkpoint {step.name} has no config.json")
-        json.loads((step / "config.json").read_text())
+        read_json(step / "config.json", expect=dict)
         if not any(step.glob("*.safetensors")):
             raise DataError(f"checkpoint {step.name} has no safetensors weights")
 
@@ -311,10 +315,10 @@ def _run_validate(cfg: ReproduceConfig, ctx: StageContext) -> None:
 
 def _check_validate(out: Path) -> None:
     from tangentlab.runs import CHECKS_NAME
+    from tangentlab.validate.battery import read_checks
 
     _check_results_dir(out)
-    checks = json.loads((out / CHECKS_NAME).read_text())
-    if not isinstance(checks, list) or not checks:
+    if not read_checks(out):
         raise DataError(f"{out}/{CHECKS_NAME} lists no criterion")
 
 
@@ -431,8 +435,9 @@ def reproduce(
     from tangentlab.runs import check_output_dir, run_lock
 
     cfg = cfg if cfg is not None else DEFAULT
+    check_output_dir(out if out is not None else new_run_dir(runs_root), kind=REPRODUCE_KIND,
+                     existing="resume")  # the path as given: '' is refused, not read as '.'
     run_dir = Path(out) if out is not None else new_run_dir(runs_root)
-    check_output_dir(run_dir, kind=REPRODUCE_KIND, existing="resume")
     stage_list = stages if stages is not None else build_stages(cfg)
     jobs = jobs if jobs is not None else usable_cores()
     log(f"tangentlab reproduce -> {run_dir} ({len(stage_list)} stages, config {config_hash(cfg)}"
