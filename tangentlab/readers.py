@@ -140,9 +140,9 @@ def read_json(
         The decoded value.
 
     Raises:
-        ``error``: the file is missing, unreadable, not UTF-8, not valid JSON, not of type
-        ``expect``, or lacks a field or has one of the wrong type. The message names the file and
-        the field.
+        TangentlabError: (the class given as ``error``) the file is missing, unreadable, not
+            UTF-8, not valid JSON, not of type ``expect``, or lacks a field or has one of the
+            wrong type; the message names the file and the field.
     """
     p = Path(path)
     text = read_text(p, error=error, hint=hint)

@@ -315,3 +315,40 @@ def test_write_battery_refuses_another_kind_of_run_from_python_too(tmp_path, mon
     with pytest.raises(OutputPathError, match="not a 'validate' run"):
         battery.write_battery(run, battery.BatteryConfig.quick(), quick=True)
     assert _tree_hash(run) == before
+
+
+# ----------------------------------------------------------------------- early refusals
+
+
+def _exit_code(argv) -> int:
+    try:
+        return main(argv)
+    except SystemExit as exc:  # argparse refuses before any handler runs
+        return int(exc.code)
+
+
+@pytest.mark.parametrize("value", ["0", "-2", "two"])
+@pytest.mark.parametrize("command", [["empirical", "train", "--arch", "decoder"],
+                                     ["empirical", "measure", "somewhere"]],
+                         ids=["train", "measure"])
+def test_nproc_below_one_is_refused_by_the_parser(tmp_path, capsys, value, command):
+    out = tmp_path / "out"
+    assert _exit_code([*command, "--out", str(out), "--nproc", value]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--nproc" in err[0] and "whole number >= 1" in err[0], err
+    assert not out.exists()
+
+
+def test_reproduce_refuses_a_missing_external_measure_before_any_stage(tmp_path, capsys,
+                                                                       monkeypatch):
+    import tangentlab.pipeline.reproduce as rp
+
+    monkeypatch.setattr(rp, "run_stages", lambda *a, **k: pytest.fail("the stages ran"))
+    out = tmp_path / "run"
+    missing = tmp_path / "nonexistent"
+    rc = main(["reproduce", "--quick", "--out", str(out),
+               "--set", f"external_measures=x={missing}"])
+    assert rc == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "external_measures" in err[0] and str(missing) in err[0], err
+    assert not out.exists()

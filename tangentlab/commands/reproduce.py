@@ -66,19 +66,9 @@ def _reproduce(args: argparse.Namespace) -> int:
     return rc
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value}")
-    return value
-
-
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``reproduce`` command to the CLI's subparsers."""
-    from tangentlab.commands import add_common_run_args
+    from tangentlab.commands import add_common_run_args, positive_int
 
     p = sub.add_parser(
         "reproduce",
@@ -103,7 +93,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="auto | cpu | cuda | cuda:N | mps, for training and measurement "
                         "(default: the config's, auto)")
     p.add_argument("--seed", type=int, default=None, help="the seed of every stage (default 0)")
-    p.add_argument("--jobs", type=_positive_int, default=None, metavar="N",
+    p.add_argument("--jobs", type=positive_int, default=None, metavar="N",
                    help="stages run at once, each in its own process (default: the usable cores); "
                         "the results do not depend on it")
     add_common_run_args(p)

@@ -51,6 +51,7 @@ __all__ = [
     "PRESETS",
     "TrainState",
     "train_model",
+    "check_inloop",
     "checkpoint_schedule",
     "list_checkpoints",
     "make_batch",
@@ -340,6 +341,7 @@ def train_model(
     from tangentlab.runs import check_output_dir, run_lock
 
     crash.note(train_config=config_to_dict(cfg))
+    check_inloop(cfg)  # a bad in-loop site or rank fails now, not at step measure_every
     main = distributed.is_main_process()  # under torchrun / --nproc rank 0 alone checks and locks
     if main:
         check_output_dir(out_dir, kind="empirical/train", existing="resume" if resume else "refuse")
@@ -348,6 +350,44 @@ def train_model(
     with lock, torch_threads(cfg.threads):
         return _train(cfg, out_dir, device=device, resume=resume, callbacks=callbacks,
                       autocast=autocast)
+
+
+def check_inloop(cfg: TrainConfig) -> None:
+    """Refuse an in-loop measurement that would fail mid-training (before anything is written).
+
+    With ``measure_every > 0``: ``measure_site`` must exist in the model ``cfg`` builds (its
+    family and number of blocks; checked on a model built on the ``meta`` device, so no weights
+    are allocated), and ``measure_rank`` must leave room for the matched-rank controls
+    (``2 * measure_rank <= d_model``).
+
+    Raises:
+        ConfigError: the rank is too large for ``d_model``.
+        UnknownNameError: the site does not exist in the model.
+    """
+    if cfg.measure_every <= 0:
+        return
+    if 2 * cfg.measure_rank > cfg.d_model:
+        raise ConfigError(
+            f"config key 'measure_rank' is {cfg.measure_rank}, too large for d_model "
+            f"{cfg.d_model}: the in-loop test's controls need 2 * measure_rank <= d_model; use "
+            f"measure_rank <= {cfg.d_model // 2}, or measure_every=0 to turn it off"
+        )
+    import torch
+
+    from tangentlab._runtime import quiet_transformers
+    from tangentlab.empirical.models import build_model
+    from tangentlab.empirical.sites import normalize_site
+
+    quiet_transformers()
+    with torch.random.fork_rng(devices=[]), torch.device("meta"):  # no weights, no RNG change
+        model = build_model(cfg.arch, vocab_size=cfg.vocab_size, d_model=cfg.d_model,
+                            n_layers=cfg.n_layers, n_heads=cfg.n_heads, seq_len=cfg.seq_len,
+                            d_ff=cfg.d_ff or None, tie_embeddings=cfg.tie_embeddings)
+    try:
+        normalize_site(model, cfg.measure_site)
+    except UnknownNameError as exc:
+        raise UnknownNameError(f"config key 'measure_site': {exc}; or measure_every=0 to turn "
+                               "the in-loop measurement off") from None
 
 
 def _train(

@@ -60,6 +60,7 @@ __all__ = [
     "config_toml",
     "build_stages",
     "new_run_dir",
+    "check_external_measures",
     "reproduce",
 ]
 
@@ -389,6 +390,30 @@ def build_stages(cfg: ReproduceConfig) -> list[Stage]:
     return stages
 
 
+def check_external_measures(cfg: ReproduceConfig, run_dir: str | Path) -> None:
+    """Refuse an ``external_measures`` entry whose DIR holds no measurement run, up front.
+
+    DIR is read as the report reads it: an absolute path, or a path relative to the run
+    directory. It must hold ``results.csv`` (a ``tangentlab empirical measure`` output).
+
+    Raises:
+        ConfigError: naming the entry and the folder looked in.
+    """
+    from tangentlab.runs import RESULTS_NAME
+
+    for item in cfg.external_measures:
+        name, _, folder = item.partition("=")
+        d = Path(folder.strip())
+        d = d if d.is_absolute() else Path(run_dir) / d
+        if not (d / RESULTS_NAME).is_file():
+            where = "does not exist" if not d.exists() else f"holds no {RESULTS_NAME}"
+            raise ConfigError(
+                f"config key 'external_measures' entry {item!r}: {str(d)!r} {where}; pass "
+                "NAME=DIR with DIR a directory written by `tangentlab empirical measure` "
+                "(absolute, or relative to the run directory)"
+            )
+
+
 def new_run_dir(root: str | Path = "runs") -> Path:
     """A fresh ``root/<UTC timestamp>`` directory name (not created), unique within ``root``."""
     root = Path(root)
@@ -438,6 +463,7 @@ def reproduce(
     check_output_dir(out if out is not None else new_run_dir(runs_root), kind=REPRODUCE_KIND,
                      existing="resume")  # the path as given: '' is refused, not read as '.'
     run_dir = Path(out) if out is not None else new_run_dir(runs_root)
+    check_external_measures(cfg, run_dir)  # before any stage runs, not in the report at the end
     stage_list = stages if stages is not None else build_stages(cfg)
     jobs = jobs if jobs is not None else usable_cores()
     log(f"tangentlab reproduce -> {run_dir} ({len(stage_list)} stages, config {config_hash(cfg)}"
