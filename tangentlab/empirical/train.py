@@ -341,10 +341,10 @@ def train_model(
     from tangentlab.runs import check_output_dir, run_lock
 
     crash.note(train_config=config_to_dict(cfg))
-    check_inloop(cfg)  # a bad in-loop site or rank fails now, not at step measure_every
     main = distributed.is_main_process()  # under torchrun / --nproc rank 0 alone checks and locks
     if main:
         check_output_dir(out_dir, kind="empirical/train", existing="resume" if resume else "refuse")
+    check_inloop(cfg)  # a bad in-loop site or rank fails now, not at step measure_every
     lock = (run_lock(out_dir, command=f"empirical train --arch {cfg.arch}") if main
             else contextlib.nullcontext())
     with lock, torch_threads(cfg.threads):
