@@ -470,6 +470,7 @@ def reproduce(
         + (", quick" if cfg.quick else "") + f", {jobs} jobs)")
     start = time.perf_counter()
     with run_lock(run_dir, command="reproduce"):
+        check_output_dir(run_dir, kind=REPRODUCE_KIND, existing="resume")  # again, under the lock
         run_dir.mkdir(parents=True, exist_ok=True)
         crash.remember_run_dir(run_dir)
         if out is None:
