@@ -588,7 +588,7 @@ def run_lock(run_dir: str | Path, *, command: str = "") -> Iterator[LockHolder]:
             f"run directory {str(run_dir)!r} is in use by {who}; wait for it to finish, or "
             "choose another --out"
         ) from None
-    except OSError as exc:  # a read-only parent, ... (Timeout, a busy lock, is one too)
+    except OSError as exc:  # a read-only parent, ... (filelock.Timeout, an OSError, is caught above)
         _remove_empty(created)
         raise OutputPathError(
             f"cannot lock run directory {str(run_dir)!r}: cannot create {str(lock_file)!r} "
