@@ -70,7 +70,11 @@ _FALSE = {"false", "0", "no", "off"}
 
 
 def read_toml(path: str | Path) -> dict[str, Any]:
-    """Read a TOML file into a dict; a missing or malformed file is a ConfigError."""
+    """Read a TOML file into a dict.
+
+    A missing or unreadable file, one that is not UTF-8 or not valid TOML is a ConfigError
+    naming the file.
+    """
     try:
         import tomllib  # type: ignore[import-not-found]
     except ModuleNotFoundError:  # Python 3.10
@@ -83,6 +87,11 @@ def read_toml(path: str | Path) -> dict[str, Any]:
             return tomllib.load(fh)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {str(p)!r} is not valid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config file {str(p)!r} is not UTF-8 text (byte {exc.start}); TOML "
+                          "files are UTF-8: save it as UTF-8") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {str(p)!r} ({exc.strerror or exc})") from None
 
 
 def parse_overrides(items: Iterable[str] | None) -> dict[str, str]:

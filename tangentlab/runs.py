@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tangentlab.errors import DataError, OutputPathError, RunLockedError
+from tangentlab.readers import check_fields, read_json
 
 __all__ = [
     "RESULT_COLUMNS",
@@ -59,12 +60,14 @@ __all__ = [
     "STAGE_STATUSES",
     "StageRecord",
     "read_stage_records",
+    "read_json",
     "locked_run_dir",
     "atomic_write_text",
     "atomic_write_bytes",
     "atomic_write_json",
     "atomic_directory",
     "check_output_dir",
+    "MAX_RUN_NAME_BYTES",
     "run_kind",
     "TRAIN_CONFIG_NAME",
     "LockHolder",
@@ -239,8 +242,13 @@ def check_output_dir(
     The one output-path check of every command. It refuses, each with an
     :class:`~tangentlab.errors.OutputPathError` (one line, saying what to do):
 
+    - an empty path (``--out ''`` would otherwise mean the current folder);
+    - a path whose last name is longer than :data:`MAX_RUN_NAME_BYTES` (the run lock and the
+      temporary names beside it add their own suffixes), or with any name over the file
+      system's limit;
     - a path that exists and is not a directory, or that lies under a file;
-    - a folder whose nearest existing ancestor is not writable;
+    - a folder whose nearest existing ancestor is not writable, or an existing folder whose
+      parent is not writable (the lock lives in the parent);
     - a run of another kind (when ``kind`` is given; ``None`` accepts any run);
     - a run of the same kind when ``existing="refuse"``;
     - a folder that is not empty and holds no tangentlab run (tangentlab's own temporary
@@ -259,13 +267,24 @@ def check_output_dir(
         ``"new"`` (nothing there yet), ``"empty"`` (an empty folder) or ``"run"`` (a run of the
         accepted kind, which the command may replace or resume).
     """
+    if str(path) == "":
+        raise OutputPathError(f"{flag} is empty; pass the run directory to write, e.g. "
+                              f"{flag} runs/mine")
     path = Path(path)
     shown = str(path)
+    _check_name_length(path, flag)
     if path.exists() or path.is_symlink():
         if not path.is_dir():
             raise OutputPathError(
                 f"{flag} {shown!r} is an existing file, not a directory; choose another {flag} "
                 "(a new or empty directory)"
+            )
+        parent = path.absolute().parent
+        if not os.access(parent, os.W_OK | os.X_OK):  # the run lock and temporary names live there
+            raise OutputPathError(
+                f"cannot write {flag} {shown!r}: its folder {str(parent)!r} is not writable (the "
+                f"run lock and the temporary copy live beside the run); choose a {flag} in a "
+                "writable folder"
             )
     else:
         ancestor = path.parent
@@ -302,18 +321,52 @@ def check_output_dir(
     return "run"
 
 
+#: The longest last name of a run directory, in UTF-8 bytes: the file system's usual limit (255)
+#: less the longest suffix tangentlab puts beside it (``.NAME.old-PID-NANOSECONDS``).
+MAX_RUN_NAME_BYTES = 200
+
+
+def _check_name_length(path: Path, flag: str) -> None:
+    """OutputPathError for a run name too long for its lock and temporary siblings."""
+    try:
+        limit = os.pathconf(_nearest_existing(path), "PC_NAME_MAX")
+    except (OSError, ValueError, AttributeError):
+        limit = 255
+    for part in path.parts:
+        if len(os.fsencode(part)) > limit:
+            raise OutputPathError(
+                f"{flag} has a name of {len(os.fsencode(part))} bytes ({part[:24]}...), over the "
+                f"file system's limit of {limit}; choose a shorter {flag}"
+            )
+    size = len(os.fsencode(path.name))
+    if size > MAX_RUN_NAME_BYTES:
+        raise OutputPathError(
+            f"{flag} ends in a name of {size} bytes ({path.name[:24]}...); a run directory's name "
+            f"may have at most {MAX_RUN_NAME_BYTES} bytes (its lock and temporary copies beside "
+            f"it add a suffix); choose a shorter {flag}"
+        )
+
+
+def _nearest_existing(path: Path) -> Path:
+    cur = path.absolute()
+    while not cur.exists() and cur != cur.parent:
+        cur = cur.parent
+    return cur
+
+
 @contextlib.contextmanager
-def atomic_directory(final: str | Path) -> Iterator[Path]:
+def atomic_directory(final: str | Path, *, kind: str | None = None) -> Iterator[Path]:
     """Build a directory under a temporary sibling name; rename it to ``final`` on success.
 
     On any exception the temporary directory is removed and ``final`` is left as it was, so a
     failed run never leaves partial output. If ``final`` already exists it must be empty or a
     previous run directory (holding ``manifest.json``); it is then replaced. Any other existing
     folder (or a file) is refused by :func:`check_output_dir`, so that ``--out .`` cannot wipe a
-    user's files.
+    user's files. With ``kind``, an existing run of another kind is refused too (so that a
+    validation run never replaces a training run, say).
     """
     final = Path(final)
-    check_output_dir(final, existing="replace")
+    check_output_dir(final, kind=kind, existing="replace")
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.partial-", dir=final.parent))
     os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp gives 0700; the run directory is ordinary output
@@ -517,10 +570,10 @@ def run_lock(run_dir: str | Path, *, command: str = "") -> Iterator[LockHolder]:
     import filelock
 
     created = [d for d in (lock_file.parent, *lock_file.parent.parents) if not d.exists()]
-    lock_file.parent.mkdir(parents=True, exist_ok=True)
     # a short wait covers a peer that is just releasing (it unlinks the lock file first)
     lock = filelock.FileLock(str(lock_file), timeout=0.5)
     try:
+        lock_file.parent.mkdir(parents=True, exist_ok=True)
         _acquire_current(lock, lock_file)
     except filelock.Timeout:
         holder = None
@@ -534,6 +587,12 @@ def run_lock(run_dir: str | Path, *, command: str = "") -> Iterator[LockHolder]:
         raise RunLockedError(
             f"run directory {str(run_dir)!r} is in use by {who}; wait for it to finish, or "
             "choose another --out"
+        ) from None
+    except OSError as exc:  # a read-only parent, ... (filelock.Timeout, an OSError, is caught above)
+        _remove_empty(created)
+        raise OutputPathError(
+            f"cannot lock run directory {str(run_dir)!r}: cannot create {str(lock_file)!r} "
+            f"({exc.strerror or type(exc).__name__}); choose a --out in a writable folder"
         ) from None
     try:
         me = LockHolder.me(command)
@@ -741,14 +800,17 @@ def write_manifest(run_dir: str | Path, manifest: Mapping[str, Any]) -> Path:
 
 
 def read_manifest(run_dir: str | Path) -> dict[str, Any]:
-    """Read a run directory's ``manifest.json``; a missing or corrupt one is a DataError."""
+    """Read a run directory's ``manifest.json``.
+
+    A missing one, or one that is not a JSON object (or whose ``kind`` is not a string, or whose
+    ``stages`` is not an object), is a :class:`~tangentlab.errors.DataError` naming the file and
+    the field.
+    """
     p = Path(run_dir) / MANIFEST_NAME
     if not p.is_file():
         raise DataError(f"{str(run_dir)!r} has no {MANIFEST_NAME}; it is not a tangentlab run directory")
-    try:
-        return json.loads(p.read_text())
-    except json.JSONDecodeError as exc:
-        raise DataError(f"{str(p)!r} is not valid JSON ({exc}); rerun the stage that wrote it") from None
+    return read_json(p, expect=dict, optional={"kind": str, "stages": dict},
+                     hint="rerun the command that wrote it")
 
 
 class Timer:
@@ -805,11 +867,22 @@ class StageRecord:
         }
 
     @classmethod
-    def from_dict(cls, name: str, d: Mapping[str, Any]) -> StageRecord:
-        """The record of stage ``name`` read back from the manifest (DataError on an unknown status)."""
-        status = str(d.get("status", ""))
+    def from_dict(cls, name: str, d: Mapping[str, Any], *,
+                  where: str = "the manifest") -> StageRecord:
+        """The record of stage ``name`` read back from the manifest.
+
+        A record that is not an object, has a field of the wrong type or an unknown status is a
+        :class:`~tangentlab.errors.DataError` (``where`` names the manifest in the message).
+        """
+        check_fields(d, where=f"stage {name!r} in {where}", fields={"status": str},
+                     optional={"config_hash": str, "seconds": float, "cpu_seconds": float,
+                               "outputs": list, "error": str, "reason": str, "reused": bool,
+                               "description": str, "depends": list},
+                     hint="delete that run's manifest.json to redo every stage, or choose a new --out")
+        status = d["status"]
         if status not in STAGE_STATUSES:
-            raise DataError(f"stage {name!r} has unknown status {status!r} in the manifest")
+            raise DataError(f"stage {name!r} has unknown status {status!r} in {where}; expected "
+                            f"one of {', '.join(STAGE_STATUSES)}")
         return cls(
             name=name,
             status=status,
@@ -832,8 +905,7 @@ def read_stage_records(run_dir: str | Path) -> dict[str, StageRecord]:
     run_dir = Path(run_dir)
     if not (run_dir / MANIFEST_NAME).is_file():
         return {}
-    manifest = read_manifest(run_dir)
+    manifest = read_manifest(run_dir)  # checks that "stages" is an object
     stages = manifest.get("stages") or {}
-    if not isinstance(stages, Mapping):
-        raise DataError(f"{str(run_dir / MANIFEST_NAME)!r} has a malformed 'stages' entry")
-    return {name: StageRecord.from_dict(name, d) for name, d in stages.items()}
+    where = repr(str(run_dir / MANIFEST_NAME))
+    return {name: StageRecord.from_dict(name, d, where=where) for name, d in stages.items()}

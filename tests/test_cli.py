@@ -13,6 +13,7 @@ import pytest
 
 from tangentlab.cli import EXIT_CODES, main
 from tangentlab.crash import CRASH_EXIT_CODE
+from tangentlab.errors import OutputPathError
 
 
 def test_help_imports_no_heavy_module():
@@ -241,3 +242,113 @@ def test_a_closed_output_pipe_is_not_an_internal_error(crash_env, monkeypatch, c
     assert main(["theory", "list"]) == 141
     assert "internal error" not in capsys.readouterr().err
     assert not (crash_env / "cache").exists()  # no crash log
+
+
+# ----------------------------------------------------------------------- validate --out
+
+
+def _fake_run(folder, kind):
+    """A run directory of ``kind`` as its writer leaves it (files that must survive)."""
+    from tangentlab.runs import TRAIN_CONFIG_NAME, write_manifest
+
+    folder.mkdir(parents=True)
+    (folder / "results.csv").write_text("metric,value\nx,1\n")
+    if kind == "empirical/train":  # an unfinished training run: its config, no manifest yet
+        (folder / TRAIN_CONFIG_NAME).write_text('{"arch": "decoder"}\n')
+        (folder / "checkpoints" / "step_000000").mkdir(parents=True)
+        (folder / "checkpoints" / "step_000000" / "model.safetensors").write_bytes(b"weights")
+    else:
+        write_manifest(folder, {"kind": kind, "stages": {}})
+    return folder
+
+
+def _tree_hash(folder):
+    import hashlib
+
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("kind", ["empirical/train", "empirical/measure", "synthetic/visibility",
+                                  "reproduce", "unreadable"])
+def test_validate_never_replaces_a_run_of_another_kind(tmp_path, capsys, monkeypatch, kind):
+    import tangentlab.validate.battery as battery
+
+    def battery_must_not_run(cfg):
+        raise AssertionError("the battery ran although --out holds another kind of run")
+
+    monkeypatch.setattr(battery, "run_battery", battery_must_not_run)
+    run = _fake_run(tmp_path / "run", kind)
+    if kind == "unreadable":
+        (run / "manifest.json").write_text("[1, 2]")
+    before = _tree_hash(run)
+    assert main(["validate", "--quick", "--out", str(run)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not a 'validate' run" in err[0] and str(run) in err[0], err
+    assert _tree_hash(run) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]  # no lock, no partial left
+
+
+def test_validate_takes_the_run_lock(tmp_path, capsys, monkeypatch):
+    import tangentlab.validate.battery as battery
+    from tests.test_runs import _hold_in_subprocess
+
+    monkeypatch.setattr(battery, "run_battery", lambda cfg: pytest.fail("the battery ran"))
+    out = tmp_path / "out"
+    holder = _hold_in_subprocess(out, tmp_path)
+    try:
+        assert main(["validate", "--quick", "--out", str(out)]) == 4
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"in use by pid {holder.pid}" in err[0]
+        assert not out.exists()
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_write_battery_refuses_another_kind_of_run_from_python_too(tmp_path, monkeypatch):
+    import tangentlab.validate.battery as battery
+
+    monkeypatch.setattr(battery, "run_battery", lambda cfg: pytest.fail("the battery ran"))
+    run = _fake_run(tmp_path / "run", "empirical/measure")
+    before = _tree_hash(run)
+    with pytest.raises(OutputPathError, match="not a 'validate' run"):
+        battery.write_battery(run, battery.BatteryConfig.quick(), quick=True)
+    assert _tree_hash(run) == before
+
+
+# ----------------------------------------------------------------------- early refusals
+
+
+def _exit_code(argv) -> int:
+    try:
+        return main(argv)
+    except SystemExit as exc:  # argparse refuses before any handler runs
+        return int(exc.code)
+
+
+@pytest.mark.parametrize("value", ["0", "-2", "two"])
+@pytest.mark.parametrize("command", [["empirical", "train", "--arch", "decoder"],
+                                     ["empirical", "measure", "somewhere"]],
+                         ids=["train", "measure"])
+def test_nproc_below_one_is_refused_by_the_parser(tmp_path, capsys, value, command):
+    out = tmp_path / "out"
+    assert _exit_code([*command, "--out", str(out), "--nproc", value]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--nproc" in err[0] and "whole number >= 1" in err[0], err
+    assert not out.exists()
+
+
+def test_reproduce_refuses_a_missing_external_measure_before_any_stage(tmp_path, capsys,
+                                                                       monkeypatch):
+    import tangentlab.pipeline.reproduce as rp
+
+    monkeypatch.setattr(rp, "run_stages", lambda *a, **k: pytest.fail("the stages ran"))
+    out = tmp_path / "run"
+    missing = tmp_path / "nonexistent"
+    rc = main(["reproduce", "--quick", "--out", str(out),
+               "--set", f"external_measures=x={missing}"])
+    assert rc == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "external_measures" in err[0] and str(missing) in err[0], err
+    assert not out.exists()

@@ -6,8 +6,19 @@ import argparse
 import contextlib
 from collections.abc import Iterator
 
-__all__ = ["add_common_run_args", "add_device_args", "relaunch", "require_subcommand",
-           "writing_run"]
+__all__ = ["add_common_run_args", "add_device_args", "positive_int", "relaunch",
+           "require_subcommand", "writing_run"]
+
+
+def positive_int(text: str) -> int:
+    """An argparse ``type``: a whole number >= 1 (``--nproc 0`` and ``--jobs -2`` are refused)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value}")
+    return value
 
 
 def add_common_run_args(parser: argparse.ArgumentParser) -> None:
@@ -30,7 +41,7 @@ def add_device_args(parser: argparse.ArgumentParser, *, nproc: bool = False,
     )
     if nproc:
         parser.add_argument(
-            "--nproc", type=int, default=1, metavar="N",
+            "--nproc", type=positive_int, default=1, metavar="N",
             help="run N ranks on this node with torch.distributed (gloo on CPU, NCCL on CUDA); "
                  "same as torchrun --nproc-per-node N -m tangentlab ...",
         )

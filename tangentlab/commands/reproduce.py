@@ -6,12 +6,14 @@ import argparse
 
 
 def _reproduce(args: argparse.Namespace) -> int:
-    import json
     import sys
     from pathlib import Path
 
+    from tangentlab.errors import DataError
     from tangentlab.pipeline.reproduce import config_toml, reproduce, resolve_config
+    from tangentlab.readers import read_json
     from tangentlab.runs import CHECKS_NAME, VERIFY_NAME
+    from tangentlab.validate.battery import read_checks
 
     overrides = list(args.overrides)
     if args.device is not None:
@@ -40,17 +42,19 @@ def _reproduce(args: argparse.Namespace) -> int:
     verify = summary.run_dir / "theory" / VERIFY_NAME
     if verify.is_file():
         try:
-            if not json.loads(verify.read_text()).get("passed", False):
-                sys.stderr.write("tangentlab: some theory checks failed (see the report's Theory checks)\n")
-                rc = 1
-        except (OSError, ValueError):
+            passed = read_json(verify, fields={"passed": bool})["passed"]
+        except DataError as exc:
+            sys.stderr.write(f"tangentlab: {exc}\n")
+            passed = False
+        if not passed:
+            sys.stderr.write("tangentlab: some theory checks failed (see the report's Theory checks)\n")
             rc = 1
-    battery = summary.run_dir / "validate" / CHECKS_NAME
-    if battery.is_file():
+    if (summary.run_dir / "validate" / CHECKS_NAME).is_file():
         try:
-            failed = [c.get("name") for c in json.loads(battery.read_text()) if not c.get("passed")]
-        except (OSError, ValueError, AttributeError):
-            failed = ["(unreadable checks.json)"]
+            failed = [c["name"] for c in read_checks(summary.run_dir / "validate")
+                      if not c["passed"]]
+        except DataError as exc:
+            failed = [f"(unreadable: {exc})"]
         if failed:
             sys.stderr.write("tangentlab: validation battery criteria failed: "
                              + ", ".join(map(str, failed)) + "\n")
@@ -62,19 +66,9 @@ def _reproduce(args: argparse.Namespace) -> int:
     return rc
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value}")
-    return value
-
-
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``reproduce`` command to the CLI's subparsers."""
-    from tangentlab.commands import add_common_run_args
+    from tangentlab.commands import add_common_run_args, positive_int
 
     p = sub.add_parser(
         "reproduce",
@@ -99,7 +93,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="auto | cpu | cuda | cuda:N | mps, for training and measurement "
                         "(default: the config's, auto)")
     p.add_argument("--seed", type=int, default=None, help="the seed of every stage (default 0)")
-    p.add_argument("--jobs", type=_positive_int, default=None, metavar="N",
+    p.add_argument("--jobs", type=positive_int, default=None, metavar="N",
                    help="stages run at once, each in its own process (default: the usable cores); "
                         "the results do not depend on it")
     add_common_run_args(p)

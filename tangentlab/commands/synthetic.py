@@ -38,20 +38,20 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    import json
     from pathlib import Path
 
     from tangentlab.config import parse_overrides
     from tangentlab.progress import log
+    from tangentlab.readers import read_json
     from tangentlab.runs import CHECKS_NAME
     from tangentlab.synthetic.experiments import get, run_experiment
 
     name = get(args.name).name  # an unknown name fails before any output check
-    out = Path(args.out) if args.out else Path("runs") / "synthetic" / name
+    out = args.out if args.out is not None else Path("runs") / "synthetic" / name  # '' is refused
     with writing_run(out, kind=f"synthetic/{name}", command=f"synthetic run {name}"):
         path = run_experiment(name, out, quick=args.quick, config_path=args.config,
                               overrides=parse_overrides(args.overrides), seed=args.seed)
-    checks = json.loads((path / CHECKS_NAME).read_text())
+    checks = read_json(path / CHECKS_NAME, expect=list)
     passed = sum(bool(c["passed"]) for c in checks)
     for c in checks:
         if not c["passed"]:

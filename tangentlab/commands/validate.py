@@ -23,7 +23,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--quick", action="store_true",
                    help="the quick setting (about a minute on one core) instead of the full one")
     p.add_argument("--out", metavar="DIR", default=None,
-                   help="run directory to write (default: runs/validate)")
+                   help="run directory to write (default: runs/validate); an existing "
+                        "validation run there is replaced, any other run is refused")
     p.add_argument("--seed", type=int, default=0, help="master seed (default 0)")
     p.add_argument("--end-to-end", action="store_true", dest="end_to_end",
                    help="the end-to-end battery: planted-truth trajectories through measure and "
@@ -34,12 +35,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    import json
     from pathlib import Path
 
+    from tangentlab.commands import writing_run
     from tangentlab.progress import log
-    from tangentlab.runs import CHECKS_NAME
-    from tangentlab.validate.battery import BatteryConfig, write_battery
+    from tangentlab.validate.battery import VALIDATE_KIND, BatteryConfig, read_checks, write_battery
 
     if getattr(args, "end_to_end", False):
         from tangentlab.validate.end_to_end import run_cli
@@ -47,15 +47,17 @@ def _run(args: argparse.Namespace) -> int:
         return run_cli(args)
     cfg = BatteryConfig.quick(args.seed) if args.quick else BatteryConfig.full(args.seed)
     cfg.validate()
-    out = Path(args.out) if args.out else Path("runs") / "validate"
-    path, passed = write_battery(out, cfg, quick=args.quick)
-    checks = json.loads((path / CHECKS_NAME).read_text())
+    out = args.out if args.out is not None else Path("runs") / "validate"
+    # the one output-path check and the run lock: never replaces a run of another kind
+    with writing_run(out, kind=VALIDATE_KIND, command="validate"):
+        path, passed = write_battery(out, cfg, quick=args.quick)
+    checks = read_checks(path)
     for c in checks:
         status = "pass" if c["passed"] else "FAIL"
-        print(f"{status}  {c['name']}: measured {c['measured']:.4g}, target {c['target']} "
-              f"(n={c['n']})")
+        measured = "n/a" if c.get("measured") is None else f"{c['measured']:.4g}"
+        print(f"{status}  {c['name']}: measured {measured}, target {c['target']} (n={c['n']})")
         if not c["passed"]:
-            log(f"check failed: {c['name']} ({c['detail']})")
+            log(f"check failed: {c['name']} ({c.get('detail', '')})")
     n_ok = sum(bool(c["passed"]) for c in checks)
     print(f"validate: {n_ok}/{len(checks)} criteria passed; wrote {path}")
     return 0 if passed else 1

@@ -6,11 +6,11 @@ these records) so that :mod:`~tangentlab.empirical.hub` can build them without a
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tangentlab.errors import CheckpointError
+from tangentlab.readers import read_json
 
 __all__ = ["Checkpoint", "Trajectory", "check_same_architecture", "list_checkpoints"]
 
@@ -92,10 +92,10 @@ def _signature(d: Path, gguf_file: str | None) -> tuple:
     cfg_file = d / "config.json"
     if not cfg_file.is_file():
         raise CheckpointError(f"checkpoint {str(d)!r} has no config.json; is it a Hugging Face model dir?")
-    try:
-        cfg = json.loads(cfg_file.read_text())
-    except json.JSONDecodeError as exc:
-        raise CheckpointError(f"{str(cfg_file)!r} is corrupt JSON ({exc.msg})") from None
+    cfg = read_json(cfg_file, expect=dict, error=CheckpointError,
+                    optional={"model_type": str, "architectures": list, "hidden_size": int,
+                              "n_embd": int, "d_model": int},
+                    hint="a Hugging Face config.json is an object such as save_pretrained writes")
     weights = list(d.glob("*.safetensors")) + list(d.glob("*.bin"))
     if not weights:
         raise CheckpointError(f"checkpoint {str(d)!r} has no weights (*.safetensors or *.bin)")

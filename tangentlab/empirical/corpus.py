@@ -352,16 +352,26 @@ def load_frequency_table(path: str | Path):
     p = Path(path)
     if not p.is_file():
         raise DataError(f"frequency table {str(p)!r} is missing")
+    from tangentlab.readers import read_text
+
     vocab = None
     pairs = []
-    for line in p.read_text().splitlines()[1:]:
-        if line.startswith("# vocab_size="):
-            vocab = int(line.split("=", 1)[1])
-        elif line.strip():
-            a, b = line.split(",")
-            pairs.append((int(a), int(b)))
+    for lineno, line in enumerate(read_text(p).splitlines()[1:], 2):
+        try:
+            if line.startswith("# vocab_size="):
+                vocab = int(line.split("=", 1)[1])
+            elif line.strip():
+                a, b = line.split(",")
+                pairs.append((int(a), int(b)))
+        except ValueError:
+            raise DataError(f"frequency table {str(p)!r} line {lineno} is not 'token_id,count' "
+                            f"(two whole numbers): {line[:60]!r}; retrain the run, or delete "
+                            "the file to recount the frequencies") from None
     if vocab is None:
         raise DataError(f"frequency table {str(p)!r} is truncated (no vocab_size footer)")
+    if any(not 0 <= a < vocab or b < 0 for a, b in pairs):
+        raise DataError(f"frequency table {str(p)!r} has a token id outside [0, {vocab}) or a "
+                        "negative count; retrain the run, or delete the file")
     counts = np.zeros(vocab, dtype=np.int64)
     for a, b in pairs:
         counts[a] = b

@@ -52,6 +52,7 @@ __all__ = [
     "PRESETS",
     "TrainState",
     "train_model",
+    "check_inloop",
     "checkpoint_schedule",
     "list_checkpoints",
     "make_batch",
@@ -241,14 +242,26 @@ def _write_log(run_dir: Path, rows: list[dict]) -> None:
 
 
 def _read_log(run_dir: Path, upto: int) -> list[dict]:
+    """The rows of ``train_log.csv`` up to step ``upto``; a malformed line is a CheckpointError."""
+    from tangentlab.readers import read_text
+
     p = run_dir / "train_log.csv"
     if not p.is_file():
         return []
+    hint = "fix or delete it to resume (the loss log then restarts at the resumed step)"
     rows = []
-    for line in p.read_text().splitlines()[1:]:
-        s, loss, lr, tok = line.split(",")
-        if int(s) <= upto:
-            rows.append({"step": int(s), "loss": float(loss), "lr": float(lr), "tokens_seen": int(tok)})
+    for lineno, line in enumerate(read_text(p, error=CheckpointError, hint=hint).splitlines()[1:], 2):
+        if not line.strip():
+            continue
+        try:
+            s, loss, lr, tok = line.split(",")
+            row = {"step": int(s), "loss": float(loss), "lr": float(lr), "tokens_seen": int(tok)}
+        except ValueError:
+            raise CheckpointError(
+                f"{str(p)!r} line {lineno} is not 'step,loss,lr,tokens_seen' (whole number, "
+                f"number, number, whole number): {line[:60]!r}; {hint}") from None
+        if row["step"] <= upto:
+            rows.append(row)
     return rows
 
 
@@ -318,11 +331,50 @@ def train_model(
     main = distributed.is_main_process()  # under torchrun / --nproc rank 0 alone checks and locks
     if main:
         check_output_dir(out_dir, kind="empirical/train", existing="resume" if resume else "refuse")
+    check_inloop(cfg)  # a bad in-loop site or rank fails now, not at step measure_every
     lock = (run_lock(out_dir, command=f"empirical train --arch {cfg.arch}") if main
             else contextlib.nullcontext())
     with lock, torch_threads(cfg.threads):
         return _train(cfg, out_dir, device=device, resume=resume, callbacks=callbacks,
                       autocast=autocast)
+
+
+def check_inloop(cfg: TrainConfig) -> None:
+    """Refuse an in-loop measurement that would fail mid-training (before anything is written).
+
+    With ``measure_every > 0``: ``measure_site`` must exist in the model ``cfg`` builds (its
+    family and number of blocks; checked on a model built on the ``meta`` device, so no weights
+    are allocated), and ``measure_rank`` must leave room for the matched-rank controls
+    (``2 * measure_rank <= d_model``).
+
+    Raises:
+        ConfigError: the rank is too large for ``d_model``.
+        UnknownNameError: the site does not exist in the model.
+    """
+    if cfg.measure_every <= 0:
+        return
+    if 2 * cfg.measure_rank > cfg.d_model:
+        raise ConfigError(
+            f"config key 'measure_rank' is {cfg.measure_rank}, too large for d_model "
+            f"{cfg.d_model}: the in-loop test's controls need 2 * measure_rank <= d_model; use "
+            f"measure_rank <= {cfg.d_model // 2}, or measure_every=0 to turn it off"
+        )
+    import torch
+
+    from tangentlab._runtime import quiet_transformers
+    from tangentlab.empirical.models import build_model
+    from tangentlab.empirical.sites import normalize_site
+
+    quiet_transformers()
+    with torch.random.fork_rng(devices=[]), torch.device("meta"):  # no weights, no RNG change
+        model = build_model(cfg.arch, vocab_size=cfg.vocab_size, d_model=cfg.d_model,
+                            n_layers=cfg.n_layers, n_heads=cfg.n_heads, seq_len=cfg.seq_len,
+                            d_ff=cfg.d_ff or None, tie_embeddings=cfg.tie_embeddings)
+    try:
+        normalize_site(model, cfg.measure_site)
+    except UnknownNameError as exc:
+        raise UnknownNameError(f"config key 'measure_site': {exc}; or measure_every=0 to turn "
+                               "the in-loop measurement off") from None
 
 
 def _train(
@@ -385,13 +437,10 @@ def _train(
                 f"nothing to resume: {str(run_dir)!r} holds no training run; drop --resume to "
                 "start one"
             )
-        try:
-            saved = json.loads((run_dir / TRAIN_CONFIG_NAME).read_text())
-        except ValueError:
-            raise CheckpointError(
-                f"cannot resume {str(run_dir)!r}: its {TRAIN_CONFIG_NAME} is corrupt; delete the "
-                "folder and train again"
-            ) from None
+        from tangentlab.readers import read_json
+
+        saved = read_json(run_dir / TRAIN_CONFIG_NAME, expect=dict, error=CheckpointError,
+                          hint=f"cannot resume {str(run_dir)!r}; delete the folder and train again")
         if config_hash(saved) != chash:
             diff = sorted(k for k in cfg_dict if saved.get(k) != cfg_dict[k])
             raise ConfigError(f"cannot resume {str(run_dir)!r}: config differs in {', '.join(diff)}")
@@ -472,8 +521,11 @@ def _train(
         for o, s in zip(optimizers, opt["optimizers"], strict=True):
             o.load_state_dict(s)
         torch.set_rng_state(opt["torch_rng"])
-        st = json.loads((ck / "train_state.json").read_text())
-        tokens_seen = int(st["tokens_seen"])
+        from tangentlab.readers import read_json
+
+        st = read_json(ck / "train_state.json", fields={"tokens_seen": int}, error=CheckpointError,
+                       hint="delete that checkpoint and resume again")
+        tokens_seen = st["tokens_seen"]
         log_rows = _read_log(run_dir, start)
         log(f"resuming {cfg.arch} from step {start}")
 

@@ -22,11 +22,11 @@ anything else is a CheckpointError before any work starts.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 from tangentlab.errors import CheckpointError, ConfigError
+from tangentlab.readers import read_json
 
 __all__ = ["Checkpoint", "Trajectory", "resolve_trajectory", "check_same_architecture"]
 
@@ -42,10 +42,8 @@ _TRAILING_INT = re.compile(r"(\d+)$")
 def _step_of(d: Path, default: int | None) -> int:
     st = d / "train_state.json"
     if st.is_file():
-        try:
-            return int(json.loads(st.read_text())["step"])
-        except (ValueError, KeyError, json.JSONDecodeError):
-            raise CheckpointError(f"{str(st)!r} is corrupt (no integer 'step')") from None
+        return read_json(st, fields={"step": int}, error=CheckpointError,
+                         hint="it must hold {\"step\": N}")["step"]
     m = _TRAILING_INT.search(d.name)
     if m:
         return int(m.group(1))
@@ -55,6 +53,12 @@ def _step_of(d: Path, default: int | None) -> int:
             "a train_state.json with {\"step\": N}"
         )
     return default
+
+
+def _read_train_config(run_dir: Path) -> dict:
+    """A training run's ``train_config.json``: an object (CheckpointError otherwise)."""
+    return read_json(run_dir / "train_config.json", expect=dict, error=CheckpointError,
+                     hint="it is written by tangentlab empirical train; train the run again")
 
 
 def resolve_trajectory(path: str | Path, *, gguf: bool = False,
@@ -100,10 +104,7 @@ def resolve_trajectory(path: str | Path, *, gguf: bool = False,
             raise CheckpointError(f"run {str(p)!r} has no complete checkpoint under checkpoints/")
         cks = [Checkpoint(path=d, name=d.name, step=s) for s, d in found]
         if (p / "train_config.json").is_file():
-            try:
-                train_cfg = json.loads((p / "train_config.json").read_text())
-            except json.JSONDecodeError:
-                raise CheckpointError(f"{str(p / 'train_config.json')!r} is corrupt") from None
+            train_cfg = _read_train_config(p)
     elif (p / "config.json").is_file():
         cks = [Checkpoint(path=p, name=p.name, step=_step_of(p, 0))]
     else:
@@ -127,10 +128,7 @@ def resolve_trajectory(path: str | Path, *, gguf: bool = False,
                      p.parent.parent if p.parent.name == "checkpoints" else None):
             if cand is not None and (cand / "train_config.json").is_file():
                 run_dir = cand
-                try:
-                    train_cfg = json.loads((cand / "train_config.json").read_text())
-                except json.JSONDecodeError:
-                    raise CheckpointError(f"{str(cand / 'train_config.json')!r} is corrupt") from None
+                train_cfg = _read_train_config(cand)
                 break
     name = run_dir.name if run_dir is not None and p != run_dir else p.name
     return Trajectory(cks, model_name=name, run_dir=run_dir, train_config=train_cfg)

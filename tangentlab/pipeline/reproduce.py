@@ -60,6 +60,7 @@ __all__ = [
     "config_toml",
     "build_stages",
     "new_run_dir",
+    "check_external_measures",
     "reproduce",
 ]
 
@@ -214,9 +215,11 @@ def config_toml(cfg: ReproduceConfig) -> str:
 # --------------------------------------------------------------------------------------- checks
 
 def _check_theory(out: Path) -> None:
-    data = json.loads((out / VERIFY_NAME).read_text())
-    if not isinstance(data.get("derivations"), list) or not data["derivations"]:
-        raise DataError("theory/verify.json lists no derivation")
+    from tangentlab.readers import read_json
+
+    data = read_json(out / VERIFY_NAME, fields={"passed": bool, "derivations": list})
+    if not data["derivations"]:
+        raise DataError(f"{str(out / VERIFY_NAME)!r} lists no derivation")
 
 
 def _check_results_dir(out: Path) -> None:
@@ -229,6 +232,8 @@ def _check_results_dir(out: Path) -> None:
 
 
 def _check_train(out: Path) -> None:
+    from tangentlab.readers import read_json
+
     ckpts = out / "checkpoints"
     steps = sorted(p for p in ckpts.glob("step_*") if p.is_dir()) if ckpts.is_dir() else []
     if not steps:
@@ -236,7 +241,7 @@ def _check_train(out: Path) -> None:
     for step in steps:
         if not (step / "config.json").is_file():
             raise DataError(f"checkpoint {step.name} has no config.json")
-        json.loads((step / "config.json").read_text())
+        read_json(step / "config.json", expect=dict)
         if not any(step.glob("*.safetensors")):
             raise DataError(f"checkpoint {step.name} has no safetensors weights")
 
@@ -311,10 +316,10 @@ def _run_validate(cfg: ReproduceConfig, ctx: StageContext) -> None:
 
 def _check_validate(out: Path) -> None:
     from tangentlab.runs import CHECKS_NAME
+    from tangentlab.validate.battery import read_checks
 
     _check_results_dir(out)
-    checks = json.loads((out / CHECKS_NAME).read_text())
-    if not isinstance(checks, list) or not checks:
+    if not read_checks(out):
         raise DataError(f"{out}/{CHECKS_NAME} lists no criterion")
 
 
@@ -385,6 +390,30 @@ def build_stages(cfg: ReproduceConfig) -> list[Stage]:
     return stages
 
 
+def check_external_measures(cfg: ReproduceConfig, run_dir: str | Path) -> None:
+    """Refuse an ``external_measures`` entry whose DIR holds no measurement run, up front.
+
+    DIR is read as the report reads it: an absolute path, or a path relative to the run
+    directory. It must hold ``results.csv`` (a ``tangentlab empirical measure`` output).
+
+    Raises:
+        ConfigError: naming the entry and the folder looked in.
+    """
+    from tangentlab.runs import RESULTS_NAME
+
+    for item in cfg.external_measures:
+        name, _, folder = item.partition("=")
+        d = Path(folder.strip())
+        d = d if d.is_absolute() else Path(run_dir) / d
+        if not (d / RESULTS_NAME).is_file():
+            where = "does not exist" if not d.exists() else f"holds no {RESULTS_NAME}"
+            raise ConfigError(
+                f"config key 'external_measures' entry {item!r}: {str(d)!r} {where}; pass "
+                "NAME=DIR with DIR a directory written by `tangentlab empirical measure` "
+                "(absolute, or relative to the run directory)"
+            )
+
+
 def new_run_dir(root: str | Path = "runs") -> Path:
     """A fresh ``root/<UTC timestamp>`` directory name (not created), unique within ``root``."""
     root = Path(root)
@@ -431,14 +460,17 @@ def reproduce(
     from tangentlab.runs import check_output_dir, run_lock
 
     cfg = cfg if cfg is not None else DEFAULT
+    check_output_dir(out if out is not None else new_run_dir(runs_root), kind=REPRODUCE_KIND,
+                     existing="resume")  # the path as given: '' is refused, not read as '.'
     run_dir = Path(out) if out is not None else new_run_dir(runs_root)
-    check_output_dir(run_dir, kind=REPRODUCE_KIND, existing="resume")
+    check_external_measures(cfg, run_dir)  # before any stage runs, not in the report at the end
     stage_list = stages if stages is not None else build_stages(cfg)
     jobs = jobs if jobs is not None else usable_cores()
     log(f"tangentlab reproduce -> {run_dir} ({len(stage_list)} stages, config {config_hash(cfg)}"
         + (", quick" if cfg.quick else "") + f", {jobs} jobs)")
     start = time.perf_counter()
     with run_lock(run_dir, command="reproduce"):
+        check_output_dir(run_dir, kind=REPRODUCE_KIND, existing="resume")  # again, under the lock
         run_dir.mkdir(parents=True, exist_ok=True)
         crash.remember_run_dir(run_dir)
         if out is None:

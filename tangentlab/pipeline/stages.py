@@ -270,6 +270,27 @@ def _executor():
     return ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
 
 
+def _stop_workers(pools: Sequence[Any], grace: float = 5.0) -> None:
+    """Stop the worker processes of ``pools`` (an interrupted run) and wait until they are gone.
+
+    Their processes are read *before* ``shutdown``, which forgets them (``_processes`` becomes
+    None), then terminated and joined, so that no worker writes into the run directory after the
+    run lock is released. The stages stay recorded as ``running``: a rerun resumes them.
+    """
+    procs = []
+    for pool in pools:
+        procs.extend((getattr(pool, "_processes", None) or {}).values())
+        pool.shutdown(wait=False, cancel_futures=True)
+    for proc in procs:
+        proc.terminate()
+    deadline = time.monotonic() + grace
+    for proc in procs:
+        proc.join(max(0.0, deadline - time.monotonic()))
+        if proc.is_alive():
+            proc.kill()
+            proc.join(1.0)
+
+
 def usable_cores() -> int:
     """The number of cores this process may run on (the default ``--jobs``)."""
     try:
@@ -453,10 +474,7 @@ def run_stages(
                 save()
                 graph.done(st.name)
     finally:
-        for _st, pool in running.values():  # interrupted: stop the workers still running
-            pool.shutdown(wait=False, cancel_futures=True)
-            for proc in list(getattr(pool, "_processes", {}).values()):
-                proc.terminate()
+        _stop_workers([pool for _st, pool in running.values()])  # interrupted: stop them
     return RunSummary(run_dir=run_dir, records=tuple(records[s.name] for s in stages))
 
 

@@ -27,7 +27,10 @@ import numpy as np
 from tangentlab.errors import ConfigError
 
 __all__ = ["BatteryConfig", "BatteryCheck", "BatteryResult", "run_battery", "write_battery",
-           "wilson_interval"]
+           "read_checks", "wilson_interval", "VALIDATE_KIND"]
+
+#: The manifest ``kind`` of a validation run directory.
+VALIDATE_KIND = "validate"
 
 
 @dataclass(frozen=True)
@@ -366,7 +369,12 @@ def _figures(pw, curve, nl, cv, fq, cn) -> dict[str, bytes]:
 
 
 def write_battery(out_dir: str | Path, cfg: BatteryConfig, *, quick: bool) -> tuple[Path, bool]:
-    """Run the battery and write its run directory atomically; returns (path, all passed)."""
+    """Run the battery and write its run directory atomically; returns (path, all passed).
+
+    ``out_dir`` must be new, empty or an earlier validation run (which is replaced); a run of
+    any other kind is refused with an :class:`~tangentlab.errors.OutputPathError` before the
+    battery runs. The CLI also holds the run lock (``tangentlab.commands.writing_run``).
+    """
     from tangentlab._runtime import single_thread
     from tangentlab.runs import (
         CHECKS_NAME,
@@ -382,7 +390,7 @@ def write_battery(out_dir: str | Path, cfg: BatteryConfig, *, quick: bool) -> tu
     cfg.validate()
     out = Path(out_dir)
     t0 = time.perf_counter()
-    with atomic_directory(out) as tmp:
+    with atomic_directory(out, kind=VALIDATE_KIND) as tmp:  # never replaces another kind of run
         with single_thread():
             res = run_battery(cfg)
         write_results(res.rows, tmp / RESULTS_NAME)
@@ -392,7 +400,7 @@ def write_battery(out_dir: str | Path, cfg: BatteryConfig, *, quick: bool) -> tu
         timings = dict(res.timings)
         timings["total"] = time.perf_counter() - t0
         manifest = build_manifest(
-            kind="validate", config=cfg, seeds={"seed": cfg.seed}, device="cpu",
+            kind=VALIDATE_KIND, config=cfg, seeds={"seed": cfg.seed}, device="cpu",
             dtype="float64", timings=timings,
             extra={"quick": bool(quick), "figures": sorted(res.figures),
                    "checks_passed": sum(c.passed for c in res.checks),
@@ -402,3 +410,23 @@ def write_battery(out_dir: str | Path, cfg: BatteryConfig, *, quick: bool) -> tu
         )
         write_manifest(tmp, manifest)
     return out, res.passed
+
+
+def read_checks(run_dir: str | Path) -> list[dict[str, Any]]:
+    """The criteria of a validation run (``checks.json``), each checked for its fields.
+
+    A file that is not a list of objects with ``name`` (string), ``passed`` (boolean),
+    ``measured`` (number or null), ``target`` (string) and ``n`` (whole number) is a
+    :class:`~tangentlab.errors.DataError` naming the file and the field.
+    """
+    from tangentlab.readers import check_fields, read_json
+    from tangentlab.runs import CHECKS_NAME
+
+    path = Path(run_dir) / CHECKS_NAME
+    hint = "rerun tangentlab validate"
+    checks = read_json(path, expect=list, hint=hint)
+    for i, c in enumerate(checks):
+        check_fields(c, where=f"criterion {i} of {str(path)!r}", hint=hint,
+                     fields={"name": str, "passed": bool, "target": str, "n": int},
+                     optional={"measured": float, "detail": str})
+    return checks

@@ -228,3 +228,63 @@ def test_fp16_autocast_on_the_cpu_is_refused_before_any_work(tmp_path):
     assert not (tmp_path / "x").exists()  # nothing half-written
     with pytest.raises(ConfigError, match="autocast must be one of"):
         train_model("decoder", tmp_path / "y", preset="tiny", device="cpu", autocast="int8")
+
+
+# ----------------------------------------------------------------------- refused before training
+
+
+@pytest.mark.parametrize(("override", "says"), [
+    ("measure_rank=1000", "measure_rank"),
+    ("measure_site=blocks.9.resid_post", "block index out of range"),
+    ("measure_site=no_such_site", "unknown site"),
+])
+@pytest.mark.parametrize("arch", ["decoder", "encoder"])
+def test_a_bad_inloop_site_or_rank_is_refused_before_anything_is_written(
+        tmp_path, capsys, arch, override, says):
+    from tangentlab.cli import main
+
+    out = tmp_path / "run"
+    argv = ["empirical", "train", "--arch", arch, "--preset", "tiny", "--device", "cpu",
+            "--out", str(out), "--set", override]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and says in err[0], err
+    assert list(tmp_path.iterdir()) == []  # no half-trained folder that a rerun would refuse
+
+
+def test_the_largest_inloop_rank_the_controls_allow_is_accepted():
+    from tangentlab.empirical.train import check_inloop, resolve_train_config
+
+    cfg = resolve_train_config("decoder", "tiny")
+    check_inloop(resolve_train_config("decoder", "tiny", overrides={
+        "measure_rank": cfg.d_model // 2, "measure_site": "blocks.-1.resid_mid"}))
+    with pytest.raises(ConfigError, match="2 \\* measure_rank <= d_model"):
+        check_inloop(resolve_train_config("decoder", "tiny",
+                                          overrides={"measure_rank": cfg.d_model // 2 + 1}))
+
+
+def _damaged_copy(run, tmp_path, damage):
+    import shutil
+
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy)
+    damage(copy)
+    return copy
+
+
+def _state(run):
+    return run / "checkpoints" / "step_000012" / "train_state.json"
+
+
+@pytest.mark.parametrize(("damage", "says"), [
+    (lambda r: _state(r).write_text("[]"), "train_state.json' must hold an object"),
+    (lambda r: _state(r).write_text('{"step": 12, "tokens_seen": [3]}'),
+     "field 'tokens_seen' must be a whole number"),
+    (lambda r: (r / "train_log.csv").write_text("step,loss,lr,tokens_seen\n1,abc\n"),
+     "train_log.csv' line 2 is not"),
+], ids=["train_state=[]", "tokens_seen=[3]", "train_log malformed"])
+def test_resuming_from_damaged_run_files_is_a_checkpoint_error_naming_the_file(
+        tmp_path, uninterrupted, damage, says):
+    run = _damaged_copy(uninterrupted, tmp_path, damage)
+    with pytest.raises(CheckpointError, match=says.replace("[", "\\[")):
+        train_model("decoder", run, preset="tiny", device="cpu", overrides=_OV, resume=True)
