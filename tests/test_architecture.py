@@ -36,20 +36,20 @@ import tangentlab
 ROOT = Path(tangentlab.__file__).parent
 PILLARS = ("measure", "theory", "synthetic", "empirical", "report", "pipeline", "validate")
 #: top-level modules every package may import; they import no pillar and not the root
-INFRASTRUCTURE = ("errors", "config", "runs", "crash", "progress", "typing", "distributed",
-                  "_lazy", "_runtime", "_version", "_faults")
+INFRASTRUCTURE = ("errors", "config", "runs", "atomic", "locks", "readers", "crash", "progress",
+                  "typing", "distributed", "_lazy", "_runtime", "_version", "_faults")
 MAX_LINES = 500
 #: modules over the budget today, with the ceiling each may not pass (split before growing)
 OVER_BUDGET = {
     "tangentlab/theory/gradients.py": 504,
     "tangentlab/theory/derivation.py": 568,   # a derivation type may be long
     "tangentlab/theory/visibility.py": 570,   # a derivation may be long
-    "tangentlab/empirical/train.py": 601,
+    "tangentlab/empirical/train.py": 511,
     "tangentlab/measure/proxies.py": 608,
-    "tangentlab/distributed.py": 665,
-    "tangentlab/empirical/protocol.py": 734,
+    "tangentlab/distributed.py": 651,
+    "tangentlab/empirical/protocol.py": 683,
     "tangentlab/measure/energy.py": 812,
-    "tangentlab/runs.py": 839,
+    "tangentlab/runs.py": 621,
     "tangentlab/synthetic/manifolds.py": 884,
 }
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 
+from tangentlab.commands import positive_int
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``validate`` command to the CLI's subparsers."""
@@ -29,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--end-to-end", action="store_true", dest="end_to_end",
                    help="the end-to-end battery: planted-truth trajectories through measure and "
                         "the report's rules (default out: runs/validate-end-to-end)")
-    p.add_argument("--nproc", type=int, default=1, metavar="N",
+    p.add_argument("--nproc", type=positive_int, default=1, metavar="N",
                    help="with --end-to-end: simulations run in N processes (default 1)")
     p.set_defaults(func=_run)
 
@@ -42,9 +44,7 @@ def _run(args: argparse.Namespace) -> int:
     from tangentlab.validate.battery import VALIDATE_KIND, BatteryConfig, read_checks, write_battery
 
     if getattr(args, "end_to_end", False):
-        from tangentlab.validate.end_to_end import run_cli
-
-        return run_cli(args)
+        return _run_end_to_end(args)
     cfg = BatteryConfig.quick(args.seed) if args.quick else BatteryConfig.full(args.seed)
     cfg.validate()
     out = args.out if args.out is not None else Path("runs") / "validate"
@@ -60,4 +60,31 @@ def _run(args: argparse.Namespace) -> int:
             log(f"check failed: {c['name']} ({c.get('detail', '')})")
     n_ok = sum(bool(c["passed"]) for c in checks)
     print(f"validate: {n_ok}/{len(checks)} criteria passed; wrote {path}")
+    return 0 if passed else 1
+
+
+def _run_end_to_end(args: argparse.Namespace) -> int:
+    """``validate --end-to-end``: one line per check; exit 0 when every check passed, else 1."""
+    from pathlib import Path
+
+    from tangentlab.commands import writing_run
+    from tangentlab.progress import log
+    from tangentlab.runs import CHECKS_NAME, read_json
+    from tangentlab.validate.end_to_end import END_TO_END_KIND, EndToEndConfig, write_end_to_end
+
+    cfg = EndToEndConfig.quick(args.seed) if args.quick else EndToEndConfig.full(args.seed)
+    out = args.out if args.out is not None else Path("runs") / "validate-end-to-end"
+    # the one output-path check and the run lock: never replaces a run of another kind
+    with writing_run(out, kind=END_TO_END_KIND, command="validate --end-to-end"):
+        path, passed = write_end_to_end(
+            Path(out), cfg, quick=bool(args.quick), nproc=int(args.nproc),
+            on_result=lambda r: log(f"end-to-end {r.scenario} #{r.sim}: "
+                                    + ", ".join(f"{k} {v}" for k, v in r.statuses.items())))
+    checks = read_json(path / CHECKS_NAME, expect=list)
+    for c in checks:
+        print(f"{'pass' if c['passed'] else 'FAIL'}  {c['name']}: {c['measured']:.3g} "
+              f"(target {c['target']}; {c['detail']})")
+    n_ok = sum(bool(c["passed"]) for c in checks)
+    note = "" if cfg.sims >= 45 else " (point rates only: too few simulations for the bounds)"
+    print(f"validate --end-to-end: {n_ok}/{len(checks)} checks passed{note}; wrote {path}")
     return 0 if passed else 1

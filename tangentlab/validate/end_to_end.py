@@ -37,7 +37,7 @@ from tangentlab.errors import ConfigError, DataError
 
 __all__ = ["EndToEndConfig", "SimulationResult", "simulate", "decide", "summarize",
            "write_end_to_end", "validated_rows", "WRONG_RATE_MAX", "WRONG_BOUND_MAX", "POWER_MIN",
-           "STATUSES_NAME", "format_table", "run_cli", "read_statuses"]
+           "STATUSES_NAME", "format_table", "read_statuses"]
 
 WRONG_RATE_MAX = 0.05
 WRONG_BOUND_MAX = 0.08
@@ -45,6 +45,8 @@ POWER_MIN = 0.8
 #: Per-simulation statuses, one row per (scenario, simulation, row).
 STATUSES_NAME = "statuses.csv"
 _EXPERIMENT = "validate/end-to-end"
+#: The manifest ``kind`` of an end-to-end validation run directory.
+END_TO_END_KIND = _EXPERIMENT
 
 
 @dataclass(frozen=True)
@@ -333,7 +335,7 @@ def write_end_to_end(out_dir: str | Path, cfg: EndToEndConfig, *, quick: bool, n
         raise ConfigError(f"nproc must be >= 1; got {nproc}")
     out = Path(out_dir)
     t0 = time.perf_counter()
-    with atomic_directory(out) as tmp:
+    with atomic_directory(out, kind=END_TO_END_KIND) as tmp:  # never replaces another kind
         work = tmp / "simulations"
         work.mkdir()
         text = shared_text(cfg.corpus, cfg.vocab_size, seed=0,
@@ -351,7 +353,7 @@ def write_end_to_end(out_dir: str | Path, cfg: EndToEndConfig, *, quick: bool, n
             shutil.rmtree(work, ignore_errors=True)
         sims_s = [r.seconds for r in results]
         manifest = build_manifest(
-            kind="validate/end-to-end", config=cfg, seeds={"seed": cfg.seed}, device="cpu",
+            kind=END_TO_END_KIND, config=cfg, seeds={"seed": cfg.seed}, device="cpu",
             dtype="float32",
             timings={"shared_text": t_text, "simulations": sum(sims_s),
                      "total": time.perf_counter() - t0},
@@ -415,29 +417,3 @@ def format_table(checks: Sequence[dict[str, Any]]) -> str:
                      f"[{c['ci_low']:.3f}, {c['ci_high']:.3f}] | {c['n']} | "
                      f"{'pass' if c['passed'] else 'FAIL'} |")
     return "\n".join(lines)
-
-
-def run_cli(args) -> int:
-    """``tangentlab validate --end-to-end [--quick] [--nproc N] [--out DIR] [--seed S]``.
-
-    Prints one line per check; exit code 0 when every check passed, 1 otherwise.
-    """
-    import json
-
-    from tangentlab.progress import log
-    from tangentlab.runs import CHECKS_NAME
-
-    cfg = EndToEndConfig.quick(args.seed) if args.quick else EndToEndConfig.full(args.seed)
-    out = Path(args.out) if args.out else Path("runs") / "validate-end-to-end"
-    path, passed = write_end_to_end(
-        out, cfg, quick=bool(args.quick), nproc=int(args.nproc),
-        on_result=lambda r: log(f"end-to-end {r.scenario} #{r.sim}: "
-                                + ", ".join(f"{k} {v}" for k, v in r.statuses.items())))
-    checks = json.loads((path / CHECKS_NAME).read_text())
-    for c in checks:
-        print(f"{'pass' if c['passed'] else 'FAIL'}  {c['name']}: {c['measured']:.3g} "
-              f"(target {c['target']}; {c['detail']})")
-    n_ok = sum(bool(c["passed"]) for c in checks)
-    note = "" if cfg.sims >= 45 else " (point rates only: too few simulations for the bounds)"
-    print(f"validate --end-to-end: {n_ok}/{len(checks)} checks passed{note}; wrote {path}")
-    return 0 if passed else 1
