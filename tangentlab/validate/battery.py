@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from tangentlab.errors import ConfigError
+from tangentlab.config import Config, check_config, option
 
 __all__ = ["BatteryConfig", "BatteryCheck", "BatteryResult", "run_battery", "write_battery",
            "read_checks", "wilson_interval", "VALIDATE_KIND"]
@@ -34,7 +34,7 @@ VALIDATE_KIND = "validate"
 
 
 @dataclass(frozen=True)
-class BatteryConfig:
+class BatteryConfig(Config):
     """Settings of the battery (``quick()`` for tests, ``full()`` for the reported numbers).
 
     Attributes:
@@ -52,20 +52,22 @@ class BatteryConfig:
         alpha: level of the tests.
     """
 
-    seed: int = 0
-    power_sims: int = 400
-    power_signal: float = 0.5
-    power_curve: tuple[float, ...] = (0.05, 0.1, 0.25)
-    null_sims: int = 2000
+    seed: int = option(0, ge=0, integer=True)
+    power_sims: int = option(400, ge=2, integer=True)
+    power_signal: float = option(0.5, ge=0)
+    power_curve: tuple[float, ...] = option((0.05, 0.1, 0.25), ge=0)
+    null_sims: int = option(2000, ge=200, integer=True,
+                            why="a false-positive rate near 0.05 needs at least 200 simulations")
     null_full_space: bool = True
-    coverage_sims: int = 2000
-    coverage_batches: int = 32
-    coverage_pool: int = 200
-    coverage_boot: int = 1000
-    old_batches: int = 8
-    freq_sims: int = 100
-    causal_sims: int = 400
-    alpha: float = 0.05
+    coverage_sims: int = option(2000, ge=2, integer=True)
+    coverage_batches: int = option(32, ge=32, integer=True,
+                                   why="the protocol's intervals are validated at >= 32 test batches")
+    coverage_pool: int = option(200, ge=1, integer=True)
+    coverage_boot: int = option(1000, ge=2, integer=True)
+    old_batches: int = option(8, ge=0, integer=True)
+    freq_sims: int = option(100, ge=2, integer=True)
+    causal_sims: int = option(400, ge=2, integer=True)
+    alpha: float = option(0.05, gt=0, lt=1)
 
     @classmethod
     def full(cls, seed: int = 0) -> BatteryConfig:
@@ -80,18 +82,12 @@ class BatteryConfig:
                    coverage_boot=400, old_batches=0, freq_sims=8, causal_sims=60)
 
     def validate(self) -> None:
-        """Raise ConfigError for settings the criteria cannot be judged on."""
-        if self.null_sims < 200:
-            raise ConfigError(f"null_sims must be >= 200 (got {self.null_sims})")
-        if self.coverage_batches < 32:
-            raise ConfigError(f"coverage_batches must be >= 32 (got {self.coverage_batches})")
-        for name in ("power_sims", "coverage_sims", "freq_sims", "causal_sims", "coverage_boot"):
-            if int(getattr(self, name)) < 2:
-                raise ConfigError(f"{name} must be >= 2 (got {getattr(self, name)})")
-        if not 0 < self.alpha < 1:
-            raise ConfigError(f"alpha must lie in (0, 1) (got {self.alpha})")
-        if not isinstance(self.seed, int) or self.seed < 0:
-            raise ConfigError(f"seed must be a non-negative integer (got {self.seed!r})")
+        """Raise ConfigError for settings the criteria cannot be judged on.
+
+        The bounds are declared on the fields and checked when the config is built
+        (:func:`tangentlab.config.check_config`); this re-checks a config built otherwise.
+        """
+        check_config(self)
 
 
 @dataclass(frozen=True)
