@@ -35,6 +35,8 @@ __all__ = [
     "negative_correlation_rule",
     "weakens_late_rule",
     "matched_ablation_rule",
+    "ablation_excess_rule",
+    "ABLATION_MARGIN",
     "p_floor",
     "Interval",
 ]
@@ -90,14 +92,18 @@ RULES: dict[str, str] = {
         "checkpoint after the cut, or no interval stored) inconclusive."
     ),
     "ablation": (
-        "At the last causal checkpoint, T = loss increase when mean-ablating Q_T and M = the "
-        "mean loss increase over controls matched to Q_T on the activation variance they remove "
-        "(ablation_loss_matched_mean): supported if T's CI lower bound is above M's CI upper "
-        "bound; not supported if T's CI upper bound is below M's CI lower bound; otherwise "
-        "(overlapping intervals, or an interval missing) inconclusive. A run without "
-        "variance-matched controls is inconclusive: its complement controls remove far less "
-        "activation variance than Q_T, so a larger loss increase is expected whatever the "
-        "geometry."
+        "At the last causal checkpoint, E = the paired excess (ablation_excess): the loss "
+        "increase when mean-ablating Q_T at the strength that removes a dose v of activation "
+        "variance, minus the mean loss increase over rank-r controls (spectrum-weighted draws "
+        "from the complement of Q_T) each ablated at the strength that removes exactly v, on "
+        "the same edited positions; v is the largest variance every control can remove; the "
+        "interval's replicates resample the causal test batches and redraw the controls. C = "
+        "the controls' mean loss increase at v (ablation_loss_matched_mean). Supported if E's "
+        "CI lower bound is above 0; not supported if E's CI upper bound is below 0.2 |C| "
+        "(ablating Q_T costs at most a fifth more than ablating matched controls, which "
+        "includes an interval below 0); otherwise (a CI that contains 0 and reaches 0.2 |C|: "
+        "too little power) inconclusive. A run without the paired excess (a run from before "
+        "the dose-response check, or one where no matched dose could be built) is inconclusive."
     ),
 }
 
@@ -307,9 +313,40 @@ def weakens_late_rule(peak: Interval | None, late: Sequence[Interval], *,
     return Outcome(INCONCLUSIVE, txt + "; the intervals overlap")
 
 
-def matched_ablation_rule(tangent: Interval | None, matched: Interval | None) -> Outcome:
-    """Causal ablation: Q_T against variance-matched controls; see ``RULES["ablation"]``.
+#: Equivalence margin of the ablation rule, as a fraction of the matched controls' loss increase.
+ABLATION_MARGIN = 0.2
 
+
+def ablation_excess_rule(excess: Interval | None, control: float | None, *,
+                         margin: float = ABLATION_MARGIN) -> Outcome:
+    """Causal ablation: the paired excess of Q_T over matched controls; see ``RULES["ablation"]``.
+
+    Args:
+        excess: the paired excess at the largest matched dose, with its interval (None: not
+            stored, inconclusive).
+        control: the matched controls' mean loss increase at that dose (the margin's unit).
+        margin: the equivalence margin as a fraction of ``|control|``.
+    """
+    if excess is None or not _ok(excess.value):
+        return Outcome(INCONCLUSIVE, "no paired excess stored (a run from before the "
+                                     "dose-response check, or no matched dose could be built)")
+    if not excess.has_interval():
+        return Outcome(INCONCLUSIVE, excess.text() + "; an interval is missing")
+    c = abs(float(control)) if _ok(control) else 0.0
+    bound = margin * c
+    txt = (f"{excess.text()}; matched controls {_f(control)}, equivalence bound "
+           f"{_f(margin)} x |C| = {_f(bound)}")
+    if float(excess.lo) > 0:
+        return Outcome(SUPPORTED, txt + "; the interval lies above 0")
+    if float(excess.hi) < bound:
+        return Outcome(NOT_SUPPORTED, txt + "; the interval lies below the equivalence bound")
+    return Outcome(INCONCLUSIVE, txt + "; the interval contains 0 and reaches the bound")
+
+
+def matched_ablation_rule(tangent: Interval | None, matched: Interval | None) -> Outcome:
+    """The causal ablation rule before issue 18 (non-overlap of two marginal intervals).
+
+    No longer used by the report (:func:`ablation_excess_rule` is); kept for old callers.
     ``matched`` is None when the run has no variance-matched controls (old runs): inconclusive.
     """
     if matched is None:

@@ -475,22 +475,34 @@ def freqdist_panel(model: Model) -> Panel | None:
 # ------------------------------------------------------------------------------ causal ablation
 
 MATCHED_METRIC = "ablation_loss_matched_mean"
+EXCESS_METRIC = "ablation_excess"
 PER_VARIANCE_PREFIX = "ablation_loss_per_variance_"
 
 
 def ablation_unit(model: Model, site: str) -> Unit:
-    """Loss increase when ablating Q_T against variance-matched controls, for one site."""
+    """The paired excess of ablating Q_T over rank- and variance-matched controls, for one site."""
     t = model.table
     last = t.last_step("ablation_loss_tangent", site)
     tt = t.get("ablation_loss_tangent", site=site, step=last)
-    has_matched = t.has(MATCHED_METRIC)
+    has_excess = t.has(EXCESS_METRIC)
+    ex = t.get(EXCESS_METRIC, site=site, step=last)
     m = t.get(MATCHED_METRIC, site=site, step=last)
-    out = R.matched_ablation_rule(tt.interval("Q_T"),
-                                  m.interval("variance-matched controls") if has_matched else None)
-    est = f"Q_T {tt.text()}" + (f"; variance-matched controls {m.text()}" if has_matched else "")
+    out = R.ablation_excess_rule(ex.interval("paired excess") if has_excess else None,
+                                 m.value if has_excess else None)
+    if has_excess:
+        tm = t.get("ablation_loss_tangent_matched", site=site, step=last)
+        v = t.get("removed_variance_matched", site=site, step=last)
+        est = (f"paired excess {ex.text()}; at removed variance {fmt(v.value)}: Q_T {tm.text()}, "
+               f"matched controls {m.text()}")
+    else:
+        est = f"Q_T {tt.text()}"
     per = t.metrics_with_prefix(PER_VARIANCE_PREFIX, site=site, step=last)
     old = t.get("ablation_loss_control_mean", site=site, step=last)
-    notes = []
+    notes = [f"full ablation of Q_T {tt.text()}"] if has_excess else []
+    ext = t.get("ablation_excess_extrapolated", site=site, step=last)
+    if ext.present:
+        notes.append(f"excess over the controls' dose-response extrapolated to Q_T's full "
+                     f"ablation {ext.text()} (a description, not the verdict)")
     if per:
         notes.append("loss increase per unit of removed variance: " + "; ".join(
             f"{name[len(PER_VARIANCE_PREFIX):]} {t.get(name, site=site, step=last).text()}" for name in per))
