@@ -22,7 +22,7 @@ Every variant's basis is zero-padded to rank r (a zero column edits nothing). Th
 variance an edit removes is computed exactly for the edit as applied,
 :func:`tangentlab.measure.removed_variance` (tr Σ − tr((I − BBᵀ)Σ(I − BBᵀ))), with Σ the
 covariance of the edited positions. The rows are built by
-:func:`tangentlab.empirical.metrics.causal_rows`.
+:func:`causal_rows` (re-exported by :mod:`tangentlab.empirical.metrics`).
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["CausalLosses", "Variants", "ablated_moments", "build_variants", "causal_losses",
-           "edit_positions", "pad_bases"]
+           "causal_rows", "edit_positions", "pad_bases", "NO_MATCH_NOTE", "EXTRAPOLATED_NOTE",
+           "DOSE_CONTROLS"]
 
 
 @dataclass(frozen=True)
@@ -286,3 +287,159 @@ def causal_losses(lm, site: str, Q, complement, *, rms: float, batches: Sequence
     return CausalLosses(loss_sums=np.stack(L).astype(np.float64),
                         counts=np.stack(N).astype(np.float64), variants=var, n_rows=int(n),
                         exclude_positions=tuple(int(p) for p in exclude_positions))
+
+
+#: The note on the dose rows when no matched dose plan could be built.
+NO_MATCH_NOTE = ("no rank- and variance-matched dose plan: a rank-r control needs d >= 2r and "
+                 "some activation variance along it")
+
+#: The note on the extrapolated reading of the controls' dose-response at Q_T's full ablation.
+EXTRAPOLATED_NOTE = ("the controls' dose-response (quadratic through the origin) read at Q_T's "
+                     "full removed variance, beyond the largest dose any control reaches: a "
+                     "description, not a verdict")
+
+def _percentile_ci(reps, confidence: float) -> tuple[float, float]:
+    import numpy as np
+
+    reps = np.asarray(reps, dtype=np.float64)
+    reps = reps[np.isfinite(reps)]
+    if reps.size < 2:
+        return float("nan"), float("nan")
+    a = (1 - confidence) / 2
+    lo, hi = np.quantile(reps, [a, 1 - a])
+    return float(lo), float(hi)
+
+
+def causal_rows(cl, cfg, base) -> list[dict]:
+    """Rows of the causal check from :class:`~tangentlab.empirical.causal.CausalLosses`.
+
+    Loss increases (per target) over the clean loss for the tangent and the complement controls
+    (percentile intervals over the test batches, controls held fixed: descriptions); the
+    activation variance each edit removes (on the edited positions); the steering rows; and the
+    dose-response rows the verdict reads (:func:`tangentlab.measure.paired_excess`): at each dose
+    level, Q_T and the rank- and variance-matched controls, and the paired excess with an
+    expanded percentile interval whose replicates resample the batches and redraw the controls.
+    ``ablation_excess`` (the largest dose) decides. Control spreads (min–max) go to
+    ``band_low``/``band_high``.
+    """
+    import numpy as np
+
+    from tangentlab.measure import curve_at, paired_excess
+
+    L, Nt = cl.loss_sums, cl.counts  # (nb, K)
+    nb = L.shape[0]
+
+    def increases(w):  # w: (R, nb) batch weights -> (R, K) loss increase of each variant
+        with np.errstate(divide="ignore", invalid="ignore"):
+            loss = (w @ L) / (w @ Nt)
+        return loss - loss[:, :1]
+
+    point = increases(np.ones((1, nb)))[0]
+    rng = np.random.default_rng([cfg.seed, 23])
+    W = np.stack([np.bincount(rng.integers(0, nb, size=nb), minlength=nb)
+                  for _ in range(cfg.n_boot)]).astype(np.float64) if nb >= 2 else None
+    reps = increases(W) if W is not None else None
+    t, comp = cl.index_tangent, cl.index_complement
+    kw = {"bucket": "all", "n": int(Nt[:, 0].sum()), "n_batches": nb}
+    excl = ",".join(str(p) for p in cl.exclude_positions)
+
+    def stat(f, name, **extra):
+        v = float(f(point[None])[0])
+        lo, hi = (_percentile_ci(f(reps), cfg.confidence) if reps is not None
+                  else (float("nan"), float("nan")))
+        return base.row(name, v, ci_low=lo, ci_high=hi, **kw, **extra)
+
+    rv = cl.removed_variance  # (K,) for every variant (0 for clean and steering)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_var = point / rv
+    clean = float((L[:, 0].sum()) / Nt[:, 0].sum())
+    rows = [
+        base.row("causal_loss_clean", clean, **kw),
+        base.row("causal_edited_rows", float(cl.n_rows), exclude_positions=excl, **kw),
+        stat(lambda x: x[:, t], "ablation_loss_tangent"),
+        stat(lambda x: x[:, comp].mean(axis=1), "ablation_loss_control_mean",
+             band_low=float(point[comp].min()), band_high=float(point[comp].max()),
+             controls="complement"),
+    ]
+    rows += _dose_rows(cl, cfg, base, kw, point, paired_excess, curve_at)
+    rows += [
+        base.row("removed_variance_tangent", float(rv[t]), **kw),
+        base.row("removed_variance_control_mean", float(rv[comp].mean()),
+                 band_low=float(rv[comp].min()), band_high=float(rv[comp].max()), **kw),
+        base.row("ablation_loss_per_variance_tangent", float(per_var[t]), **kw),
+        base.row("ablation_loss_per_variance_control_mean", float(per_var[comp].mean()),
+                 band_low=float(per_var[comp].min()), band_high=float(per_var[comp].max()), **kw),
+    ]
+    for alpha, (st_t, st_c) in zip(cl.steer_sizes, cl.index_steer):
+        rows += [
+            stat(lambda x, i=st_t: x[:, i], "steer_loss_tangent", step_size=float(alpha)),
+            stat(lambda x, i=st_c: x[:, i].mean(axis=1), "steer_loss_control_mean",
+                 band_low=float(point[st_c].min()), band_high=float(point[st_c].max()),
+                 step_size=float(alpha)),
+        ]
+    return rows
+
+
+#: The controls behind the dose rows (recorded in the rows' ``controls`` column).
+DOSE_CONTROLS = "rank- and variance-matched (spectrum-weighted complement, partial ablation)"
+
+
+def _dose_rows(cl, cfg, base, kw: dict, point, paired_excess, curve_at) -> list[dict]:
+    """The dose-response rows and the verdict's ``ablation_excess`` (see :func:`causal_rows`)."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    var = cl.variants
+    names = ("ablation_excess", "ablation_loss_matched_mean", "ablation_loss_tangent_matched",
+             "removed_variance_matched", "ablation_strength_tangent",
+             "ablation_control_curve_at_tangent", "ablation_excess_extrapolated")
+    if var.plan is None or not np.size(var.index_dose):
+        return [base.row(m, None, note=f"{NO_MATCH_NOTE}: {var.plan_note}",
+                         controls=DOSE_CONTROLS, **kw) for m in names]
+    plan = var.plan
+    res = paired_excess(cl.loss_sums, cl.counts, var.index_dose, plan.targets,
+                        n_boot=cfg.n_boot, confidence=cfg.confidence, seed=[cfg.seed, 29])
+    # plain floats (a numpy scalar would be written as its repr)
+    dr = SimpleNamespace(n_controls=int(res.n_controls), **{
+        k: [float(x) for x in getattr(res, k)] for k in (
+            "tangent", "tangent_lo", "tangent_hi", "control", "control_lo", "control_hi",
+            "control_min", "control_max", "excess", "excess_lo", "excess_hi", "p_value")})
+    rows = []
+    for i, level in enumerate(plan.levels):
+        lk = {"dose_level": float(level), "removed_variance": float(plan.targets[i]),
+              "strength_tangent": float(plan.strengths[i, 0]), "controls": DOSE_CONTROLS}
+        rows += [
+            base.row("ablation_dose_loss_tangent", dr.tangent[i], ci_low=dr.tangent_lo[i],
+                     ci_high=dr.tangent_hi[i], **kw, **lk),
+            base.row("ablation_dose_loss_control_mean", dr.control[i], ci_low=dr.control_lo[i],
+                     ci_high=dr.control_hi[i], band_low=dr.control_min[i],
+                     band_high=dr.control_max[i], **kw, **lk),
+            base.row("ablation_dose_excess", dr.excess[i], ci_low=dr.excess_lo[i],
+                     ci_high=dr.excess_hi[i], p_value=dr.p_value[i], **kw, **lk),
+        ]
+    top = len(plan.levels) - 1
+    tk = {"dose_level": float(plan.levels[top]), "removed_variance": float(plan.targets[top]),
+          "controls": DOSE_CONTROLS, "n_controls": dr.n_controls, "interval": "bootstrap"}
+    v_t = float(plan.full_variance[0])
+    curve = curve_at(plan.targets, dr.control, v_t)
+    rows += [
+        base.row("ablation_excess", dr.excess[top], ci_low=dr.excess_lo[top],
+                 ci_high=dr.excess_hi[top], p_value=dr.p_value[top], **kw, **tk),
+        base.row("ablation_loss_matched_mean", dr.control[top], ci_low=dr.control_lo[top],
+                 ci_high=dr.control_hi[top], band_low=dr.control_min[top],
+                 band_high=dr.control_max[top], **kw, **tk),
+        base.row("ablation_loss_tangent_matched", dr.tangent[top], ci_low=dr.tangent_lo[top],
+                 ci_high=dr.tangent_hi[top], strength=float(plan.strengths[top, 0]), **kw, **tk),
+        base.row("removed_variance_matched", float(plan.targets[top]),
+                 band_low=float(plan.removed_variance[top].min()),
+                 band_high=float(plan.removed_variance[top].max()), **kw),
+        base.row("ablation_strength_tangent", float(plan.strengths[top, 0]),
+                 band_low=float(plan.strengths[top, 1:].min()),
+                 band_high=float(plan.strengths[top, 1:].max()), **kw),
+        base.row("ablation_control_curve_at_tangent", curve, removed_variance=v_t,
+                 note=EXTRAPOLATED_NOTE, **kw),
+        base.row("ablation_excess_extrapolated", float(point[var.index_tangent]) - curve,
+                 removed_variance=v_t, note=EXTRAPOLATED_NOTE, **kw),
+    ]
+    return rows

@@ -474,8 +474,7 @@ def freqdist_panel(model: Model) -> Panel | None:
 
 # ------------------------------------------------------------------------------ causal ablation
 
-MATCHED_METRIC = "ablation_loss_matched_mean"
-EXCESS_METRIC = "ablation_excess"
+MATCHED_METRIC, EXCESS_METRIC = "ablation_loss_matched_mean", "ablation_excess"
 PER_VARIANCE_PREFIX = "ablation_loss_per_variance_"
 
 
@@ -483,31 +482,20 @@ def ablation_unit(model: Model, site: str) -> Unit:
     """The paired excess of ablating Q_T over rank- and variance-matched controls, for one site."""
     t = model.table
     last = t.last_step("ablation_loss_tangent", site)
-    tt = t.get("ablation_loss_tangent", site=site, step=last)
-    has_excess = t.has(EXCESS_METRIC)
-    ex = t.get(EXCESS_METRIC, site=site, step=last)
-    m = t.get(MATCHED_METRIC, site=site, step=last)
-    out = R.ablation_excess_rule(ex.interval("paired excess") if has_excess else None,
-                                 m.value if has_excess else None)
-    if has_excess:
-        tm = t.get("ablation_loss_tangent_matched", site=site, step=last)
-        v = t.get("removed_variance_matched", site=site, step=last)
-        est = (f"paired excess {ex.text()}; at removed variance {fmt(v.value)}: Q_T {tm.text()}, "
-               f"matched controls {m.text()}")
-    else:
-        est = f"Q_T {tt.text()}"
-    per = t.metrics_with_prefix(PER_VARIANCE_PREFIX, site=site, step=last)
-    old = t.get("ablation_loss_control_mean", site=site, step=last)
-    notes = [f"full ablation of Q_T {tt.text()}"] if has_excess else []
-    ext = t.get("ablation_excess_extrapolated", site=site, step=last)
-    if ext.present:
-        notes.append(f"excess over the controls' dose-response extrapolated to Q_T's full "
-                     f"ablation {ext.text()} (a description, not the verdict)")
-    if per:
+    tt, ex, m, tm, v, ext, old = (t.get(k, site=site, step=last) for k in (
+        "ablation_loss_tangent", EXCESS_METRIC, MATCHED_METRIC, "ablation_loss_tangent_matched",
+        "removed_variance_matched", "ablation_excess_extrapolated", "ablation_loss_control_mean"))
+    has = t.has(EXCESS_METRIC)  # a run from before the dose-response check has none
+    out = R.ablation_excess_rule(ex.interval("paired excess") if has else None, m.value if has else None)
+    est = (f"paired excess {ex.text()}; at removed variance {fmt(v.value)}: Q_T {tm.text()}, matched "
+           f"controls {m.text()}" if has else f"Q_T {tt.text()}")
+    notes = ([f"full ablation of Q_T {tt.text()}"] if has else []) + (
+        [f"excess over the controls' dose-response extrapolated to Q_T's full ablation {ext.text()} "
+         "(a description, not the verdict)"] if ext.present else [])
+    if per := t.metrics_with_prefix(PER_VARIANCE_PREFIX, site=site, step=last):
         notes.append("loss increase per unit of removed variance: " + "; ".join(
             f"{name[len(PER_VARIANCE_PREFIX):]} {t.get(name, site=site, step=last).text()}" for name in per))
-    if old.present:
-        notes.append(f"complement controls (not variance-matched) {old.text()}")
+    notes += [f"complement controls (not variance-matched) {old.text()}"] if old.present else []
     return _unit(model, site, out, est, f"step {_step(last)} (last causal checkpoint)", "; ".join(notes))
 
 
