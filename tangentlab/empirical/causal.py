@@ -14,7 +14,8 @@ Variants (:func:`build_variants`), in order:
 3. mean-ablation of each *complement* control (Haar rank-r subspaces of span(Q)'s complement);
 4. the dose plan (:func:`tangentlab.measure.causal_controls.dose_plan`): at each dose level,
    Q_T and ``n_controls`` spectrum-weighted rank-r complement controls, each ablated at the
-   strength that removes exactly the level's variance;
+   strength that removes exactly the level's variance; then the same controls at the strengths
+   that displace the rows by the same mean squared distance (``match="displacement"``);
 5. for each step size α: a shift by α·rms along Q's first direction, then along each complement
    control's first direction.
 
@@ -49,6 +50,8 @@ class Variants:
             shape (0, 0) when no plan could be built); ``index_steer``: per step size,
             (tangent column, controls' columns (m,)).
         plan: the :class:`~tangentlab.measure.causal_controls.DosePlan` (None when none).
+        displacement_plan, index_displacement: the same controls matched on displacement
+            (mean squared distance the edit moves the rows) instead of removed variance.
         plan_note: why there is no plan ('' when there is one).
         steer_sizes: the step sizes α.
     """
@@ -63,6 +66,8 @@ class Variants:
     plan: Any
     plan_note: str
     steer_sizes: tuple
+    displacement_plan: Any = None
+    index_displacement: Any = None
 
 
 @dataclass(frozen=True)
@@ -180,17 +185,21 @@ def build_variants(Q, complement, cov, *, rms: float, steer_sizes: Sequence[floa
     complement = list(np.asarray(complement, dtype=np.float64))
     try:
         plan, note = dose_plan(Q, cov, n_controls, seed), ""
+        shift = dose_plan(Q, cov, n_controls, seed, controls=plan.controls, match="displacement")
     except RankError as e:
-        plan, note = None, str(e)
+        plan, shift, note = None, None, str(e)
     bases = [np.zeros((d, r)), Q] + complement
     m = len(complement)
-    if plan is not None:
-        flat = list(plan.flat_bases())
+
+    def add(p):
+        if p is None:
+            return np.zeros((0, 0), dtype=np.int64)
+        flat = list(p.flat_bases())
         i0 = len(bases)
-        index_dose = i0 + np.arange(len(flat)).reshape(plan.bases.shape[:2])
-        bases += flat
-    else:
-        index_dose = np.zeros((0, 0), dtype=np.int64)
+        bases.extend(flat)
+        return i0 + np.arange(len(flat)).reshape(p.bases.shape[:2])
+
+    index_dose, index_shift = add(plan), add(shift)
     shifts = [np.zeros(d)] * len(bases)
     index_steer = []
     for alpha in steer_sizes:
@@ -204,6 +213,7 @@ def build_variants(Q, complement, cov, *, rms: float, steer_sizes: Sequence[floa
                     removed_variance=np.asarray(removed_variance(B, cov), dtype=np.float64),
                     index_tangent=1, index_complement=np.arange(2, 2 + m), index_dose=index_dose,
                     index_steer=tuple(index_steer), plan=plan, plan_note=note,
+                    displacement_plan=shift, index_displacement=index_shift,
                     steer_sizes=tuple(float(a) for a in steer_sizes))
 
 
@@ -393,18 +403,22 @@ def _dose_rows(cl, cfg, base, kw: dict, point, paired_excess, curve_at) -> list[
     var = cl.variants
     names = ("ablation_excess", "ablation_loss_matched_mean", "ablation_loss_tangent_matched",
              "removed_variance_matched", "ablation_strength_tangent",
-             "ablation_control_curve_at_tangent", "ablation_excess_extrapolated")
+             "ablation_control_curve_at_tangent", "ablation_excess_extrapolated",
+             "ablation_excess_displacement", "ablation_loss_matched_displacement_mean")
     if var.plan is None or not np.size(var.index_dose):
         return [base.row(m, None, note=f"{NO_MATCH_NOTE}: {var.plan_note}",
                          controls=DOSE_CONTROLS, **kw) for m in names]
     plan = var.plan
-    res = paired_excess(cl.loss_sums, cl.counts, var.index_dose, plan.targets,
-                        n_boot=cfg.n_boot, confidence=cfg.confidence, seed=[cfg.seed, 29])
-    # plain floats (a numpy scalar would be written as its repr)
-    dr = SimpleNamespace(n_controls=int(res.n_controls), **{
-        k: [float(x) for x in getattr(res, k)] for k in (
-            "tangent", "tangent_lo", "tangent_hi", "control", "control_lo", "control_hi",
-            "control_min", "control_max", "excess", "excess_lo", "excess_hi", "p_value")})
+
+    def read(index, targets):  # plain floats (a numpy scalar would be written as its repr)
+        res = paired_excess(cl.loss_sums, cl.counts, index, targets, n_boot=cfg.n_boot,
+                            confidence=cfg.confidence, seed=[cfg.seed, 29])
+        return SimpleNamespace(n_controls=int(res.n_controls), **{
+            k: [float(x) for x in getattr(res, k)] for k in (
+                "tangent", "tangent_lo", "tangent_hi", "control", "control_lo", "control_hi",
+                "control_min", "control_max", "excess", "excess_lo", "excess_hi", "p_value")})
+
+    dr = read(var.index_dose, plan.targets)
     rows = []
     for i, level in enumerate(plan.levels):
         lk = {"dose_level": float(level), "removed_variance": float(plan.targets[i]),
@@ -442,4 +456,17 @@ def _dose_rows(cl, cfg, base, kw: dict, point, paired_excess, curve_at) -> list[
         base.row("ablation_excess_extrapolated", float(point[var.index_tangent]) - curve,
                  removed_variance=v_t, note=EXTRAPOLATED_NOTE, **kw),
     ]
+    sp = var.displacement_plan
+    if sp is not None and np.size(var.index_displacement):
+        ds = read(var.index_displacement, sp.targets)
+        dk = dict(tk, match="displacement", displacement=float(sp.targets[top]),
+                  strength=float(sp.strengths[top, 0]))
+        dk.pop("removed_variance")
+        rows += [
+            base.row("ablation_excess_displacement", ds.excess[top], ci_low=ds.excess_lo[top],
+                     ci_high=ds.excess_hi[top], p_value=ds.p_value[top], **kw, **dk),
+            base.row("ablation_loss_matched_displacement_mean", ds.control[top],
+                     ci_low=ds.control_lo[top], ci_high=ds.control_hi[top],
+                     band_low=ds.control_min[top], band_high=ds.control_max[top], **kw, **dk),
+        ]
     return rows

@@ -135,7 +135,9 @@ class DosePlan:
         bases: ``(L, 1 + m, d, r)``: at level l, entry 0 is ``sqrt(s) Q`` and entry 1 + j is
             ``sqrt(s_j) B_j`` (mean-ablation along a scaled basis = ablation at strength s).
         strengths: ``(L, 1 + m)`` the strengths s.
-        removed_variance: ``(L, 1 + m)`` the variance each edit removes (equal along a row).
+        removed_variance: ``(L, 1 + m)`` the variance each edit removes (equal along a row for a
+            variance match).
+        match: ``"variance"`` or ``"displacement"`` (what the strengths equalise).
         controls: ``(m, d, r)`` the controls at full strength.
         full_variance: ``(1 + m,)`` ``tr(B^T Sigma B)`` of Q_T and of each control.
         v_max: the largest variance every edit can remove.
@@ -149,6 +151,7 @@ class DosePlan:
     controls: np.ndarray
     full_variance: np.ndarray
     v_max: float
+    match: str = "variance"
 
     def flat_bases(self) -> np.ndarray:
         """The plan's bases as one stack ``(L (1 + m), d, r)``, level by level."""
@@ -163,8 +166,8 @@ class DosePlan:
 
 
 def dose_plan(Q: ArrayLike, cov: ArrayLike, n_controls: int, seed: Seed, *,
-              levels: tuple[float, ...] = DOSE_LEVELS, controls: ArrayLike | None = None
-              ) -> DosePlan:
+              levels: tuple[float, ...] = DOSE_LEVELS, controls: ArrayLike | None = None,
+              match: str = "variance") -> DosePlan:
     """Q_T and ``n_controls`` rank-r controls ablated at matched doses (module docstring).
 
     Args:
@@ -174,6 +177,11 @@ def dose_plan(Q: ArrayLike, cov: ArrayLike, n_controls: int, seed: Seed, *,
         seed: seed of the controls.
         levels: dose levels in (0, 1], increasing.
         controls: optional ``(m, d, r)`` orthonormal controls to use instead of drawing them.
+        match: ``"variance"``: each edit removes exactly the level's variance,
+            ``(2s - s^2) tr(B^T Sigma B)``; ``"displacement"``: each edit moves the rows by the
+            same mean squared distance, ``E||dh||^2 = s^2 tr(B^T Sigma B)`` (s = sqrt(target /
+            full)). A partial ablation removes more variance than it displaces, so the two
+            matches differ; the rule asks both.
 
     Raises RankError when no edit can remove any variance (a zero covariance on the controls).
     """
@@ -198,11 +206,16 @@ def dose_plan(Q: ArrayLike, cov: ArrayLike, n_controls: int, seed: Seed, *,
                         "the rows hold no variance along a control or along Q")
     targets = lv * v_max
     every = np.concatenate([Q[None], C])  # (1 + m, d, r)
-    strengths = np.array([[strength_for(t, v) for v in full] for t in targets])
+    if match not in ("variance", "displacement"):
+        raise ValidationError(f"match must be 'variance' or 'displacement', got {match!r}")
+    if match == "variance":
+        strengths = np.array([[strength_for(t, v) for v in full] for t in targets])
+    else:
+        strengths = np.sqrt(np.clip(targets[:, None] / full[None, :], 0.0, 1.0))
     bases = np.sqrt(strengths)[:, :, None, None] * every[None]
     rv = _removed(bases.reshape(-1, d, r), S).reshape(strengths.shape)
     return DosePlan(levels=lv, targets=targets, bases=bases, strengths=strengths,
-                    removed_variance=rv, controls=C, full_variance=full, v_max=v_max)
+                    removed_variance=rv, controls=C, full_variance=full, v_max=v_max, match=match)
 
 
 def _expanded_tail(confidence: float, n_units: int) -> float:

@@ -97,13 +97,18 @@ RULES: dict[str, str] = {
         "variance, minus the mean loss increase over rank-r controls (spectrum-weighted draws "
         "from the complement of Q_T) each ablated at the strength that removes exactly v, on "
         "the same edited positions; v is the largest variance every control can remove; the "
-        "interval's replicates resample the causal test batches and redraw the controls. C = "
-        "the controls' mean loss increase at v (ablation_loss_matched_mean). Supported if E's "
-        "CI lower bound is above 0; not supported if E's CI upper bound is below 0.2 |C| "
-        "(ablating Q_T costs at most a fifth more than ablating matched controls, which "
-        "includes an interval below 0); otherwise (a CI that contains 0 and reaches 0.2 |C|: "
-        "too little power) inconclusive. A run without the paired excess (a run from before "
-        "the dose-response check, or one where no matched dose could be built) is inconclusive."
+        "interval's replicates resample the causal test batches and redraw the controls. E_D "
+        "(ablation_excess_displacement) is the same with the strengths chosen so that every "
+        "edit moves the rows by the same mean squared distance; C_D = those controls' mean loss "
+        "increase (ablation_loss_matched_displacement_mean). Q_T is ablated more partially than "
+        "the controls, so at matched variance it moves the rows less, and at matched "
+        "displacement it removes more variance: each claim uses the match that is conservative "
+        "for it. Supported if E's CI lower bound is above 0; not supported if E_D's CI upper "
+        "bound is below 0.2 |C_D| (ablating Q_T costs at most a fifth more than ablating "
+        "controls that move the rows as far, which includes an interval below 0); otherwise "
+        "(neither, or both) inconclusive. A run that stored only E reads E for both; a run "
+        "without E (from before the dose-response check, or where no matched dose could be "
+        "built) is inconclusive."
     ),
 }
 
@@ -318,29 +323,40 @@ ABLATION_MARGIN = 0.2
 
 
 def ablation_excess_rule(excess: Interval | None, control: float | None, *,
+                         displacement: Interval | None = None,
+                         control_displacement: float | None = None,
                          margin: float = ABLATION_MARGIN) -> Outcome:
     """Causal ablation: the paired excess of Q_T over matched controls; see ``RULES["ablation"]``.
 
     Args:
-        excess: the paired excess at the largest matched dose, with its interval (None: not
-            stored, inconclusive).
+        excess: the paired excess at the largest dose matched on removed variance, with its
+            interval (None: not stored, inconclusive).
         control: the matched controls' mean loss increase at that dose (the margin's unit).
-        margin: the equivalence margin as a fraction of ``|control|``.
+        displacement: the same excess with the doses matched on displacement (None: a run that
+            stored only the variance match; then that one decides alone).
+        control_displacement: the displacement-matched controls' mean loss increase.
+        margin: the equivalence margin as a fraction of the controls' loss increase.
     """
     if excess is None or not _ok(excess.value):
         return Outcome(INCONCLUSIVE, "no paired excess stored (a run from before the "
                                      "dose-response check, or no matched dose could be built)")
-    if not excess.has_interval():
-        return Outcome(INCONCLUSIVE, excess.text() + "; an interval is missing")
-    c = abs(float(control)) if _ok(control) else 0.0
-    bound = margin * c
-    txt = (f"{excess.text()}; matched controls {_f(control)}, equivalence bound "
-           f"{_f(margin)} x |C| = {_f(bound)}")
-    if float(excess.lo) > 0:
-        return Outcome(SUPPORTED, txt + "; the interval lies above 0")
-    if float(excess.hi) < bound:
-        return Outcome(NOT_SUPPORTED, txt + "; the interval lies below the equivalence bound")
-    return Outcome(INCONCLUSIVE, txt + "; the interval contains 0 and reaches the bound")
+    disp = displacement if displacement is not None and _ok(displacement.value) else excess
+    c_d = control_displacement if displacement is not None else control
+    both = [excess] + ([disp] if disp is not excess else [])
+    if not all(e.has_interval() for e in both):
+        return Outcome(INCONCLUSIVE, "; ".join(e.text() for e in both) + "; an interval is missing")
+    bound = margin * (abs(float(c_d)) if _ok(c_d) else 0.0)
+    txt = (f"variance-matched {excess.text()} (controls {_f(control)})"
+           + (f"; displacement-matched {disp.text()} (controls {_f(c_d)})" if disp is not excess
+              else "") + f"; equivalence bound {_f(margin)} x |C| = {_f(bound)}")
+    up, down = float(excess.lo) > 0, float(disp.hi) < bound
+    if up and not down:
+        return Outcome(SUPPORTED, txt + "; the variance-matched interval lies above 0")
+    if down and not up:
+        return Outcome(NOT_SUPPORTED, txt + "; the displacement-matched interval lies below the "
+                                            "bound")
+    why = "the two matches contradict each other" if up else "neither interval decides"
+    return Outcome(INCONCLUSIVE, txt + f"; {why}")
 
 
 def matched_ablation_rule(tangent: Interval | None, matched: Interval | None) -> Outcome:

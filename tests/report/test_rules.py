@@ -189,6 +189,13 @@ class TestMatchedAblation:
         assert f(self.iv("E", 0.0, -0.1, 0.25), 1.0).status == R.INCONCLUSIVE  # low power
         assert f(self.iv("E", 0.2), 1.0).status == R.INCONCLUSIVE
         assert f(None, None).status == R.INCONCLUSIVE
+        # supported reads the variance match, not supported the displacement match
+        up, flat = self.iv("E", 0.2, 0.05, 0.35), self.iv("E", 0.0, -0.1, 0.15)
+        low = self.iv("E", -0.5, -0.7, -0.3)
+        assert f(up, 1.0, displacement=up, control_displacement=1.0).status == R.SUPPORTED
+        assert f(up, 1.0, displacement=flat, control_displacement=1.0).status == R.INCONCLUSIVE
+        assert f(low, 1.0, displacement=flat, control_displacement=1.0).status == R.NOT_SUPPORTED
+        assert f(low, 1.0, displacement=up, control_displacement=1.0).status == R.INCONCLUSIVE
 
     def test_old_runs_without_matched_controls_are_inconclusive(self):
         out = R.matched_ablation_rule(self.iv("Q_T", 0.5, 0.4, 0.6), None)
