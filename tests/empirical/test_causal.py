@@ -43,7 +43,7 @@ def test_a_planted_direction_dependent_loss_is_detected(shape, beta):
 def test_a_per_row_nonlinear_loss_is_not_a_finding():
     """The loss tracks how far each row is moved (convex, per row): a partial ablation removes
     more variance than it displaces, so the variance match alone cannot say "not supported";
-    the displacement match says it, and a planted effect is never "supported" wrongly."""
+    the displacement match says it, and the null is never "supported"."""
     null = _statuses(30, shape="convex", per_token=True)
     assert null[R.SUPPORTED] == 0 and null[R.NOT_SUPPORTED] >= 24, null
 
