@@ -280,3 +280,30 @@ def test_a_lock_that_cannot_be_created_is_an_output_path_error(tmp_path):
         with run_lock(blocker / "run"):
             pass
     assert blocker.read_text().startswith("a file")
+
+
+def test_weights_of_another_width_under_an_unchanged_config_are_exit_2(tmp_path, capsys):
+    """A checkpoint whose config.json matches the trajectory but whose weights were saved from a
+    wider model: a one-line checkpoint error naming the folder, nothing written (not exit 3)."""
+    from safetensors.torch import load_file, save_file
+
+    from tests.empirical.families import tiny_model
+    from tangentlab.empirical.tokenizer import train_tokenizer
+
+    root = tmp_path / "traj"
+    tok = train_tokenizer(["the quick brown fox jumps over the lazy dog " * 50], vocab_size=300)
+    for step, width in ((0, 32), (1, 48)):
+        model = tiny_model("gpt2", seed=step, n_embd=width)
+        ck = root / f"step_{step}"
+        model.save_pretrained(ck)
+        tok.save_pretrained(str(ck))
+    narrow = json.loads((root / "step_0" / "config.json").read_text())
+    (root / "step_1" / "config.json").write_text(json.dumps(narrow))  # the config says 32
+    wide = load_file(str(root / "step_1" / "model.safetensors"))
+    save_file(wide, str(root / "step_1" / "model.safetensors"), metadata={"format": "pt"})
+    capsys.readouterr()  # the saves' progress lines
+    assert main(_measure(root, tmp_path / "m") + ["--sites", "blocks.0.resid_post", "--rank", "2",
+                                                  "--set", "n_batches=4", "--set", "seq_len=16"]) == 2
+    line = _one_error_line(capsys)
+    assert "step_1" in line, line
+    assert not (tmp_path / "m").exists()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from tangentlab.empirical.causal import causal_rows
 from tangentlab.empirical.records import RowBase, SiteStats
 
 __all__ = [
@@ -179,10 +180,6 @@ def _corr(x, y, cfg, tag: int):
                         seed=[cfg.seed, 11, tag])
 
 
-#: The note on the variance-matched rows when no such control exists.
-NO_MATCH_NOTE = ("no variance-matched control: the complement of span(Q) holds less activation "
-                 "variance than Q itself")
-
 #: How the corrected per-token geometry picks its occurrences (recorded in the rows).
 GEOMETRY_RULE = ("disjoint eval windows; one random occurrence per (document, token) and per "
                  "(window, token), then k at random per token")
@@ -315,98 +312,6 @@ def drift_rows(proxies, base: RowBase) -> list[dict]:
     if proxies.drift_previous is not None:
         rows.append(b.row("refit_drift_from_previous_max_angle", proxies.drift_previous.max_angle,
                           bucket="all"))
-    return rows
-
-
-def _percentile_ci(reps, confidence: float) -> tuple[float, float]:
-    import numpy as np
-
-    reps = np.asarray(reps, dtype=np.float64)
-    reps = reps[np.isfinite(reps)]
-    if reps.size < 2:
-        return float("nan"), float("nan")
-    a = (1 - confidence) / 2
-    lo, hi = np.quantile(reps, [a, 1 - a])
-    return float(lo), float(hi)
-
-
-def causal_rows(cl, cfg, base: RowBase) -> list[dict]:
-    """Rows of the causal check from :class:`~tangentlab.empirical.causal.CausalLosses`.
-
-    Loss increases (per target) over the clean loss for the tangent, the complement controls
-    and the variance-matched controls, with percentile bootstrap intervals over the test batches
-    (``cfg.n_boot`` replicates, the controls held fixed); the activation variance each edit
-    removes; the increase per unit of removed variance; and the steering rows. Control spreads
-    (min–max) go to ``band_low``/``band_high``.
-    """
-    import numpy as np
-
-    L, Nt = cl.loss_sums, cl.counts  # (nb, K)
-    nb = L.shape[0]
-
-    def increases(w):  # w: (R, nb) batch weights -> (R, K) loss increase of each variant
-        with np.errstate(divide="ignore", invalid="ignore"):
-            loss = (w @ L) / (w @ Nt)
-        return loss - loss[:, :1]
-
-    point = increases(np.ones((1, nb)))[0]
-    rng = np.random.default_rng([cfg.seed, 23])
-    W = np.stack([np.bincount(rng.integers(0, nb, size=nb), minlength=nb)
-                  for _ in range(cfg.n_boot)]).astype(np.float64) if nb >= 2 else None
-    reps = increases(W) if W is not None else None
-    t, comp, matched = cl.index_tangent, cl.index_complement, cl.index_matched
-    kw = {"bucket": "all", "n": int(Nt[:, 0].sum()), "n_batches": nb}
-
-    def stat(f, name, **extra):
-        v = float(f(point[None])[0])
-        lo, hi = (_percentile_ci(f(reps), cfg.confidence) if reps is not None
-                  else (float("nan"), float("nan")))
-        return base.row(name, v, ci_low=lo, ci_high=hi, **kw, **extra)
-
-    rv = cl.removed_variance  # (K,) for every variant (0 for clean and steering)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        per_var = point / rv
-    clean = float((L[:, 0].sum()) / Nt[:, 0].sum())
-    rows = [
-        base.row("causal_loss_clean", clean, **kw),
-        stat(lambda x: x[:, t], "ablation_loss_tangent"),
-        stat(lambda x: x[:, comp].mean(axis=1), "ablation_loss_control_mean",
-             band_low=float(point[comp].min()), band_high=float(point[comp].max()),
-             controls="complement"),
-    ]
-    if len(matched):
-        rows += [
-            stat(lambda x: x[:, matched].mean(axis=1), "ablation_loss_matched_mean",
-                 band_low=float(point[matched].min()), band_high=float(point[matched].max()),
-                 controls="variance-matched"),
-            stat(lambda x: x[:, t] - x[:, matched].mean(axis=1), "ablation_loss_excess_matched",
-                 controls="variance-matched"),
-            base.row("removed_variance_matched_mean", float(rv[matched].mean()),
-                     band_low=float(rv[matched].min()), band_high=float(rv[matched].max()), **kw),
-            base.row("ablation_loss_per_variance_matched_mean", float(per_var[matched].mean()),
-                     band_low=float(per_var[matched].min()),
-                     band_high=float(per_var[matched].max()), **kw),
-        ]
-    else:  # say so instead of leaving the rows out
-        rows += [base.row(m, None, note=NO_MATCH_NOTE, controls="variance-matched", **kw)
-                 for m in ("ablation_loss_matched_mean", "ablation_loss_excess_matched",
-                           "removed_variance_matched_mean",
-                           "ablation_loss_per_variance_matched_mean")]
-    rows += [
-        base.row("removed_variance_tangent", float(rv[t]), **kw),
-        base.row("removed_variance_control_mean", float(rv[comp].mean()),
-                 band_low=float(rv[comp].min()), band_high=float(rv[comp].max()), **kw),
-        base.row("ablation_loss_per_variance_tangent", float(per_var[t]), **kw),
-        base.row("ablation_loss_per_variance_control_mean", float(per_var[comp].mean()),
-                 band_low=float(per_var[comp].min()), band_high=float(per_var[comp].max()), **kw),
-    ]
-    for alpha, (st_t, st_c) in zip(cl.steer_sizes, cl.index_steer):
-        rows += [
-            stat(lambda x, i=st_t: x[:, i], "steer_loss_tangent", step_size=float(alpha)),
-            stat(lambda x, i=st_c: x[:, i].mean(axis=1), "steer_loss_control_mean",
-                 band_low=float(point[st_c].min()), band_high=float(point[st_c].max()),
-                 step_size=float(alpha)),
-        ]
     return rows
 
 

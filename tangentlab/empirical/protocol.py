@@ -287,7 +287,7 @@ def _site_rows(lm, st: SiteStats, proxies, tested, base: RowBase, setup: _Setup,
         loss_rows,
         reachable_rows,
     )
-    from tangentlab.measure import normal_controls, variance_matched_controls
+    from tangentlab.measure import normal_controls
 
     with timer("metrics"):
         rows = loss_rows(st, base) + representation_rows(st, cfg, base)
@@ -312,17 +312,13 @@ def _site_rows(lm, st: SiteStats, proxies, tested, base: RowBase, setup: _Setup,
     if causal and proxies is not None:
         with timer("causal"):
             Q = proxies.fixed
-            cov = st.act.covariance()
             complement = normal_controls(Q, cfg.n_controls, cfg.seed)[: cfg.causal_controls]
-            try:
-                matched = variance_matched_controls(Q, cov, cfg.causal_controls, cfg.seed).bases
-            except RankError:  # the complement holds less variance than Q: no match possible
-                matched = np.zeros((0, Q.shape[0], Q.shape[1]))
-            cl = causal_losses(lm, base.site, Q, complement, matched,
+            # moments, matching and ablation on the same edited positions (issue 18)
+            cl = causal_losses(lm, base.site, Q, complement,
                                rms=math.sqrt(float(np.trace(st.act.second_moment()))),
-                               mu=st.act.mean(), cov=cov,
                                batches=setup.eval_data.test_batches[: cfg.causal_batches],
-                               steer_sizes=cfg.steer_sizes)
+                               steer_sizes=cfg.steer_sizes, n_controls=cfg.causal_controls,
+                               seed=[cfg.seed, 31], exclude_positions=cfg.exclude_positions)
             rows += causal_rows(cl, cfg, base.with_(proxy="fixed"))
     return rows, scatter
 

@@ -15,6 +15,8 @@ moments accumulate in float64. Bad input raises a typed :mod:`tangentlab.errors`
   :func:`document_bootstrap_correlation`;
 - causal controls: :func:`variance_matched_controls`, :func:`removed_variance`,
   :func:`mean_ablate`, :func:`causal_contrast`;
+- causal dose-response (rank- and variance-matched): :func:`spectrum_weighted_controls`,
+  :func:`strength_for`, :func:`dose_plan`, :func:`paired_excess`, :func:`curve_at`;
 - constrained gradients: :func:`forced_direction_cosines`, :func:`complement_space`,
   :func:`restrict_to_complement`, :func:`reachable_baseline`, :func:`normalised_enrichment`;
 - isotropy: :func:`isoscore`, :func:`isoscore_star`, :func:`mean_cosine`,
@@ -42,6 +44,16 @@ Example::
 from __future__ import annotations
 
 from tangentlab.measure._validate import check_positive_int
+from tangentlab.measure.causal_controls import (
+    DOSE_LEVELS,
+    DosePlan,
+    DoseResponse,
+    curve_at,
+    dose_plan,
+    paired_excess,
+    spectrum_weighted_controls,
+    strength_for,
+)
 from tangentlab.measure.constrained import (
     ComplementSpace,
     complement_space,
@@ -157,6 +169,15 @@ __all__ = [
     "mean_ablate",
     "CausalContrast",
     "causal_contrast",
+    # causal dose-response: controls matched on rank and removed variance
+    "DOSE_LEVELS",
+    "spectrum_weighted_controls",
+    "strength_for",
+    "DosePlan",
+    "dose_plan",
+    "DoseResponse",
+    "paired_excess",
+    "curve_at",
     # constrained gradient space
     "forced_direction_cosines",
     "ComplementSpace",

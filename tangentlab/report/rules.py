@@ -35,6 +35,8 @@ __all__ = [
     "negative_correlation_rule",
     "weakens_late_rule",
     "matched_ablation_rule",
+    "ablation_excess_rule",
+    "ABLATION_MARGIN",
     "p_floor",
     "Interval",
 ]
@@ -90,14 +92,23 @@ RULES: dict[str, str] = {
         "checkpoint after the cut, or no interval stored) inconclusive."
     ),
     "ablation": (
-        "At the last causal checkpoint, T = loss increase when mean-ablating Q_T and M = the "
-        "mean loss increase over controls matched to Q_T on the activation variance they remove "
-        "(ablation_loss_matched_mean): supported if T's CI lower bound is above M's CI upper "
-        "bound; not supported if T's CI upper bound is below M's CI lower bound; otherwise "
-        "(overlapping intervals, or an interval missing) inconclusive. A run without "
-        "variance-matched controls is inconclusive: its complement controls remove far less "
-        "activation variance than Q_T, so a larger loss increase is expected whatever the "
-        "geometry."
+        "At the last causal checkpoint, E = the paired excess (ablation_excess): the loss "
+        "increase when mean-ablating Q_T at the strength that removes a dose v of activation "
+        "variance, minus the mean loss increase over rank-r controls (spectrum-weighted draws "
+        "from the complement of Q_T) each ablated at the strength that removes exactly v, on "
+        "the same edited positions; v is the largest variance every control can remove; the "
+        "interval's replicates resample the causal test batches and redraw the controls. E_D "
+        "(ablation_excess_displacement) is the same with the strengths chosen so that every "
+        "edit moves the rows by the same mean squared distance; C_D = those controls' mean loss "
+        "increase (ablation_loss_matched_displacement_mean). Q_T is ablated more partially than "
+        "the controls, so at matched variance it moves the rows less, and at matched "
+        "displacement it removes more variance: each claim uses the match that is conservative "
+        "for it. Supported if E's CI lower bound is above 0; not supported if E_D's CI upper "
+        "bound is below 0.2 |C_D| (ablating Q_T costs at most a fifth more than ablating "
+        "controls that move the rows as far, which includes an interval below 0); otherwise "
+        "(neither, or both) inconclusive. A run that stored only E reads E for both; a run "
+        "without E (from before the dose-response check, or where no matched dose could be "
+        "built) is inconclusive."
     ),
 }
 
@@ -307,9 +318,51 @@ def weakens_late_rule(peak: Interval | None, late: Sequence[Interval], *,
     return Outcome(INCONCLUSIVE, txt + "; the intervals overlap")
 
 
-def matched_ablation_rule(tangent: Interval | None, matched: Interval | None) -> Outcome:
-    """Causal ablation: Q_T against variance-matched controls; see ``RULES["ablation"]``.
+#: Equivalence margin of the ablation rule, as a fraction of the matched controls' loss increase.
+ABLATION_MARGIN = 0.2
 
+
+def ablation_excess_rule(excess: Interval | None, control: float | None, *,
+                         displacement: Interval | None = None,
+                         control_displacement: float | None = None,
+                         margin: float = ABLATION_MARGIN) -> Outcome:
+    """Causal ablation: the paired excess of Q_T over matched controls; see ``RULES["ablation"]``.
+
+    Args:
+        excess: the paired excess at the largest dose matched on removed variance, with its
+            interval (None: not stored, inconclusive).
+        control: the matched controls' mean loss increase at that dose (the margin's unit).
+        displacement: the same excess with the doses matched on displacement (None: a run that
+            stored only the variance match; then that one decides alone).
+        control_displacement: the displacement-matched controls' mean loss increase.
+        margin: the equivalence margin as a fraction of the controls' loss increase.
+    """
+    if excess is None or not _ok(excess.value):
+        return Outcome(INCONCLUSIVE, "no paired excess stored (a run from before the "
+                                     "dose-response check, or no matched dose could be built)")
+    disp = displacement if displacement is not None and _ok(displacement.value) else excess
+    c_d = control_displacement if displacement is not None else control
+    both = [excess] + ([disp] if disp is not excess else [])
+    if not all(e.has_interval() for e in both):
+        return Outcome(INCONCLUSIVE, "; ".join(e.text() for e in both) + "; an interval is missing")
+    bound = margin * (abs(float(c_d)) if _ok(c_d) else 0.0)
+    txt = (f"variance-matched {excess.text()} (controls {_f(control)})"
+           + (f"; displacement-matched {disp.text()} (controls {_f(c_d)})" if disp is not excess
+              else "") + f"; equivalence bound {_f(margin)} x |C| = {_f(bound)}")
+    up, down = float(excess.lo) > 0, float(disp.hi) < bound
+    if up and not down:
+        return Outcome(SUPPORTED, txt + "; the variance-matched interval lies above 0")
+    if down and not up:
+        return Outcome(NOT_SUPPORTED, txt + "; the displacement-matched interval lies below the "
+                                            "bound")
+    why = "the two matches contradict each other" if up else "neither interval decides"
+    return Outcome(INCONCLUSIVE, txt + f"; {why}")
+
+
+def matched_ablation_rule(tangent: Interval | None, matched: Interval | None) -> Outcome:
+    """The causal ablation rule before issue 18 (non-overlap of two marginal intervals).
+
+    No longer used by the report (:func:`ablation_excess_rule` is); kept for old callers.
     ``matched`` is None when the run has no variance-matched controls (old runs): inconclusive.
     """
     if matched is None:

@@ -269,31 +269,32 @@ def test_per_batch_storage_is_scalars_not_matrices(measured, tiny_runs):
 
 
 def test_causal_rows_compare_with_variance_matched_controls():
-    from tangentlab.empirical.causal import CausalLosses
+    """The descriptive rows beside the dose-response (tests/empirical/test_causal.py)."""
+    from tangentlab.empirical.causal import CausalLosses, build_variants
+    from tangentlab.measure import normal_controls
 
-    nb, K = 6, 1 + 1 + 2 + 2
+    d, r, nb = 12, 2, 6
+    cov = np.diag(np.linspace(4, 0.5, d))
+    Q = np.eye(d)[:, :r]
+    var = build_variants(Q, normal_controls(Q, 2, 0), cov, rms=1.0, steer_sizes=(),
+                         n_controls=2, seed=0)
     rng = np.random.default_rng(0)
+    K = len(var.bases)
     loss = np.full((nb, K), 100.0) + rng.normal(0, 0.5, (nb, K))
-    loss[:, 1] += 30  # the tangent hurts, removing 4 units of variance
-    loss[:, 4:6] += 28  # matched controls remove as much and hurt about as much
-    cl = CausalLosses(loss_sums=loss, counts=np.full((nb, K), 50.0),
-                      removed_variance=np.array([0, 4.0, 0.5, 0.6, 4.0, 4.0]), index_tangent=1,
-                      index_complement=np.array([2, 3]), index_matched=np.array([4, 5]),
-                      index_steer=(), steer_sizes=())
-    rows = {r["metric"]: r for r in causal_rows(cl, MeasureConfig(n_boot=200), RowBase(site="s"))}
+    loss += 50 * var.removed_variance[None] / var.removed_variance[1]  # loss tracks variance
+    cl = CausalLosses(loss_sums=loss, counts=np.full((nb, K), 50.0), variants=var, n_rows=100)
+    rows = {}
+    for x in causal_rows(cl, MeasureConfig(n_boot=200), RowBase(site="s")):
+        rows.setdefault(x["metric"], x)
     t, m = rows["ablation_loss_tangent"], rows["ablation_loss_matched_mean"]
     assert t["ci_low"] < t["value"] < t["ci_high"] and m["ci_low"] < m["value"] < m["ci_high"]
-    assert m["band_low"] <= m["value"] <= m["band_high"] and "ci_low" not in rows["removed_variance_matched_mean"]
-    assert rows["removed_variance_matched_mean"]["value"] == pytest.approx(4.0)
+    assert m["band_low"] <= m["value"] <= m["band_high"]
     per_t = rows["ablation_loss_per_variance_tangent"]["value"]
-    per_c = rows["ablation_loss_per_variance_control_mean"]["value"]
-    per_m = rows["ablation_loss_per_variance_matched_mean"]["value"]
-    assert per_t == pytest.approx(t["value"] / 4.0)
-    # against complement controls the tangent looks causal; per unit of variance it does not
-    assert t["value"] > 5 * rows["ablation_loss_control_mean"]["value"]
-    assert abs(per_t - per_m) < 0.2 * per_t and per_c < per_t
-    exc = rows["ablation_loss_excess_matched"]
-    assert exc["ci_low"] < exc["value"] < exc["ci_high"]
+    assert per_t == pytest.approx(t["value"] / rows["removed_variance_tangent"]["value"])
+    # against complement controls the tangent looks causal; matched on rank and variance it does not
+    assert t["value"] > 2 * rows["ablation_loss_control_mean"]["value"]
+    exc = rows["ablation_excess"]
+    assert exc["ci_low"] < exc["value"] < exc["ci_high"] and exc["ci_low"] < 0 < exc["ci_high"]
 
 
 def test_edited_losses_handles_zero_padded_and_scaled_columns(tiny_runs):

@@ -181,6 +181,22 @@ class TestMatchedAblation:
         out = R.matched_ablation_rule(self.iv("Q_T", 0.5), self.iv("matched", 0.1, 0.05, 0.15))
         assert out.status == R.INCONCLUSIVE and "interval is missing" in out.reason
 
+    def test_paired_excess_rule(self):
+        f = R.ablation_excess_rule
+        assert f(self.iv("E", 0.2, 0.05, 0.35), 1.0).status == R.SUPPORTED
+        assert f(self.iv("E", -0.3, -0.5, -0.1), 1.0).status == R.NOT_SUPPORTED
+        assert f(self.iv("E", 0.0, -0.1, 0.15), 1.0).status == R.NOT_SUPPORTED  # below 0.2 |C|
+        assert f(self.iv("E", 0.0, -0.1, 0.25), 1.0).status == R.INCONCLUSIVE  # low power
+        assert f(self.iv("E", 0.2), 1.0).status == R.INCONCLUSIVE
+        assert f(None, None).status == R.INCONCLUSIVE
+        # supported reads the variance match, not supported the displacement match
+        up, flat = self.iv("E", 0.2, 0.05, 0.35), self.iv("E", 0.0, -0.1, 0.15)
+        low = self.iv("E", -0.5, -0.7, -0.3)
+        assert f(up, 1.0, displacement=up, control_displacement=1.0).status == R.SUPPORTED
+        assert f(up, 1.0, displacement=flat, control_displacement=1.0).status == R.INCONCLUSIVE
+        assert f(low, 1.0, displacement=flat, control_displacement=1.0).status == R.NOT_SUPPORTED
+        assert f(low, 1.0, displacement=up, control_displacement=1.0).status == R.INCONCLUSIVE
+
     def test_old_runs_without_matched_controls_are_inconclusive(self):
         out = R.matched_ablation_rule(self.iv("Q_T", 0.5, 0.4, 0.6), None)
         assert out.status == R.INCONCLUSIVE and "variance" in out.reason

@@ -156,20 +156,24 @@ class TestCausalAndLabels:
         run = write_run(tmp_path / "run", {"decoder": measure_rows("decoder")})
         v = _by_key(run)["ablation"]
         assert v.status == R.INCONCLUSIVE
-        assert all("variance" in u.reason for u in v.units)
+        assert all("no paired excess" in u.reason for u in v.units)
 
-    @pytest.mark.parametrize("matched, status", [((0.1, 0.05, 0.15), R.SUPPORTED),
-                                                 ((0.9, 0.8, 1.0), R.NOT_SUPPORTED)])
-    def test_ablation_against_matched_controls(self, tmp_path, matched, status):
+    @pytest.mark.parametrize("excess, status", [((0.3, 0.1, 0.5), R.SUPPORTED),
+                                                ((0.0, -0.03, 0.05), R.NOT_SUPPORTED),
+                                                ((0.05, -0.1, 0.3), R.INCONCLUSIVE)])
+    def test_ablation_against_matched_controls(self, tmp_path, excess, status):
         rows = measure_rows("decoder")
         for r in rows:
             if r["metric"] == "ablation_loss_tangent":
                 r.update(ci_low=0.45, ci_high=0.55)
         base = {k: rows[0][k] for k in ("model", "arch", "site", "bucket")}
         for step in (0, 10, 100):
-            v, lo, hi = matched
+            v, lo, hi = excess
             rows += [{**base, "step": step, "checkpoint": f"step_{step:06d}",
-                      "metric": "ablation_loss_matched_mean", "value": v, "ci_low": lo, "ci_high": hi},
+                      "metric": "ablation_excess", "value": v, "ci_low": lo, "ci_high": hi},
+                     {**base, "step": step, "checkpoint": f"step_{step:06d}",
+                      "metric": "ablation_loss_matched_mean", "value": 0.5, "ci_low": 0.4,
+                      "ci_high": 0.6},
                      {**base, "step": step, "checkpoint": f"step_{step:06d}",
                       "metric": "ablation_loss_per_variance_tangent", "value": 2.0, "ci_low": 1.8,
                       "ci_high": 2.2}]
