@@ -38,6 +38,11 @@ AGGREGATED_METRICS = (
     "ablation_loss_matched_mean", "representation_isoscore_star", "representation_mean_cosine",
 )
 
+#: The ``controls`` column of a ``p_value`` row, by ``BatchControlTestResult.p_value_controls``:
+#: the p-value counts full-space controls (Haar rank-r subspaces of all of R^d, exchangeable
+#: with Q_T under the null) where the measurement projected them, else the complement pool.
+P_VALUE_CONTROLS = {"full": "full-space", "complement": "complement"}
+
 #: The note on every ΔIsoScore* row: it is not an independent test.
 ISO_NOTE = ("depends on the enrichment: removing a subspace that holds more gradient energy "
             "raises the isotropy of the rest; not an independent verdict")
@@ -95,7 +100,9 @@ def energy_rows(st: SiteStats, proxy: str, cfg, base: RowBase, *, constrained: b
             base.row("enrichment_ci_high", res.enrichment_ci_high, **kw),
             base.row("control_enrichment_low", float(np.min(rel)), **kw),
             base.row("control_enrichment_high", float(np.max(rel)), **kw),
-            base.row("p_value", res.p_value, **kw),
+            base.row("p_value", res.p_value, controls=P_VALUE_CONTROLS[res.p_value_controls],
+                     **kw),
+            base.row("p_value_complement", res.p_value_complement, controls="complement", **kw),
             base.row("baseline", res.baseline, **kw),
             base.row("oracle", res.oracle, **kw),
             base.row("position", res.position, **kw),
@@ -251,8 +258,8 @@ def forced_direction_rows(st: SiteStats, base: RowBase, tol: float) -> list[dict
     return rows
 
 
-def reachable_rows(st: SiteStats, proxy: str, Q, pool, forced: str, cfg, base: RowBase
-                   ) -> list[dict]:
+def reachable_rows(st: SiteStats, proxy: str, Q, pool, forced: str, cfg, base: RowBase,
+                   *, full=None) -> list[dict]:
     """The energy test against per-row reachable baselines (``forced`` = ``raw`` or ``centred``).
 
     Each subspace's per-batch energies are divided by its own reachable baseline
@@ -260,7 +267,11 @@ def reachable_rows(st: SiteStats, proxy: str, Q, pool, forced: str, cfg, base: R
     for every control of the pool), so the enrichment of the rescaled energies is
     :func:`tangentlab.measure.normalised_enrichment`; ``batch_control_test`` on them gives its
     interval (test batches resampled, controls redrawn) and p-value. Rows carry
-    ``subspace="constrained"`` and ``forced``.
+    ``subspace="constrained"`` and ``forced``. ``full``: the full-space controls ``(K_f, d, r)``
+    whose energies ``BatchEnergies.full`` holds; rescaled by their own baselines they give the
+    p-value. The baselines weight each sampled row by its squared gradient norm
+    (``st.test_act_weights``) where the measurement stored it, which makes them the expected
+    energy of the null.
     """
     from dataclasses import replace
 
@@ -269,9 +280,13 @@ def reachable_rows(st: SiteStats, proxy: str, Q, pool, forced: str, cfg, base: R
     be = st.energies.get((proxy, "all"))
     if be is None or not be.trace.sum() > 0 or be.n_batches < 2:
         return []
-    b_t = float(reachable_baseline(Q, st.test_acts, forced=forced))
-    b_c = reachable_baseline(pool, st.test_acts, forced=forced)
-    scaled = replace(be, tangent=be.tangent / b_t, controls=be.controls / b_c[None, :])
+    w = getattr(st, "test_act_weights", None)
+    b_t = float(reachable_baseline(Q, st.test_acts, forced=forced, weights=w))
+    b_c = reachable_baseline(pool, st.test_acts, forced=forced, weights=w)
+    fs = None
+    if full is not None and be.full is not None and be.full_size == len(full):
+        fs = be.full / reachable_baseline(full, st.test_acts, forced=forced, weights=w)[None, :]
+    scaled = replace(be, tangent=be.tangent / b_t, controls=be.controls / b_c[None, :], full=fs)
     res = batch_control_test(scaled, n_controls=cfg.n_controls, n_boot=cfg.n_boot,
                              confidence=cfg.confidence, seed=cfg.seed, interval=cfg.interval)
     kw = {"bucket": "all", "n": st.grad.count, "subspace": "constrained", "forced": forced}
@@ -279,7 +294,8 @@ def reachable_rows(st: SiteStats, proxy: str, Q, pool, forced: str, cfg, base: R
             base.row("enrichment_reachable", res.enrichment, ci_low=res.enrichment_ci_low,
                      ci_high=res.enrichment_ci_high, interval=res.interval,
                      n_batches=res.n_batches, **kw),
-            base.row("p_value_reachable", res.p_value, **kw)]
+            base.row("p_value_reachable", res.p_value,
+                     controls=P_VALUE_CONTROLS[res.p_value_controls], **kw)]
 
 
 def drift_rows(proxies, base: RowBase) -> list[dict]:

@@ -107,6 +107,7 @@ from tangentlab.measure.proxies import (
 from tangentlab.measure.subspace import (
     SubspaceDrift,
     complement_basis,
+    full_space_controls,
     normal_controls,
     orthonormalize,
     principal_angles,
@@ -125,6 +126,7 @@ __all__ = [
     "random_subspace",
     "normal_controls",
     "random_subspaces",
+    "full_space_controls",
     "SubspaceDrift",
     "subspace_drift",
     # moments

@@ -174,17 +174,19 @@ def calibration_study(*, n_sims: int, signal: float, d: int = 64, m: int = 3,
     (:func:`~tangentlab.measure.make_proxy`). Gradients come in ``n_batches`` checkpoint-like
     batches (:class:`~tangentlab.validate.streams.GradientModel`, a fresh random anisotropy
     every simulation) with ``signal`` extra variance per direction of the manifold's *true*
-    tangent (0: the null, where Q_T is unrelated to the gradients). Controls: ``"complement"``
-    (:func:`~tangentlab.measure.normal_controls`, the protocol's) or ``"full"``
-    (:func:`~tangentlab.measure.random_subspaces`, exchangeable with Q_T under the null).
+    tangent (0: the null, where Q_T is unrelated to the gradients). The enrichment always
+    divides by matched-rank complement controls (:func:`~tangentlab.measure.normal_controls`);
+    ``control_space`` names the controls of the p-value: ``"full"`` (the protocol's since issue
+    18: :func:`~tangentlab.measure.full_space_controls`, exchangeable with Q_T under the null, at
+    every r/d) or ``"complement"`` (the old protocol's, anti-conservative at large r/d).
     """
     from tangentlab.measure import (
         batch_control_test,
         batch_energies,
+        full_space_controls,
         make_proxy,
         normal_controls,
         principal_angles,
-        random_subspaces,
     )
     from tangentlab.validate.streams import make_gradient_model, token_windows
 
@@ -207,10 +209,9 @@ def calibration_study(*, n_sims: int, signal: float, d: int = 64, m: int = 3,
         bs = gm.batches(n_batches, rows_per_window, seed=[seed, 12, s],
                         windows_per_batch=windows_per_batch)
         cseed = int(np.random.default_rng([seed, 13, s]).integers(2**31))
-        ctrl = normal_controls(Q, pool, cseed) if control_space == "complement" else \
-            random_subspaces(d, m, pool, cseed)
-        res = batch_control_test(batch_energies(Q, ctrl, bs), n_controls=n_controls,
-                                 n_boot=n_boot, seed=s)
+        full = full_space_controls(Q, pool, cseed) if control_space == "full" else None
+        be = batch_energies(Q, normal_controls(Q, pool, cseed), bs, full_controls=full)
+        res = batch_control_test(be, n_controls=n_controls, n_boot=n_boot, seed=s)
         pv[s] = res.p_value
         hits += res.p_value <= alpha
         found += res.p_value <= alpha and res.enrichment_ci_low > 1
