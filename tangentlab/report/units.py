@@ -25,6 +25,8 @@ __all__ = [
     "Unit",
     "LateWindow",
     "late_window",
+    "EnergySource",
+    "energy_source",
     "bucket_order",
     "enrichment_unit",
     "weakens_late_unit",
@@ -146,17 +148,57 @@ def _axis(steps: Sequence[float]) -> str:
 
 # ------------------------------------------------------------------------------ enrichment
 
+@dataclass(frozen=True)
+class EnergySource:
+    """Which stored energy test a verdict reads for one (proxy, site).
+
+    Where normalization layers force gradient directions, the plain enrichment is deflated for a
+    reason unrelated to tangents, so the verdicts read the constrained test: the per-row
+    reachable one (``enrichment_reachable``, every forced direction) when stored, else the test
+    inside the complement of 𝟙 (``subspace="constrained"`` rows), else the plain one.
+    """
+
+    table: ResultTable
+    enrichment: str
+    p_value: str
+    kind: str  # "plain", "constrained" (complement of 𝟙) or "reachable" (per-row)
+
+    def note(self) -> str:
+        """What the reader needs to know about the source (empty for the plain test)."""
+        if self.kind == "plain":
+            return ""
+        what = ("the per-row reachable space (every direction the norm forces)"
+                if self.kind == "reachable" else "the complement of the all-ones direction")
+        return (f"gradients here have forced directions: read inside {what} "
+                f"({self.enrichment}, {self.p_value})")
+
+
+def energy_source(model: Model, site: str, proxy: str = "fixed") -> EnergySource:
+    """The energy test the verdicts read at ``site`` for ``proxy`` (see :class:`EnergySource`)."""
+    plain = model.table.variant(proxy=proxy)
+    c = model.table.variant(proxy=proxy, subspace="constrained")
+    if site in c.sites("enrichment_reachable"):
+        return EnergySource(c, "enrichment_reachable", "p_value_reachable", "reachable")
+    if site in c.sites("enrichment"):
+        return EnergySource(c, "enrichment", "p_value", "constrained")
+    return EnergySource(plain, "enrichment", "p_value", "plain")
+
+
 def enrichment_unit(model: Model, site: str) -> Unit:
     """Enrichment at the last checkpoint against its controls, step 0 and oracle, for one site."""
     t = model.table
-    last = t.last_step("enrichment", site)
-    e = t.get("enrichment", site=site, step=last)
-    p = t.get("p_value", site=site, step=last).value
-    e0 = t.get("enrichment", site=site, step=0.0).value
+    src = energy_source(model, site)
+    last = src.table.last_step(src.enrichment, site)
+    e = src.table.get(src.enrichment, site=site, step=last)
+    p = src.table.get(src.p_value, site=site, step=last).value
+    e0 = src.table.get(src.enrichment, site=site, step=0.0).value
     n = model.n_controls
     out = R.enrichment_rule(e.value, e.ci_low, e.ci_high, p, n, e0)
     note = (f"p {fmt(p)} (n_controls {n if n is not None else '?'}), step 0: {fmt(e0)}, "
             f"position between null and oracle {fmt(t.get('position', site=site, step=last).value)}")
+    if src.kind != "plain":
+        plain = t.get("enrichment", site=site, step=last)
+        note = f"{src.note()}; plain enrichment {plain.text()}; " + note
     return _unit(model, site, out, e.text(), f"step {_step(last)}", note)
 
 
@@ -269,35 +311,67 @@ def late_window(manifest: dict[str, Any], steps: Sequence[float]) -> LateWindow:
     return LateWindow((), "no early/late cut recorded")
 
 
-def weakens_late_unit(model: Model, site: str) -> Unit:
-    """Whether enrichment weakens late in training, for one site (the weakens-late rule)."""
-    t = model.table
-    steps = t.steps("enrichment", site)
-    trained = [s for s in steps if s > 0]
+def _trajectory(model: Model, site: str, proxy: str) -> tuple[R.ProxyTrajectory | None,
+                                                               LateWindow, EnergySource]:
+    """One proxy's trajectory for the weakens-late rule (None when it stored no enrichment)."""
+    src = energy_source(model, site, proxy)
+    t = src.table
+    trained = [s for s in t.steps(src.enrichment, site) if s > 0]
     window = late_window(model.manifest, trained)
-    at = (f"late window: steps {', '.join(_step(s) for s in window.steps) or 'none'} "
-          f"({window.source})")
-    peak = None
-    best = None
-    if trained:
-        def value(st: float) -> float:
-            v = t.get("enrichment", site=site, step=st).value
-            return float("-inf") if v is None else v
+    if not trained:
+        return None, window, src
 
-        best = max(trained, key=value)
-        peak = t.get("enrichment", site=site, step=best).interval(f"step {_step(best)}")
-        at = f"peak at step {_step(best)}; " + at
-    agg = t.get("enrichment", site=site, window="late")
+    def value(st: float) -> float:
+        v = t.get(src.enrichment, site=site, step=st).value
+        return float("-inf") if v is None else v
+
+    best = max(trained, key=value)
+    peak = t.get(src.enrichment, site=site, step=best).interval(f"step {_step(best)}")
+    agg = t.get(src.enrichment, site=site, window="late")
     if window.steps and t.has_band and agg.has_ci:
         late = [agg.interval("late-window aggregate")]
     else:
-        late = [t.get("enrichment", site=site, step=s).interval(f"step {_step(s)}") for s in window.steps]
-    out = R.weakens_late_rule(peak, late, peak_is_last=best is not None and best == trained[-1])
-    est = "; ".join(x.text() for x in late) or "no late-window value"
-    note = ""
-    if agg.present and not agg.has_ci:
-        note = f"stored late aggregate {agg.text()} (a range over checkpoints, not a bootstrap CI)"
-    return _unit(model, site, out, est, at, note)
+        late = [t.get(src.enrichment, site=site, step=s).interval(f"step {_step(s)}")
+                for s in window.steps]
+    first_late = min(window.steps) if window.steps else float("inf")
+    before = [t.get(src.enrichment, site=site, step=s).interval(f"step {_step(s)}")
+              for s in trained if s < first_late]
+    return (R.ProxyTrajectory(proxy, peak, best in window.steps, before, late), window, src)
+
+
+def _late_drift(model: Model, site: str, steps: Sequence[float]) -> float | None:
+    """The largest principal angle (radians) between the fixed and refit proxies in the window."""
+    refit = model.table.variant(proxy="refit")
+    vals = [refit.get("proxy_drift_max_angle", site=site, step=s).value for s in steps]
+    vals = [v for v in vals if v is not None]
+    return max(vals) if vals else None
+
+
+def weakens_late_unit(model: Model, site: str) -> Unit:
+    """Whether enrichment weakens late in training, for one site (the weakens-late rule).
+
+    Read on the fixed and the refit proxy (each from :func:`energy_source`), with the measured
+    drift between them over the late window.
+    """
+    fixed, window, src = _trajectory(model, site, "fixed")
+    refit, _, _ = _trajectory(model, site, "refit")
+    at = (f"late window: steps {', '.join(_step(s) for s in window.steps) or 'none'} "
+          f"({window.source})")
+    if fixed is not None and fixed.peak is not None:
+        at = f"peak at {fixed.peak.label}; " + at
+    drift = _late_drift(model, site, window.steps)
+    out = R.weakens_late_rule(fixed, refit, drift_angle=drift)
+    est = "; ".join(x.text() for x in fixed.late) if fixed is not None else ""
+    est = est or "no late-window value"
+    notes = [src.note()] if src.note() else []
+    if refit is not None:
+        notes.append("refit proxy late window: "
+                     + ("; ".join(x.text() for x in refit.late) or "empty"))
+    agg = model.table.get("enrichment", site=site, window="late")
+    if src.kind == "plain" and agg.present and not agg.has_ci:
+        notes.append(f"stored late aggregate {agg.text()} (a range over checkpoints, not a "
+                     "bootstrap CI)")
+    return _unit(model, site, out, est, at, "; ".join(notes))
 
 
 def weakens_late_panel(model: Model) -> Panel | None:
