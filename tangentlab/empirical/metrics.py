@@ -43,6 +43,11 @@ AGGREGATED_METRICS = (
 #: with Q_T under the null) where the measurement projected them, else the complement pool.
 P_VALUE_CONTROLS = {"full": "full-space", "complement": "complement"}
 
+#: The note on a ``ratio_cv`` row (and its ``enrichment`` row) whose per-batch ratio CV lies
+#: above ``tangentlab.measure.tails.VALIDATED_RATIO_CV`` (stored as the row's ``band_high``):
+#: coverage of the enrichment interval was not shown by simulation there; it may run low.
+CV_FLAG = "cv_outside_validated_range"
+
 #: The note on every ΔIsoScore* row: it is not an independent test.
 ISO_NOTE = ("depends on the enrichment: removing a subspace that holds more gradient energy "
             "raises the isotropy of the rest; not an independent verdict")
@@ -68,6 +73,7 @@ def energy_rows(st: SiteStats, proxy: str, cfg, base: RowBase, *, constrained: b
     import numpy as np
 
     from tangentlab.measure import batch_control_test, oracle_energy
+    from tangentlab.measure.tails import VALIDATED_RATIO_CV, outside_validated_range, ratio_cv
 
     source = st.constrained if constrained else st.energies
     out = []
@@ -89,13 +95,17 @@ def energy_rows(st: SiteStats, proxy: str, cfg, base: RowBase, *, constrained: b
         if constrained:
             kw["subspace"] = "constrained"
         ci = {"interval": res.interval, "n_batches": res.n_batches}
+        cv = ratio_cv(be)
+        flag = {"note": CV_FLAG} if outside_validated_range(cv) else {}
         out += [
+            base.row("ratio_cv", cv, band_high=VALIDATED_RATIO_CV, n_batches=res.n_batches,
+                     **flag, **kw),
             base.row("energy_tangent", res.energy, ci_low=res.energy_ci_low,
                      ci_high=res.energy_ci_high, **ci, **kw),
             base.row("energy_control_mean", res.control_mean, band_low=res.control_band_low,
                      band_high=res.control_band_high, **kw),
             base.row("enrichment", res.enrichment, ci_low=res.enrichment_ci_low,
-                     ci_high=res.enrichment_ci_high, **ci, **kw),
+                     ci_high=res.enrichment_ci_high, **ci, **flag, **kw),
             base.row("enrichment_ci_low", res.enrichment_ci_low, **kw),
             base.row("enrichment_ci_high", res.enrichment_ci_high, **kw),
             base.row("control_enrichment_low", float(np.min(rel)), **kw),

@@ -116,6 +116,7 @@ from tangentlab.measure.subspace import (
     random_subspaces,
     subspace_drift,
 )
+from tangentlab.measure.tails import VALIDATED_RATIO_CV, outside_validated_range, ratio_cv
 
 __all__ = [
     # subspace
@@ -127,6 +128,10 @@ __all__ = [
     "normal_controls",
     "random_subspaces",
     "full_space_controls",
+    # heavy-tailed batches
+    "ratio_cv",
+    "VALIDATED_RATIO_CV",
+    "outside_validated_range",
     "SubspaceDrift",
     "subspace_drift",
     # moments
