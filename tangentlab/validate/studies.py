@@ -194,7 +194,7 @@ def calibration_study(*, n_sims: int, signal: float, d: int = 64, m: int = 3,
                       n_batches: int = 32, windows_per_batch: int = 4, rows_per_window: int = 32,
                       context: float = 0.5, scale_sigma: float = 0.3, spectrum_sigma: float = 0.8,
                       n_controls: int = 20, pool: int = 60, n_boot: int = 200,
-                      control_space: str = "complement", alpha: float = 0.05,
+                      control_space: str = "full", alpha: float = 0.05,
                       fit_windows: int = 64, seed: int = 0) -> CalibrationStudy:
     """Fit Q_T on token-model activations, then test gradients with a planted tangent signal.
 
