@@ -367,7 +367,8 @@ def _studentized(be: BatchEnergies, n_controls: int, n_boot: int, confidence: fl
             out += [float("nan"), float("nan")]
             continue
         lo_t, hi_t = np.quantile(rep, [a, 1 - a])
-        out += [float(np.exp(point - hi_t * se)), float(np.exp(point - lo_t * se))]
+        with np.errstate(over="ignore"):  # with very few batches a bound can be +inf: no bound
+            out += [float(np.exp(point - hi_t * se)), float(np.exp(point - lo_t * se))]
     return out[0], out[1], out[2], out[3]
 
 
