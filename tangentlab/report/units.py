@@ -199,6 +199,10 @@ def enrichment_unit(model: Model, site: str) -> Unit:
     if src.kind != "plain":
         plain = t.get("enrichment", site=site, step=last)
         note = f"{src.note()}; plain enrichment {plain.text()}; " + note
+    cv = t.get("ratio_cv", site=site, step=last)
+    if cv.value is not None and cv.band_high is not None and cv.value > cv.band_high:
+        note += (f"; per-batch ratio CV {fmt(cv.value)} lies outside the validated range "
+                 f"(<= {fmt(cv.band_high)}): the interval may run low (cv_outside_validated_range)")
     return _unit(model, site, out, e.text(), f"step {_step(last)}", note)
 
 

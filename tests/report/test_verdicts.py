@@ -282,3 +282,14 @@ def test_sites_with_forced_directions_are_read_on_the_constrained_energy(tmp_pat
     plain = [r for r in rows if r.get("subspace") != "constrained"]
     run2 = write_run(tmp_path / "run2", {"decoder": plain})
     assert _by_key(run2)["enrichment"].units[0].status == R.NOT_SUPPORTED
+
+
+def test_a_unit_outside_the_validated_ratio_cv_is_flagged(tmp_path):
+    rows = trajectory_rows("dec", {0: 1.0, 100: 3.0, 800: 3.0}, band_columns=True)
+    base = {"model": "dec", "arch": "decoder", "checkpoint": "step_000800", "step": 800,
+            "site": "blocks.1.resid_post", "bucket": "all", "proxy": "fixed"}
+    rows.append({**base, "metric": "ratio_cv", "value": 2.7, "band_high": 0.9,
+                 "note": "cv_outside_validated_range"})
+    run = write_run(tmp_path / "run", {"decoder": rows})
+    u = _by_key(run)["enrichment"].units[0]
+    assert "cv_outside_validated_range" in u.note and "2.7" in u.note
