@@ -77,7 +77,7 @@ def test_point_estimates_match_control_test_with_the_same_controls():
     assert np.isnan(batch_control_test(be, n_boot=10).oracle)
 
 
-@pytest.mark.parametrize("interval", ["bootstrap", "bca", "jackknife"])
+@pytest.mark.parametrize("interval", ["bootstrap", "bca", "jackknife", "studentized"])
 def test_each_interval_brackets_the_estimate_and_is_reproducible(interval):
     be = batch_energies(np.eye(10)[:, :2], normal_controls(np.eye(10)[:, :2], 40, 1), _batches(7))
     a = batch_control_test(be, n_boot=300, seed=3, interval=interval)
