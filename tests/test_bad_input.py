@@ -287,8 +287,8 @@ def test_weights_of_another_width_under_an_unchanged_config_are_exit_2(tmp_path,
     wider model: a one-line checkpoint error naming the folder, nothing written (not exit 3)."""
     from safetensors.torch import load_file, save_file
 
-    from tests.empirical.families import tiny_model
     from tangentlab.empirical.tokenizer import train_tokenizer
+    from tests.empirical.families import tiny_model
 
     root = tmp_path / "traj"
     tok = train_tokenizer(["the quick brown fox jumps over the lazy dog " * 50], vocab_size=300)

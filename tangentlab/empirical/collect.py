@@ -279,7 +279,8 @@ def collect_test_half(loaded, sites: Sequence[str], eval_data, plans: Sequence[R
                       n_test_batches: int | None = None) -> dict[str, dict[str, Any]]:
     """Forward + backward passes over the test half, with the subspaces known.
 
-    ``subspaces``: {site: {proxy: (Q (d, r), pool (K, d, r))}}. ``constrain``: optional
+    ``subspaces``: {site: {proxy: (Q (d, r), pool (K, d, r)[, full (K_f, d, r)])}}: the
+    complement pool and, optionally, full-space controls (the p-value's). ``constrain``: optional
     {site: (U (d, d−k), {proxy: (Qc (d−k, r'), poolc (K, d−k, r'))})}: the energy test inside
     the complement of a fixed forced subspace, on the rows G U (see
     :mod:`tangentlab.measure.constrained`). ``act_rows``: activation rows of the test half kept
@@ -318,23 +319,25 @@ def collect_test_half(loaded, sites: Sequence[str], eval_data, plans: Sequence[R
         if not p["pending"]:
             return
         nb = len(p["pending"])
-        for proxy, (Q, pool) in subspaces.get(site, {}).items():
+        for proxy, (Q, pool, *full) in subspaces.get(site, {}).items():
+            full = full[0] if full else None  # full-space controls: the p-value's
             by = grouped_batch_energies(Q, pool, [G for G, _ in p["pending"]],
-                                        [b for _, b in p["pending"]])
-            K, (d, r) = pool.shape[0], Q.shape
-            zero = BatchEnergies(tangent=np.zeros(nb), controls=np.zeros((nb, K)),
-                                 trace=np.zeros(nb), rows=np.zeros(nb, dtype=np.int64), d=d, r=r)
+                                        [b for _, b in p["pending"]], full_controls=full)
+            zero = BatchEnergies.zeros(nb, *Q.shape, pool.shape[0],
+                                       0 if full is None else full.shape[0])
             parts_j = [by.get(j, zero) for j in range(len(labels))]
-            add(p["energies"], (proxy, "all"), BatchEnergies(
-                tangent=sum(e.tangent for e in parts_j), controls=sum(e.controls for e in parts_j),
-                trace=sum(e.trace for e in parts_j), rows=sum(e.rows for e in parts_j), d=d, r=r))
+            total = parts_j[0]
+            for e in parts_j[1:]:
+                total = total.plus(e)
+            add(p["energies"], (proxy, "all"), total)
             for j, lb in enumerate(labels):
                 add(p["energies"], (proxy, lb), parts_j[j])
         if constrain and site in constrain:
             U, tested = constrain[site]
             GU = [G @ U for G, _ in p["pending"]]
-            for proxy, (Qc, poolc) in tested.items():
-                add(p["constrained"], (proxy, "all"), batch_energies(Qc, poolc, GU))
+            for proxy, (Qc, poolc, *fullc) in tested.items():
+                add(p["constrained"], (proxy, "all"),
+                    batch_energies(Qc, poolc, GU, full_controls=fullc[0] if fullc else None))
         p["pending"] = []
 
     from tangentlab.progress import progress
@@ -352,13 +355,14 @@ def collect_test_half(loaded, sites: Sequence[str], eval_data, plans: Sequence[R
             Hn = cap.acts[site][rows].to(torch.float64).cpu().numpy()
             p = parts.setdefault(site, {"grad": MomentAccumulator(G.shape[1], groups=labels),
                                         "energies": {}, "constrained": {}, "forced": {},
-                                        "acts": [], "pending": []})
+                                        "acts": [], "act_w": [], "pending": []})
             p["grad"].update(G, groups=blabels)
             Gn = G.numpy()
             p["forced"] = _combine_cosines(p["forced"], forced_direction_cosines(Gn, Hn))
             pick = np.random.default_rng([seed, 29, batch.index]).choice(
                 len(Hn), size=min(per_batch, len(Hn)), replace=False)
             p["acts"].append(Hn[np.sort(pick)])
+            p["act_w"].append(np.einsum("nd,nd->n", Gn[np.sort(pick)], Gn[np.sort(pick)]))
             p["pending"].append((Gn, plan.bucket))
             if len(p["pending"]) >= chunk:
                 flush(site, p)
@@ -366,6 +370,7 @@ def collect_test_half(loaded, sites: Sequence[str], eval_data, plans: Sequence[R
         flush(site, p)
     return {site: {"grad": p["grad"], "energies": p["energies"], "constrained": p["constrained"],
                    "forced": p["forced"], "test_acts": np.concatenate(p["acts"]),
+                   "test_act_weights": np.concatenate(p["act_w"]),
                    "loss_sum": loss_sum, "n_targets": n_targets}
             for site, p in parts.items()}
 
@@ -378,6 +383,6 @@ def merge_halves(fit: SiteStats, test: Mapping[str, Any] | None) -> SiteStats:
         return fit
     return replace(fit, grad=test["grad"], energies=dict(test["energies"]),
                    constrained=dict(test["constrained"]), forced=dict(test["forced"]),
-                   test_acts=test["test_acts"],
+                   test_acts=test["test_acts"], test_act_weights=test.get("test_act_weights"),
                    loss_sum=fit.loss_sum + test["loss_sum"],
                    n_targets=fit.n_targets + test["n_targets"])

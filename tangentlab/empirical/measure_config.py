@@ -50,7 +50,8 @@ class MeasureConfig(Config):
     the test half's batches, so keep n_batches ≥ 64 for ≥ 32 test batches.
     Statistics: ``n_controls`` (controls of the point estimate and of each bootstrap redraw),
     ``control_pool`` (the pool they are redrawn from), ``n_boot``, ``confidence``, ``interval``
-    (bootstrap|bca|jackknife), ``n_buckets`` (quantile buckets of log-frequency over eval
+    (studentized|bootstrap|bca|jackknife; studentized, the log-scale bootstrap-t, keeps
+    coverage longest as per-batch ratios grow heavy tailed), ``n_buckets`` (quantile buckets of log-frequency over eval
     occurrences), ``spread_k`` (occurrences per token in the equal-size spread), ``sample_rows``
     (activation rows kept per checkpoint and site), ``forced_tol`` (a gradient direction counts
     as forced by a normalization layer when max |cos| < forced_tol).
@@ -87,7 +88,7 @@ class MeasureConfig(Config):
     control_pool: int = option(200, ge=1, integer=True)
     n_boot: int = option(1000, ge=2, integer=True)
     confidence: float = option(0.95, gt=0, lt=1)
-    interval: str = option("bootstrap", choices=("bootstrap", "bca", "jackknife"))
+    interval: str = option("studentized", choices=("studentized", "bootstrap", "bca", "jackknife"))
     n_buckets: int = option(5, ge=1, integer=True)
     spread_k: int = option(4, ge=2, integer=True)
     sample_rows: int = option(4096, ge=16, integer=True)

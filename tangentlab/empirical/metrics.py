@@ -39,6 +39,16 @@ AGGREGATED_METRICS = (
     "ablation_loss_matched_mean", "representation_isoscore_star", "representation_mean_cosine",
 )
 
+#: The ``controls`` column of a ``p_value`` row, by ``BatchControlTestResult.p_value_controls``:
+#: the p-value counts full-space controls (Haar rank-r subspaces of all of R^d, exchangeable
+#: with Q_T under the null) where the measurement projected them, else the complement pool.
+P_VALUE_CONTROLS = {"full": "full-space", "complement": "complement"}
+
+#: The note on a ``ratio_cv`` row (and its ``enrichment`` row) whose per-batch ratio CV lies
+#: above ``tangentlab.measure.tails.VALIDATED_RATIO_CV`` (stored as the row's ``band_high``):
+#: coverage of the enrichment interval was not shown by simulation there; it may run low.
+CV_FLAG = "cv_outside_validated_range"
+
 #: The note on every ΔIsoScore* row: it is not an independent test.
 ISO_NOTE = ("depends on the enrichment: removing a subspace that holds more gradient energy "
             "raises the isotropy of the rest; not an independent verdict")
@@ -64,6 +74,7 @@ def energy_rows(st: SiteStats, proxy: str, cfg, base: RowBase, *, constrained: b
     import numpy as np
 
     from tangentlab.measure import batch_control_test, oracle_energy
+    from tangentlab.measure.tails import VALIDATED_RATIO_CV, outside_validated_range, ratio_cv
 
     source = st.constrained if constrained else st.energies
     out = []
@@ -85,18 +96,24 @@ def energy_rows(st: SiteStats, proxy: str, cfg, base: RowBase, *, constrained: b
         if constrained:
             kw["subspace"] = "constrained"
         ci = {"interval": res.interval, "n_batches": res.n_batches}
+        cv = ratio_cv(be)
+        flag = {"note": CV_FLAG} if outside_validated_range(cv) else {}
         out += [
+            base.row("ratio_cv", cv, band_high=VALIDATED_RATIO_CV, n_batches=res.n_batches,
+                     **flag, **kw),
             base.row("energy_tangent", res.energy, ci_low=res.energy_ci_low,
                      ci_high=res.energy_ci_high, **ci, **kw),
             base.row("energy_control_mean", res.control_mean, band_low=res.control_band_low,
                      band_high=res.control_band_high, **kw),
             base.row("enrichment", res.enrichment, ci_low=res.enrichment_ci_low,
-                     ci_high=res.enrichment_ci_high, **ci, **kw),
+                     ci_high=res.enrichment_ci_high, **ci, **flag, **kw),
             base.row("enrichment_ci_low", res.enrichment_ci_low, **kw),
             base.row("enrichment_ci_high", res.enrichment_ci_high, **kw),
             base.row("control_enrichment_low", float(np.min(rel)), **kw),
             base.row("control_enrichment_high", float(np.max(rel)), **kw),
-            base.row("p_value", res.p_value, **kw),
+            base.row("p_value", res.p_value, controls=P_VALUE_CONTROLS[res.p_value_controls],
+                     **kw),
+            base.row("p_value_complement", res.p_value_complement, controls="complement", **kw),
             base.row("baseline", res.baseline, **kw),
             base.row("oracle", res.oracle, **kw),
             base.row("position", res.position, **kw),
@@ -264,8 +281,8 @@ def forced_direction_rows(st: SiteStats, base: RowBase, tol: float) -> list[dict
     return rows
 
 
-def reachable_rows(st: SiteStats, proxy: str, Q, pool, forced: str, cfg, base: RowBase
-                   ) -> list[dict]:
+def reachable_rows(st: SiteStats, proxy: str, Q, pool, forced: str, cfg, base: RowBase,
+                   *, full=None) -> list[dict]:
     """The energy test against per-row reachable baselines (``forced`` = ``raw`` or ``centred``).
 
     Each subspace's per-batch energies are divided by its own reachable baseline
@@ -273,7 +290,11 @@ def reachable_rows(st: SiteStats, proxy: str, Q, pool, forced: str, cfg, base: R
     for every control of the pool), so the enrichment of the rescaled energies is
     :func:`tangentlab.measure.normalised_enrichment`; ``batch_control_test`` on them gives its
     interval (test batches resampled, controls redrawn) and p-value. Rows carry
-    ``subspace="constrained"`` and ``forced``.
+    ``subspace="constrained"`` and ``forced``. ``full``: the full-space controls ``(K_f, d, r)``
+    whose energies ``BatchEnergies.full`` holds; rescaled by their own baselines they give the
+    p-value. The baselines weight each sampled row by its squared gradient norm
+    (``st.test_act_weights``) where the measurement stored it, which makes them the expected
+    energy of the null.
     """
     from dataclasses import replace
 
@@ -282,9 +303,13 @@ def reachable_rows(st: SiteStats, proxy: str, Q, pool, forced: str, cfg, base: R
     be = st.energies.get((proxy, "all"))
     if be is None or not be.trace.sum() > 0 or be.n_batches < 2:
         return []
-    b_t = float(reachable_baseline(Q, st.test_acts, forced=forced))
-    b_c = reachable_baseline(pool, st.test_acts, forced=forced)
-    scaled = replace(be, tangent=be.tangent / b_t, controls=be.controls / b_c[None, :])
+    w = getattr(st, "test_act_weights", None)
+    b_t = float(reachable_baseline(Q, st.test_acts, forced=forced, weights=w))
+    b_c = reachable_baseline(pool, st.test_acts, forced=forced, weights=w)
+    fs = None
+    if full is not None and be.full is not None and be.full_size == len(full):
+        fs = be.full / reachable_baseline(full, st.test_acts, forced=forced, weights=w)[None, :]
+    scaled = replace(be, tangent=be.tangent / b_t, controls=be.controls / b_c[None, :], full=fs)
     res = batch_control_test(scaled, n_controls=cfg.n_controls, n_boot=cfg.n_boot,
                              confidence=cfg.confidence, seed=cfg.seed, interval=cfg.interval)
     kw = {"bucket": "all", "n": st.grad.count, "subspace": "constrained", "forced": forced}
@@ -292,7 +317,8 @@ def reachable_rows(st: SiteStats, proxy: str, Q, pool, forced: str, cfg, base: R
             base.row("enrichment_reachable", res.enrichment, ci_low=res.enrichment_ci_low,
                      ci_high=res.enrichment_ci_high, interval=res.interval,
                      n_batches=res.n_batches, **kw),
-            base.row("p_value_reachable", res.p_value, **kw)]
+            base.row("p_value_reachable", res.p_value,
+                     controls=P_VALUE_CONTROLS[res.p_value_controls], **kw)]
 
 
 def drift_rows(proxies, base: RowBase) -> list[dict]:

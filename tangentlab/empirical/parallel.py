@@ -265,7 +265,8 @@ def merge_test_parts(parts, sites):
     """One {site: test-half result} from the ranks' :func:`collect_test_half` results."""
     from tangentlab.empirical.collect import _combine_cosines
 
-    known = {"grad", "energies", "constrained", "forced", "test_acts", "loss_sum", "n_targets"}
+    known = {"grad", "energies", "constrained", "forced", "test_acts", "test_act_weights",
+             "loss_sum", "n_targets"}
     out = {}
     for site in sites:
         got = [p[site] for p in parts if site in p]
@@ -290,6 +291,7 @@ def merge_test_parts(parts, sites):
         out[site] = {"grad": grad, "energies": merged["energies"],
                      "constrained": merged["constrained"], "forced": forced,
                      "test_acts": _concat([g["test_acts"] for g in got]),
+                     "test_act_weights": _concat([g["test_act_weights"] for g in got]),
                      "loss_sum": float(_sum_in_order([[g["loss_sum"]] for g in got])[0]),
                      "n_targets": int(sum(g["n_targets"] for g in got))}
     return out

@@ -64,7 +64,7 @@ from tangentlab.empirical.metrics import (
     representation_rows,
 )
 from tangentlab.empirical.records import EvalBatch, RowBase, RowPlan, SiteStats
-from tangentlab.errors import CheckpointError, RankError, TangentlabError
+from tangentlab.errors import CheckpointError, TangentlabError
 
 __all__ = [
     "MeasureConfig",
@@ -261,16 +261,17 @@ def _ones_space(d: int):
 
 def _tested_subspaces(proxies, cfg: MeasureConfig, ones) -> tuple[dict, dict]:
     """{proxy: (Q, pool)} and the 𝟙-constrained {proxy: (Qc, poolc)} of one site."""
-    from tangentlab.measure import normal_controls, restrict_to_complement
+    from tangentlab.measure import full_space_controls, normal_controls, restrict_to_complement
+
+    def pools(Q):  # complement controls (enrichment) and full-space ones (the p-value)
+        return (Q, normal_controls(Q, cfg.control_pool, cfg.seed),
+                full_space_controls(Q, cfg.control_pool, cfg.seed))
 
     named = {"fixed": proxies.fixed}
     if proxies.refit is not None:
         named["refit"] = proxies.refit
-    plain = {k: (Q, normal_controls(Q, cfg.control_pool, cfg.seed)) for k, Q in named.items()}
-    constrained = {}
-    for k, Q in named.items():
-        Qc = restrict_to_complement(Q, ones)
-        constrained[k] = (Qc, normal_controls(Qc, cfg.control_pool, cfg.seed))
+    plain = {k: pools(Q) for k, Q in named.items()}
+    constrained = {k: pools(restrict_to_complement(Q, ones)) for k, Q in named.items()}
     return plain, constrained
 
 
@@ -295,20 +296,20 @@ def _site_rows(lm, st: SiteStats, proxies, tested, base: RowBase, setup: _Setup,
         rows += frows
         if proxies is not None:
             plain, _ = tested
-            for label, (Q, _pool) in plain.items():
+            for label, (Q, *_pools) in plain.items():
                 pb = base.with_(proxy=label)
                 rows += energy_rows(st, label, cfg, pb) + isotropy_share_rows(Q, st, cfg, pb)
             rows += drift_rows(proxies, base)
             rows += forced_direction_rows(st, base, cfg.forced_tol)
             f = st.forced
-            for label, (Q, pool) in plain.items():
+            for label, (Q, pool, full) in plain.items():
                 pb = base.with_(proxy=label)
                 if f.get("ones_max", 1.0) < cfg.forced_tol:
                     rows += energy_rows(st, label, cfg, pb, constrained=True, U=ones.basis)
                 per_row = ("centred" if f.get("centred_max", 1.0) < cfg.forced_tol else
                            "raw" if f.get("raw_max", 1.0) < cfg.forced_tol else None)
                 if per_row is not None:
-                    rows += reachable_rows(st, label, Q, pool, per_row, cfg, pb)
+                    rows += reachable_rows(st, label, Q, pool, per_row, cfg, pb, full=full)
     if causal and proxies is not None:
         with timer("causal"):
             Q = proxies.fixed

@@ -101,6 +101,8 @@ class SiteStats:
             complement of 𝟙 (rows G U).
         test_acts: (n_t, d) a seeded sample of the test half's activation rows (per-row
             reachable baselines).
+        test_act_weights: (n_t,) the squared gradient norms of those rows (the baselines'
+            weights), or None.
     loss_sum, n_targets: the clean summed loss over all eval batches, and its number of targets.
     """
 
@@ -117,6 +119,7 @@ class SiteStats:
     forced: dict = field(default_factory=dict)
     constrained: dict = field(default_factory=dict)
     test_acts: Any = None
+    test_act_weights: Any = None
     loss_sum: float = 0.0
     n_targets: int = 0
     geo_docs: Any = None

@@ -124,6 +124,7 @@ from tangentlab.measure.proxies import (
 from tangentlab.measure.subspace import (
     SubspaceDrift,
     complement_basis,
+    full_space_controls,
     normal_controls,
     orthonormalize,
     principal_angles,
@@ -132,6 +133,7 @@ from tangentlab.measure.subspace import (
     random_subspaces,
     subspace_drift,
 )
+from tangentlab.measure.tails import VALIDATED_RATIO_CV, outside_validated_range, ratio_cv
 
 __all__ = [
     # input checks shared with the validation battery
@@ -144,6 +146,11 @@ __all__ = [
     "random_subspace",
     "normal_controls",
     "random_subspaces",
+    "full_space_controls",
+    # heavy-tailed batches
+    "ratio_cv",
+    "VALIDATED_RATIO_CV",
+    "outside_validated_range",
     "SubspaceDrift",
     "subspace_drift",
     # moments

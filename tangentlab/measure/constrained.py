@@ -18,8 +18,10 @@ reason unrelated to tangents. Check the constraint numerically
   span(N) are dropped) go through the usual energy, control and oracle code unchanged, and the
   baseline becomes ``r' / (d - k)``;
 - per-row forced directions: :func:`reachable_baseline` replaces r/d by
-  ``mean_i tr(Q^T (I - P_i) Q) / (d - k_i)`` (P_i the projector onto row i's forced directions),
-  and :func:`normalised_enrichment` compares subspaces each against its own reachable baseline.
+  ``sum_i w_i tr(Q^T (I - P_i) Q) / ((d - k) sum_i w_i)`` (P_i the projector onto row i's
+  forced directions, w_i = ||g_i||^2), the exact expected energy fraction when each g_i is
+  isotropic inside its reachable space, and :func:`normalised_enrichment` compares subspaces
+  each against its own reachable baseline.
 
 Example::
 
@@ -149,7 +151,8 @@ def restrict_to_complement(Q: ArrayLike, N: ArrayLike | ComplementSpace,
     return np.ascontiguousarray(U[:, keep])
 
 
-def reachable_baseline(Q: ArrayLike, H: ArrayLike, *, forced: str = "raw") -> float | np.ndarray:
+def reachable_baseline(Q: ArrayLike, H: ArrayLike, *, forced: str = "raw",
+                       weights: ArrayLike | None = None) -> float | np.ndarray:
     """Isotropic baseline of Q inside the per-row reachable space (replaces r/d).
 
     Args:
@@ -157,12 +160,31 @@ def reachable_baseline(Q: ArrayLike, H: ArrayLike, *, forced: str = "raw") -> fl
         H: activations ``(n_rows, d)``.
         forced: ``"raw"`` (RMSNorm: g_i ⟂ h_i, k_i = 1), ``"centred"`` (last LayerNorm:
             g_i ⟂ 1 and ⟂ the feature-centred h_i, k_i = 2).
+        weights: ``(n_rows,)`` non-negative row weights, the squared gradient norms
+            ``||g_i||^2`` of the same rows; None weighs rows equally (exact only when every
+            gradient row has the same norm).
 
-    Returns ``mean_i tr(Q^T (I - P_i) Q) / (d - k)`` (float, or ``(n,)`` for a stack): the mean
-    energy of Q under gradients isotropic within each row's reachable space.
+    Returns ``sum_i w_i tr(Q^T (I - P_i) Q) / ((d - k) sum_i w_i)`` (float, or ``(n,)`` for a
+    stack). The energy fraction ``sum_i ||Q^T g_i||^2 / sum_i ||g_i||^2`` of gradients that are
+    isotropic within each row's reachable space has exactly this expectation when w_i =
+    ||g_i||^2: a row's share of the total is its squared norm, so an unweighted mean misstates
+    the null wherever the norm of g_i depends on the direction of h_i.
     """
     Hm = as_points(H, name="H")
     d = Hm.shape[1]
+    if weights is None:
+        w = np.full(Hm.shape[0], 1.0 / Hm.shape[0])
+    else:
+        w = to_float64(weights, "weights").ravel()
+        if w.shape != (Hm.shape[0],):
+            raise ShapeError(f"weights must hold one value per row of H, shape ({Hm.shape[0]},); "
+                             f"got {w.shape}")
+        if not (np.all(np.isfinite(w)) and np.all(w >= 0) and w.sum() > 0):
+            from tangentlab.errors import ValidationError
+
+            raise ValidationError("weights must be finite, non-negative and not all zero (the "
+                                  "squared gradient norms of the rows of H)")
+        w = w / w.sum()
     arr = to_float64(Q, "Q")
     single = arr.ndim == 2
     if single:
@@ -179,8 +201,8 @@ def reachable_baseline(Q: ArrayLike, H: ArrayLike, *, forced: str = "raw") -> fl
         raise ShapeError(f"forced must be 'raw' or 'centred', got {forced!r}")
     k = len(dirs)
     lost = np.zeros(arr.shape[0])
-    for D in dirs:  # (n_rows, d): mean_i ||Q^T u_i||^2 = tr(Q^T (mean_i u_i u_i^T) Q)
-        M = D.T @ D / D.shape[0]
+    for D in dirs:  # (n_rows, d): sum_i w_i ||Q^T u_i||^2 = tr(Q^T (sum_i w_i u_i u_i^T) Q)
+        M = (D * w[:, None]).T @ D
         lost += np.einsum("ndr,de,ner->n", arr, M, arr)
     out = (r - lost) / (d - k)
     return float(out[0]) if single else out

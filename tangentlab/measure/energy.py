@@ -307,7 +307,69 @@ def control_test(
 
 # -- per-batch scalars and intervals that cover --------------------------------------------------
 
-_INTERVALS = ("bootstrap", "bca", "jackknife")
+_INTERVALS = ("bootstrap", "bca", "jackknife", "studentized")
+
+
+def _log_ratio_se(W: np.ndarray, num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    """Delta-method standard error of ``log(sum_b w_b num_b / sum_b w_b den_b)`` per replicate.
+
+    ``W``: ``(m, B)`` batch counts; ``num``: ``(B,)`` or ``(m, B)``; ``den``: ``(m, B)`` or
+    ``(B,)``. The linearisation of a log ratio of means is ``num_b / mean(num) - den_b /
+    mean(den)``; its variance over the (weighted) batches, divided by B, is the variance of the
+    log ratio. Returns ``(m,)`` (NaN where a mean is not positive).
+    """
+    B = W.shape[1]
+    P = W / W.sum(axis=1, keepdims=True)
+    num = np.broadcast_to(num, W.shape)
+    den = np.broadcast_to(den, W.shape)
+    mn = (P * num).sum(1, keepdims=True)
+    md = (P * den).sum(1, keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        u = num / mn - den / md
+        var = (P * (u - (P * u).sum(1, keepdims=True)) ** 2).sum(1) * B / (B - 1) / B
+        return np.where((mn[:, 0] > 0) & (md[:, 0] > 0), np.sqrt(var), np.nan)
+
+
+def _studentized(be: BatchEnergies, n_controls: int, n_boot: int, confidence: float,
+                 rng: np.random.Generator) -> tuple[float, float, float, float]:
+    """Bootstrap-t intervals of the energy and the enrichment on the log scale.
+
+    Each replicate resamples the B batches and redraws ``n_controls`` controls from the pool (as
+    the percentile interval does) and studentizes ``log(ratio*) - log(ratio of the bootstrap
+    world)`` by its own delta-method standard error (:func:`_log_ratio_se`); the interval is
+    ``exp(log ratio - t*_{1-a} se, log ratio - t*_a se)``. A heavy right tail of per-batch ratios
+    shows up in the replicates' standard errors, so the interval reaches further up than a
+    percentile interval does (docs/empirical.md: coverage by per-batch ratio CV).
+    """
+    B, K = be.n_batches, be.pool_size
+    a = _expanded_alpha(confidence, B)
+    t, tr, C = be.tangent, be.trace, be.controls
+    ones = np.ones((1, B))
+    m_pt = C[:, :n_controls].mean(1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        le = float(np.log(t.sum() / tr.sum()))
+        lq = float(np.log(t.sum() / m_pt.sum()))
+    se_e = float(_log_ratio_se(ones, t, tr[None])[0])
+    se_q = float(_log_ratio_se(ones, t, m_pt[None])[0])
+    W = rng.multinomial(B, np.full(B, 1.0 / B), size=n_boot).astype(np.float64)
+    idx = rng.integers(0, K, size=(n_boot, n_controls))
+    mb = C[:, idx].mean(axis=2).T  # (n_boot, B): each replicate's control mean per batch
+    with np.errstate(divide="ignore", invalid="ignore"):
+        le_rep = np.log((W @ t) / (W @ tr))
+        lq_rep = np.log((W @ t) / (W * mb).sum(1))
+        lq_world = float(np.log(t.sum() / C.mean(1).sum()))
+        te = (le_rep - le) / _log_ratio_se(W, t, tr[None])
+        tq = (lq_rep - lq_world) / _log_ratio_se(W, t, mb)
+    out = []
+    for point, se, rep in ((le, se_e, te), (lq, se_q, tq)):
+        rep = rep[np.isfinite(rep)]
+        if rep.size < 2 or not (np.isfinite(point) and np.isfinite(se)):
+            out += [float("nan"), float("nan")]
+            continue
+        lo_t, hi_t = np.quantile(rep, [a, 1 - a])
+        with np.errstate(over="ignore"):  # with very few batches a bound can be +inf: no bound
+            out += [float(np.exp(point - hi_t * se)), float(np.exp(point - lo_t * se))]
+    return out[0], out[1], out[2], out[3]
 
 
 @dataclass(frozen=True)
@@ -321,7 +383,12 @@ class BatchEnergies:
     - ``controls`` shape ``(B, K)``: the same for each of the K pool controls;
     - ``trace`` shape ``(B,)``: ``sum_i ||g_i||^2``;
     - ``rows`` shape ``(B,)``: rows per batch;
-    - ``d``, ``r``: ambient dimension and rank.
+    - ``d``, ``r``: ambient dimension and rank;
+    - ``full`` shape ``(B, K_f)`` or None: the same for K_f *full-space* controls (Haar rank-r
+      subspaces of all of R^d, :func:`~tangentlab.measure.random_subspaces`). Under the null
+      "span(Q) is no different from a random rank-r subspace" they are exchangeable with Q, so
+      :func:`batch_control_test` takes its p-value from them when they are present (the
+      enrichment still divides by the matched-rank complement controls of ``controls``).
 
     Energies are linear in the moment matrix, so ``tangent.sum() / trace.sum()`` is exactly
     ``energy_fraction(Q, G^T G / N)`` over all rows. :meth:`concat` appends batches (for example
@@ -334,6 +401,7 @@ class BatchEnergies:
     rows: np.ndarray
     d: int
     r: int
+    full: np.ndarray | None = None
 
     @property
     def n_batches(self) -> int:
@@ -345,14 +413,39 @@ class BatchEnergies:
         """Number of controls K in the pool."""
         return int(self.controls.shape[1])
 
+    @property
+    def full_size(self) -> int:
+        """Number of full-space controls K_f (0 when none were projected)."""
+        return 0 if self.full is None else int(self.full.shape[1])
+
+    @classmethod
+    def zeros(cls, n_batches: int, d: int, r: int, pool_size: int,
+              full_size: int = 0) -> BatchEnergies:
+        """A record of ``n_batches`` empty batches (for a group absent from some batches)."""
+        return cls(tangent=np.zeros(n_batches), controls=np.zeros((n_batches, pool_size)),
+                   trace=np.zeros(n_batches), rows=np.zeros(n_batches, dtype=np.int64), d=d, r=r,
+                   full=np.zeros((n_batches, full_size)) if full_size else None)
+
+    def plus(self, other: BatchEnergies) -> BatchEnergies:
+        """Batch-by-batch sum with ``other`` (the same batches, e.g. two groups of rows)."""
+        if (other.n_batches, other.pool_size, other.full_size, other.d, other.r) != \
+                (self.n_batches, self.pool_size, self.full_size, self.d, self.r):
+            raise ShapeError("plus needs two BatchEnergies of the same batches, pools, d and r")
+        return BatchEnergies(
+            tangent=self.tangent + other.tangent, controls=self.controls + other.controls,
+            trace=self.trace + other.trace, rows=self.rows + other.rows, d=self.d, r=self.r,
+            full=None if self.full is None else self.full + other.full)
+
     def concat(self, other: BatchEnergies) -> BatchEnergies:
         """These batches followed by ``other``'s (same d, r and control pool size)."""
         if not isinstance(other, BatchEnergies):
             raise ValidationError(f"can only concat BatchEnergies, not {type(other).__name__}")
-        if (other.d, other.r, other.pool_size) != (self.d, self.r, self.pool_size):
+        mine = (self.d, self.r, self.pool_size, self.full_size)
+        theirs = (other.d, other.r, other.pool_size, other.full_size)
+        if theirs != mine:
             raise ShapeError(
-                f"cannot concat BatchEnergies with (d, r, K) = {(other.d, other.r, other.pool_size)}"
-                f" to {(self.d, self.r, self.pool_size)}; both must come from the same Q and pool"
+                f"cannot concat BatchEnergies with (d, r, K, K_full) = {theirs} to {mine}; both "
+                "must come from the same Q and pools"
             )
         return BatchEnergies(
             tangent=np.concatenate([self.tangent, other.tangent]),
@@ -360,13 +453,14 @@ class BatchEnergies:
             trace=np.concatenate([self.trace, other.trace]),
             rows=np.concatenate([self.rows, other.rows]),
             d=self.d, r=self.r,
+            full=None if self.full is None else np.concatenate([self.full, other.full], axis=0),
         )
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-Python dict (arrays as lists) for JSON."""
         return {"tangent": self.tangent.tolist(), "controls": self.controls.tolist(),
                 "trace": self.trace.tolist(), "rows": self.rows.tolist(), "d": self.d,
-                "r": self.r}
+                "r": self.r, "full": None if self.full is None else self.full.tolist()}
 
 
 def _as_pool(controls: Any, d: int, r: int) -> np.ndarray:
@@ -394,7 +488,17 @@ def _as_pool(controls: Any, d: int, r: int) -> np.ndarray:
     return P
 
 
+def _with_full(P: np.ndarray, full_controls: ArrayLike | None, d: int, r: int
+               ) -> tuple[np.ndarray, int]:
+    """The pool with the full-space controls appended, and how many of those there are."""
+    if full_controls is None:
+        return P, 0
+    F = _as_pool(full_controls, d, r)
+    return np.concatenate([P, F], axis=0), int(F.shape[0])
+
+
 def batch_energies(Q: ArrayLike, controls: ArrayLike, grad_batches: Iterable[ArrayLike], *,
+                   full_controls: ArrayLike | None = None,
                    dtype: str = "float64") -> BatchEnergies:
     """Per-batch energies of Q and of a control pool: see :class:`BatchEnergies`.
 
@@ -405,7 +509,9 @@ def batch_energies(Q: ArrayLike, controls: ArrayLike, grad_batches: Iterable[Arr
             :func:`batch_control_test`, and larger (e.g. 200) so that replicates can redraw.
         grad_batches: an iterable of gradient batches, each shape ``(n_b, d)`` (numpy or torch,
             any real dtype; computed in float64), or one ``(B, n_b, d)`` array.
-
+        full_controls: optional ``(K_f, d, r)`` full-space controls (e.g.
+            ``random_subspaces(d, r, 200, seed)``), projected in the same pass; their energies go
+            to ``BatchEnergies.full`` and give :func:`batch_control_test` its p-value.
         dtype: precision of the projection ``g @ [Q, controls]``: ``"float64"`` (default) or
             ``"float32"`` (about twice as fast on CPU; squares and sums are still accumulated in
             float64, relative error about 1e-7 per batch).
@@ -424,9 +530,10 @@ def batch_energies(Q: ArrayLike, controls: ArrayLike, grad_batches: Iterable[Arr
     d, r = Q.shape
     P = _as_pool(controls, d, r)
     K = P.shape[0]
+    P, Kf = _with_full(P, full_controls, d, r)
     bases = torch.from_numpy(np.concatenate([Q[None], P], axis=0).transpose(1, 0, 2).reshape(d, -1))
     bases_c = bases.to(tdtype)
-    via_outer = (K + 1) * r > d
+    via_outer = (K + Kf + 1) * r > d
     tang, ctrl, tr, nrows = [], [], [], []
     for i, batch in enumerate(grad_batches):
         if isinstance(batch, torch.Tensor):
@@ -451,19 +558,20 @@ def batch_energies(Q: ArrayLike, controls: ArrayLike, grad_batches: Iterable[Arr
             e = ((S @ bases) * bases).sum(0)
         else:
             e = ((gc @ bases_c).double() ** 2).sum(0)
-        e = e.reshape(K + 1, r).sum(1).numpy()
+        e = e.reshape(K + Kf + 1, r).sum(1).numpy()
         tang.append(float(e[0]))
         ctrl.append(e[1:])
         tr.append(float((g * g).sum()))
         nrows.append(int(g.shape[0]))
     if not tang:
         raise InsufficientSamplesError("grad_batches is empty; pass at least one batch of rows")
+    allc = np.stack(ctrl).astype(np.float64)
     return BatchEnergies(
         tangent=np.asarray(tang, dtype=np.float64),
-        controls=np.stack(ctrl).astype(np.float64),
+        controls=np.ascontiguousarray(allc[:, :K]),
         trace=np.asarray(tr, dtype=np.float64),
         rows=np.asarray(nrows, dtype=np.int64),
-        d=d, r=r,
+        d=d, r=r, full=np.ascontiguousarray(allc[:, K:]) if Kf else None,
     )
 
 
@@ -493,7 +601,8 @@ def _grouped_energy_sums(g, bases, inv: np.ndarray, n_groups: int) -> np.ndarray
 
 def grouped_batch_energies(Q: ArrayLike, controls: ArrayLike,
                            grad_batches: Iterable[ArrayLike],
-                           group_batches: Any) -> dict[Any, BatchEnergies]:
+                           group_batches: Any, *,
+                           full_controls: ArrayLike | None = None) -> dict[Any, BatchEnergies]:
     """Per-batch energies split by a label per row (e.g. a frequency bucket): one projection pass.
 
     Args:
@@ -502,6 +611,8 @@ def grouped_batch_energies(Q: ArrayLike, controls: ArrayLike,
             :func:`batch_energies`).
         grad_batches: iterable of gradient batches ``(n_b, d)``.
         group_batches: iterable of label arrays ``(n_b,)``, one per batch (integers or strings).
+        full_controls: optional ``(K_f, d, r)`` full-space controls (as in
+            :func:`batch_energies`).
 
     Returns ``{label: BatchEnergies}`` with labels in sorted order; every record has one entry per
     batch (0 where the batch holds no row of that label, so batches stay aligned across labels
@@ -512,7 +623,9 @@ def grouped_batch_energies(Q: ArrayLike, controls: ArrayLike,
     Q = as_basis(Q)
     d, r = Q.shape
     P = _as_pool(controls, d, r)
-    K = P.shape[0]
+    K0 = P.shape[0]
+    P, Kf = _with_full(P, full_controls, d, r)
+    K = K0 + Kf
     bases = torch.from_numpy(np.concatenate([Q[None], P], axis=0).transpose(1, 0, 2).reshape(d, -1))
     per_batch = []
     labels: set = set()
@@ -538,10 +651,12 @@ def grouped_batch_energies(Q: ArrayLike, controls: ArrayLike,
     out = {}
     for lab in sorted(labels):
         rec = [pb.get(lab, zero) for pb in per_batch]
+        allc = np.stack([x[0][1:] for x in rec])
         out[lab] = BatchEnergies(
-            tangent=np.array([x[0][0] for x in rec]), controls=np.stack([x[0][1:] for x in rec]),
+            tangent=np.array([x[0][0] for x in rec]), controls=np.ascontiguousarray(allc[:, :K0]),
             trace=np.array([x[1] for x in rec], dtype=np.float64),
             rows=np.array([x[2] for x in rec], dtype=np.int64), d=d, r=r,
+            full=np.ascontiguousarray(allc[:, K0:]) if Kf else None,
         )
     return out
 
@@ -554,6 +669,13 @@ class BatchControlTestResult:
     ``energy`` (E_T), ``controls`` ``(n_controls,)``, ``control_mean``, ``enrichment``
     (E_T / mean E_N), ``p_value`` ((1 + #{E_N >= E_T}) / (1 + n)), ``baseline`` (r / d),
     ``oracle`` (passed in; NaN if not given) and ``position`` ((E_T - r/d) / (oracle - r/d)).
+
+    ``p_value_controls`` names the controls behind ``p_value``: ``"full"`` (the first
+    ``n_controls`` full-space controls of ``BatchEnergies.full``, exchangeable with Q under the
+    null, so p is exactly uniform on {1/(n+1), ..., 1} whatever r/d) when the record holds them,
+    else ``"complement"`` (the matched-rank normal controls, anti-conservative at large r/d: a Q
+    that happens to hold much energy leaves less to its complement). ``p_value_complement`` is
+    the complement-control p-value in either case, kept beside it.
 
     ``energy_ci_*`` and ``enrichment_ci_*`` are intervals at ``confidence`` by ``interval``
     (``"bootstrap"`` percentile, ``"bca"`` or ``"jackknife"``), whose replicates resample batches
@@ -590,6 +712,8 @@ class BatchControlTestResult:
     n_replicates: int
     n_replicates_kept: int
     seed: int
+    p_value_controls: str = "complement"
+    p_value_complement: float = float("nan")
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-Python dict (controls as a list of floats) for JSON or a results table."""
@@ -688,11 +812,18 @@ def batch_control_test(
               whole-pool enrichment), so the point's own control draw counts as error.
             - ``"bca"``: the same replicates, bias-corrected and accelerated (acceleration from the
               leave-one-batch-out jackknife of the point estimate).
+            - ``"studentized"``: bootstrap-t on the log scale (the same resampled batches and
+              redrawn controls, each replicate studentized by its own delta-method standard
+              error of the log ratio): keeps coverage where per-batch ratios are heavy tailed
+              (see :mod:`tangentlab.measure.tails`).
             - ``"jackknife"``: leave-one-batch-out standard error, plus (for the enrichment) the
               control-draw variance ``(E_T / m_N^2)^2 var_pool(E_N) / n_controls``; the interval
               is the estimate plus or minus Student's t quantile with B - 1 degrees of freedom.
         oracle: the top-r eigen-energy of the overall moment matrix (e.g. :func:`oracle_energy`),
             which per-batch scalars cannot give; NaN when omitted.
+
+    The p-value comes from the full-space controls (``be.full``) when the record holds at least
+    ``n_controls`` of them, else from the complement pool (see :class:`BatchControlTestResult`).
 
     Resampling units are batches, so the interval is only as good as the number of batches:
     use at least 32 (see the coverage simulation in :mod:`tangentlab.validate`).
@@ -724,14 +855,24 @@ def batch_control_test(
     ctrl_e = be.controls[:, :n_controls].sum(0) / tot
     control_mean = float(ctrl_e.mean())
     enrichment = energy / control_mean if control_mean > 0 else float("inf")
-    p_value = (1 + int(np.sum(ctrl_e >= energy))) / (1 + n_controls)
+    p_complement = (1 + int(np.sum(ctrl_e >= energy))) / (1 + n_controls)
+    if be.full_size >= n_controls:
+        full_e = be.full[:, :n_controls].sum(0) / tot
+        p_value, p_kind = (1 + int(np.sum(full_e >= energy))) / (1 + n_controls), "full"
+    else:
+        p_value, p_kind = p_complement, "complement"
     baseline = r / d
     orc = float("nan") if oracle is None else float(oracle)
     gap = orc - baseline
     position = (energy - baseline) / gap if np.isfinite(gap) and gap > 1e-12 else float("nan")
 
     rng = np.random.default_rng([int(seed), 20261202])
-    if interval in ("bootstrap", "bca"):
+    if interval == "studentized":
+        n_boot = check_positive_int(n_boot, "n_boot", minimum=2)
+        e_lo, e_hi, q_lo, q_hi = _studentized(be, n_controls, n_boot, confidence, rng)
+        n_rep = n_boot
+        kept = n_boot if np.isfinite(q_lo) and np.isfinite(e_lo) else 0
+    elif interval in ("bootstrap", "bca"):
         n_boot = check_positive_int(n_boot, "n_boot", minimum=2)
         e_rep = np.empty(n_boot)
         q_rep = np.empty(n_boot)
@@ -797,7 +938,8 @@ def batch_control_test(
         enrichment_ci_low=float(q_lo), enrichment_ci_high=float(q_hi),
         control_band_low=float(ctrl_e.min()), control_band_high=float(ctrl_e.max()),
         interval=interval, confidence=float(confidence), n_replicates=int(n_rep),
-        n_replicates_kept=kept, seed=int(seed),
+        n_replicates_kept=kept, seed=int(seed), p_value_controls=p_kind,
+        p_value_complement=float(p_complement),
     )
 
 

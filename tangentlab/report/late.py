@@ -17,11 +17,13 @@ from tangentlab.report.units import (
     ONE_CHECKPOINT,
     STEP_LABEL,
     STEP_SCALE,
+    EnergySource,
     Model,
     Unit,
     _named,
     _step,
     _unit,
+    energy_source,
 )
 
 __all__ = ["LateWindow", "late_window", "weakens_late_unit", "weakens_late_panel"]
@@ -83,11 +85,50 @@ def late_window(manifest: dict[str, Any], steps: Sequence[float]) -> LateWindow:
     return LateWindow((), "no early/late cut recorded")
 
 
+def _trajectory(model: Model, site: str, proxy: str) -> tuple[R.ProxyTrajectory | None,
+                                                               LateWindow, EnergySource]:
+    """One proxy's trajectory for the weakens-late rule (None when it stored no enrichment)."""
+    src = energy_source(model, site, proxy)
+    t = src.table
+    trained = [s for s in t.steps(src.enrichment, site) if s > 0]
+    window = late_window(model.manifest, trained)
+    if not trained:
+        return None, window, src
+
+    def value(st: float) -> float:
+        v = t.get(src.enrichment, site=site, step=st).value
+        return float("-inf") if v is None else v
+
+    best = max(trained, key=value)
+    peak = t.get(src.enrichment, site=site, step=best).interval(f"step {_step(best)}")
+    agg = t.get(src.enrichment, site=site, window="late")
+    if window.steps and t.has_band and agg.has_ci:
+        late = [agg.interval("late-window aggregate")]
+    else:
+        late = [t.get(src.enrichment, site=site, step=s).interval(f"step {_step(s)}")
+                for s in window.steps]
+    first_late = min(window.steps) if window.steps else float("inf")
+    before = [t.get(src.enrichment, site=site, step=s).interval(f"step {_step(s)}")
+              for s in trained if s < first_late]
+    return (R.ProxyTrajectory(proxy, peak, best in window.steps, before, late), window, src)
+
+
+def _late_drift(model: Model, site: str, steps: Sequence[float]) -> float | None:
+    """The largest principal angle (radians) between the fixed and refit proxies in the window."""
+    refit = model.table.variant(proxy="refit")
+    vals = [refit.get("proxy_drift_max_angle", site=site, step=s).value for s in steps]
+    vals = [v for v in vals if v is not None]
+    return max(vals) if vals else None
+
+
 def weakens_late_unit(model: Model, site: str) -> Unit:
-    """Whether enrichment weakens late in training, for one site (the weakens-late rule)."""
+    """Whether enrichment weakens late in training, for one site (the weakens-late rule).
+
+    Read on the fixed and the refit proxy (each from :func:`energy_source`), with the measured
+    drift between them over the late window.
+    """
     t = model.table
-    steps = t.steps("enrichment", site)
-    trained = [s for s in steps if s > 0]
+    trained = [s for s in t.steps("enrichment", site) if s > 0]
     if len(trained) < 2:  # a late weakening needs a trajectory: one checkpoint cannot show it
         at = f"step {_step(trained[0])}" if trained else "no trained checkpoint"
         return Unit(model.name, site, ONE_CHECKPOINT,
@@ -95,30 +136,25 @@ def weakens_late_unit(model: Model, site: str) -> Unit:
                     f"({at}); a late weakening needs a trajectory of at least two",
                     t.get("enrichment", site=site, step=trained[0]).text() if trained
                     else "no trained checkpoint", at)
-    window = late_window(model.manifest, trained)
+    fixed, window, src = _trajectory(model, site, "fixed")
+    refit, _, _ = _trajectory(model, site, "refit")
     at = (f"late window: steps {', '.join(_step(s) for s in window.steps) or 'none'} "
           f"({window.source})")
-    peak = None
-    best = None
-    if trained:
-        def value(st: float) -> float:
-            v = t.get("enrichment", site=site, step=st).value
-            return float("-inf") if v is None else v
-
-        best = max(trained, key=value)
-        peak = t.get("enrichment", site=site, step=best).interval(f"step {_step(best)}")
-        at = f"peak at step {_step(best)}; " + at
-    agg = t.get("enrichment", site=site, window="late")
-    if window.steps and t.has_band and agg.has_ci:
-        late = [agg.interval("late-window aggregate")]
-    else:
-        late = [t.get("enrichment", site=site, step=s).interval(f"step {_step(s)}") for s in window.steps]
-    out = R.weakens_late_rule(peak, late, peak_is_last=best is not None and best == trained[-1])
-    est = "; ".join(x.text() for x in late) or "no late-window value"
-    note = ""
-    if agg.present and not agg.has_ci:
-        note = f"stored late aggregate {agg.text()} (a range over checkpoints, not a bootstrap CI)"
-    return _unit(model, site, out, est, at, note)
+    if fixed is not None and fixed.peak is not None:
+        at = f"peak at {fixed.peak.label}; " + at
+    drift = _late_drift(model, site, window.steps)
+    out = R.weakens_late_rule(fixed, refit, drift_angle=drift)
+    est = "; ".join(x.text() for x in fixed.late) if fixed is not None else ""
+    est = est or "no late-window value"
+    notes = [src.note()] if src.note() else []
+    if refit is not None:
+        notes.append("refit proxy late window: "
+                     + ("; ".join(x.text() for x in refit.late) or "empty"))
+    agg = model.table.get("enrichment", site=site, window="late")
+    if src.kind == "plain" and agg.present and not agg.has_ci:
+        notes.append(f"stored late aggregate {agg.text()} (a range over checkpoints, not a "
+                     "bootstrap CI)")
+    return _unit(model, site, out, est, at, "; ".join(notes))
 
 
 def weakens_late_panel(model: Model) -> Panel | None:

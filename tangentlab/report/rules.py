@@ -34,6 +34,7 @@ __all__ = [
     "greater_than_control_rule",
     "negative_correlation_rule",
     "weakens_late_rule",
+    "ProxyTrajectory",
     "matched_ablation_rule",
     "ablation_excess_rule",
     "ABLATION_MARGIN",
@@ -81,15 +82,23 @@ RULES: dict[str, str] = {
         "contains 0; not supported if the CI lower bound is above 0."
     ),
     "weakens-late": (
-        "Late window = the checkpoints after the early/late cut the measurement recorded (its "
-        "late window where it records one). Peak = the trained checkpoint (step > 0) with the "
-        "largest enrichment. Late-window enrichment = the late-window aggregate when the run "
-        "stores a confidence interval for it, else each late-window checkpoint with its own "
-        "bootstrap CI. Not supported if the trajectory peaks at its last checkpoint. Otherwise "
-        "supported if the late-window enrichment is below the peak and their bootstrap "
-        "intervals do not overlap (every late value's CI upper bound is below the peak's CI "
-        "lower bound); else (overlapping intervals, the peak inside the late window, no "
-        "checkpoint after the cut, or no interval stored) inconclusive."
+        "Read on the fixed proxy and on the refit proxy, each over its trained checkpoints (step "
+        "> 0). Late window = the checkpoints after the early/late cut the measurement recorded "
+        "(its late window where it records one); late-window enrichment = the late-window "
+        "aggregate when the run stores a confidence interval for it, else each late-window "
+        "checkpoint with its own bootstrap CI; peak = the checkpoint with the largest "
+        "enrichment. A proxy declines if its peak lies before the late window and every "
+        "late-window CI upper bound is below the peak's CI lower bound; it rises if some "
+        "late-window CI lower bound is above the CI upper bound of every checkpoint before the "
+        "late window. Supported if the fixed proxy declines and either the refit proxy declines "
+        "too or the decline is larger than the measured drift can explain (every late-window "
+        "CI upper bound is below cos^2(largest principal angle between the fixed and refit "
+        "proxies in the late window) times the peak's CI lower bound: a rotation by that angle "
+        "cannot lower a fixed proxy's energy below that share). Not supported if a proxy rises "
+        "and none declines. Otherwise (overlapping intervals, a peak at the last checkpoint "
+        "whose interval overlaps the earlier ones, a fixed-proxy decline that the refit proxy "
+        "does not show and the drift could explain, no checkpoint after the cut, or no interval "
+        "stored) inconclusive."
     ),
     "ablation": (
         "At the last causal checkpoint, E = the paired excess (ablation_excess): the loss "
@@ -292,30 +301,88 @@ def negative_correlation_rule(
     return Outcome(INCONCLUSIVE, txt + "; the CI contains 0")
 
 
-def weakens_late_rule(peak: Interval | None, late: Sequence[Interval], *,
-                      peak_is_last: bool) -> Outcome:
-    """Enrichment weakens late in training; see ``RULES["weakens-late"]``.
+@dataclass(frozen=True)
+class ProxyTrajectory:
+    """One proxy's enrichment over training, as the weakens-late rule reads it.
+
+    Attributes:
+        name: ``fixed`` or ``refit``.
+        peak: the trained checkpoint (step > 0) with the largest enrichment, with its CI.
+        peak_in_late: whether the peak lies inside the late window.
+        before: the trained checkpoints before the late window, each with its CI.
+        late: the late-window enrichment: one aggregate, or each late-window checkpoint.
+    """
+
+    name: str
+    peak: Interval | None
+    peak_in_late: bool
+    before: Sequence[Interval]
+    late: Sequence[Interval]
+
+    def text(self) -> str:
+        """The peak and the late window as text."""
+        late = [x for x in self.late if _ok(x.value)]
+        peak = self.peak.text() if self.peak is not None else "none"
+        return (f"{self.name} proxy: peak {peak}; late window "
+                + ("; ".join(x.text() for x in late) or "empty"))
+
+
+def _trend(p: ProxyTrajectory | None) -> str:
+    """``declines``, ``rises``, ``flat`` (intervals overlap) or why it cannot be read."""
+    if p is None or p.peak is None or not _ok(p.peak.value):
+        return "missing"
+    late = [x for x in p.late if _ok(x.value)]
+    if not late:
+        return "no late window"
+    before = [x for x in p.before if _ok(x.value)]
+    if not (p.peak.has_interval() and all(x.has_interval() for x in late + before)):
+        return "no interval"
+    if (not p.peak_in_late and all(float(x.value) < float(p.peak.value) for x in late)
+            and all(float(x.hi) < float(p.peak.lo) for x in late)):
+        return "declines"
+    if before and max(float(x.lo) for x in late) > max(float(x.hi) for x in before):
+        return "rises"
+    return "flat"
+
+
+def weakens_late_rule(fixed: ProxyTrajectory | None, refit: ProxyTrajectory | None = None, *,
+                      drift_angle: float | None = None) -> Outcome:
+    """Enrichment weakens late in training, read on both proxies; see ``RULES["weakens-late"]``.
 
     Args:
-        peak: the trained checkpoint (step > 0) with the largest enrichment, with its bootstrap CI.
-        late: the late-window enrichment: one aggregate, or each late-window checkpoint.
-        peak_is_last: whether the peak is the trajectory's last checkpoint.
+        fixed: the fixed proxy's trajectory (the paper's protocol).
+        refit: the proxy refitted at every checkpoint, or None when the run has none.
+        drift_angle: the largest principal angle (radians) between the fixed and the refit proxy
+            over the late window, or None when not stored.
     """
-    if peak is None or not _ok(peak.value):
+    tf, tr = _trend(fixed), _trend(refit)
+    if tf == "missing":
         return Outcome(INCONCLUSIVE, "no trained checkpoint has an enrichment value")
-    late = [x for x in late if _ok(x.value)]
-    txt = f"peak {peak.text()}; late window " + ("; ".join(x.text() for x in late) or "empty")
-    if peak_is_last:
-        return Outcome(NOT_SUPPORTED, txt + "; the trajectory peaks at its last checkpoint")
-    if not late:
-        return Outcome(INCONCLUSIVE, f"peak {peak.text()}; no checkpoint after the early/late cut")
-    if not (peak.has_interval() and all(x.has_interval() for x in late)):
-        return Outcome(INCONCLUSIVE, txt + "; an interval is missing")
-    if not all(float(x.value) < float(peak.value) for x in late):
-        return Outcome(INCONCLUSIVE, txt + "; the peak lies inside the late window")
-    if all(float(x.hi) < float(peak.lo) for x in late):
-        return Outcome(SUPPORTED, txt + "; every late value lies below the peak, intervals apart")
-    return Outcome(INCONCLUSIVE, txt + "; the intervals overlap")
+    txt = fixed.text() + "; " + (refit.text() if refit is not None else "no refit proxy stored")
+    dtxt = (f"; largest late drift {math.degrees(float(drift_angle)):.3g} deg"
+            if _ok(drift_angle) else "; no drift stored")
+    txt += dtxt
+    if tf == "declines":
+        if tr == "declines":
+            return Outcome(SUPPORTED, txt + "; both proxies decline, intervals apart")
+        if _ok(drift_angle):
+            share = math.cos(float(drift_angle)) ** 2
+            late = [x for x in fixed.late if _ok(x.value)]
+            if all(float(x.hi) < share * float(fixed.peak.lo) for x in late):
+                return Outcome(SUPPORTED, txt + f"; the fixed proxy declines below {_f(share)} "
+                                                "x its peak's CI lower bound, more than the "
+                                                "drift can explain")
+        return Outcome(INCONCLUSIVE, txt + f"; the fixed proxy declines but the refit proxy "
+                                           f"does not ({tr}) and the drift could explain it")
+    if "rises" in (tf, tr) and "declines" not in (tf, tr):
+        who = [n for n, t in (("fixed", tf), ("refit", tr)) if t == "rises"]
+        what = f"the {who[0]} proxy rises" if len(who) == 1 else "both proxies rise"
+        return Outcome(NOT_SUPPORTED, txt + f"; {what} into the late window, intervals apart")
+    why = {"no late window": "no checkpoint after the early/late cut",
+           "no interval": "an interval is missing", "flat": "the intervals overlap"}.get(tf, tf)
+    if tf == "flat" and fixed.peak_in_late:
+        why = "the peak lies inside the late window and the intervals overlap"
+    return Outcome(INCONCLUSIVE, txt + "; " + why)
 
 
 #: Equivalence margin of the ablation rule, as a fraction of the matched controls' loss increase.

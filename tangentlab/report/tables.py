@@ -112,17 +112,26 @@ class ResultTable:
     per-checkpoint refit variant), and only the rows measured in the full space (``subspace``
     empty; ``constrained`` rows repeat the test inside the space normalization layers leave the
     gradients, and are shown by their own metric names elsewhere). Empty buckets read as ``all``,
-    empty sites as ``""``.
+    empty sites as ``""``. :meth:`variant` gives the refit-proxy or constrained-space rows of the
+    same run (``proxy="refit"``, ``subspace="constrained"``) as a table of their own.
     """
 
-    def __init__(self, df) -> None:
+    def __init__(self, df, *, proxy: str = "fixed", subspace: str = "") -> None:
         import pandas as pd
 
+        self._source = df
+        self._variants: dict[tuple[str, str], ResultTable] = {}
         df = df.copy()
         if "proxy" in df.columns:
-            df = df[df["proxy"].isna() | (df["proxy"].astype(str) == "fixed")]
+            keep = df["proxy"].astype(str) == proxy
+            df = df[keep | df["proxy"].isna()] if proxy == "fixed" else df[keep]
+        elif proxy != "fixed":
+            df = df.iloc[:0]
         if "subspace" in df.columns:
-            df = df[df["subspace"].isna() | (df["subspace"].astype(str) == "")]
+            df = (df[df["subspace"].isna() | (df["subspace"].astype(str) == "")] if not subspace
+                  else df[df["subspace"].astype(str) == subspace])
+        elif subspace:
+            df = df.iloc[:0]
         for col, default in (("bucket", "all"), ("site", ""), ("checkpoint", "")):
             df[col] = df[col].fillna(default).astype(str) if col in df.columns else default
         df["step"] = pd.to_numeric(df["step"], errors="coerce") if "step" in df.columns else float("nan")
@@ -146,6 +155,15 @@ class ResultTable:
             if not self.has_band and (window or str(m).endswith(OLD_RANGE_METRIC_SUFFIXES)):
                 blo, bhi, lo, hi = lo, hi, None, None  # an old run: these ci_* held a min-max range
             self._index[key] = Estimate(_num(v), lo, hi, blo, bhi)
+
+    def variant(self, *, proxy: str = "fixed", subspace: str = "") -> ResultTable:
+        """The same run's rows of another proxy (``refit``) or space (``constrained``), cached."""
+        key = (proxy, subspace)
+        if key == ("fixed", ""):
+            return self
+        if key not in self._variants:
+            self._variants[key] = ResultTable(self._source, proxy=proxy, subspace=subspace)
+        return self._variants[key]
 
     @classmethod
     def read(cls, path) -> ResultTable:

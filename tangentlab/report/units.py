@@ -24,6 +24,8 @@ from tangentlab.report.tables import Estimate, ResultTable, fmt
 __all__ = [
     "Model",
     "Unit",
+    "EnergySource",
+    "energy_source",
     "bucket_order",
     "enrichment_unit",
     "bucket_unit",
@@ -186,17 +188,61 @@ def combine_units(units: Sequence[Unit]) -> R.Outcome:
 
 # ------------------------------------------------------------------------------ enrichment
 
+@dataclass(frozen=True)
+class EnergySource:
+    """Which stored energy test a verdict reads for one (proxy, site).
+
+    Where normalization layers force gradient directions, the plain enrichment is deflated for a
+    reason unrelated to tangents, so the verdicts read the constrained test: the per-row
+    reachable one (``enrichment_reachable``, every forced direction) when stored, else the test
+    inside the complement of 𝟙 (``subspace="constrained"`` rows), else the plain one.
+    """
+
+    table: ResultTable
+    enrichment: str
+    p_value: str
+    kind: str  # "plain", "constrained" (complement of 𝟙) or "reachable" (per-row)
+
+    def note(self) -> str:
+        """What the reader needs to know about the source (empty for the plain test)."""
+        if self.kind == "plain":
+            return ""
+        what = ("the per-row reachable space (every direction the norm forces)"
+                if self.kind == "reachable" else "the complement of the all-ones direction")
+        return (f"gradients here have forced directions: read inside {what} "
+                f"({self.enrichment}, {self.p_value})")
+
+
+def energy_source(model: Model, site: str, proxy: str = "fixed") -> EnergySource:
+    """The energy test the verdicts read at ``site`` for ``proxy`` (see :class:`EnergySource`)."""
+    plain = model.table.variant(proxy=proxy)
+    c = model.table.variant(proxy=proxy, subspace="constrained")
+    if site in c.sites("enrichment_reachable"):
+        return EnergySource(c, "enrichment_reachable", "p_value_reachable", "reachable")
+    if site in c.sites("enrichment"):
+        return EnergySource(c, "enrichment", "p_value", "constrained")
+    return EnergySource(plain, "enrichment", "p_value", "plain")
+
+
 def enrichment_unit(model: Model, site: str) -> Unit:
     """Enrichment at the last checkpoint against its controls, step 0 and oracle, for one site."""
     t = model.table
-    last = t.last_step("enrichment", site)
-    e = t.get("enrichment", site=site, step=last)
-    p = t.get("p_value", site=site, step=last).value
-    e0 = t.get("enrichment", site=site, step=0.0).value
+    src = energy_source(model, site)
+    last = src.table.last_step(src.enrichment, site)
+    e = src.table.get(src.enrichment, site=site, step=last)
+    p = src.table.get(src.p_value, site=site, step=last).value
+    e0 = src.table.get(src.enrichment, site=site, step=0.0).value
     n = model.n_controls
     out = R.enrichment_rule(e.value, e.ci_low, e.ci_high, p, n, e0)
     note = (f"p {fmt(p)} (n_controls {n if n is not None else '?'}), step 0: {fmt(e0)}, "
             f"position between null and oracle {fmt(t.get('position', site=site, step=last).value)}")
+    if src.kind != "plain":
+        plain = t.get("enrichment", site=site, step=last)
+        note = f"{src.note()}; plain enrichment {plain.text()}; " + note
+    cv = t.get("ratio_cv", site=site, step=last)
+    if cv.value is not None and cv.band_high is not None and cv.value > cv.band_high:
+        note += (f"; per-batch ratio CV {fmt(cv.value)} lies outside the validated range "
+                 f"(<= {fmt(cv.band_high)}): the interval may run low (cv_outside_validated_range)")
     return _unit(model, site, out, e.text(), f"step {_step(last)}", note)
 
 

@@ -429,10 +429,12 @@ def _rows() -> tuple[RowSpec, ...]:
          "Spearman (the rule) and Pearson (the readers' statistic) over token types, bootstrap CI, "
          "count-corrected spread",
          EmpiricalRow("freq_distance_spearman", U.freqdist_unit, U.freqdist_panel)),
-        ("ablation", "prediction", "Causal ablation: Q_T against variance-matched controls",
-         "Ablating the activations along Q_T raises the loss more than ablating along controls that "
-         "remove the same activation variance.",
-         R.RULES["ablation"], "mean-ablate Q_T / each control at the site, run the model forward",
+        ("ablation", "prediction", "Causal ablation: Q_T against dose-matched controls",
+         "Ablating the activations along Q_T raises the loss more than ablating along rank-matched "
+         "controls at the same dose (the same removed variance, and the same mean squared "
+         "displacement), on the same positions.",
+         R.RULES["ablation"], "partial mean-ablation of Q_T / each control at a common dose, run "
+         "the model forward",
          EmpiricalRow("ablation_loss_tangent", U.ablation_unit, U.ablation_panel)),
     ]
     depends = {"isoscore": "enrichment"}

@@ -25,7 +25,7 @@ from tangentlab.errors import ValidationError
 from tangentlab.measure import check_positive_int
 
 __all__ = ["GradientModel", "make_gradient_model", "TokenWindows", "token_windows",
-           "true_enrichment"]
+           "true_enrichment", "heavy_tail_batches", "heavy_tail_second_moment"]
 
 
 def _random_rotation(d: int, rng: np.random.Generator) -> np.ndarray:
@@ -188,3 +188,35 @@ def token_windows(*, d: int, m: int, n_types: int, zipf_s: float, pin_alpha: flo
     tangent = man.tangent_basis(tm.patch_center[None])[0]
     return TokenWindows(H=H, token_ids=ids.astype(np.int64), window_ids=win, tangent=tangent,
                         frequencies=tm.frequencies, spreads=tm.spreads)
+
+
+def heavy_tail_batches(gm: GradientModel, n_batches: int, rows_per_window: int, *,
+                       signal: float, tail_sigma: float, seed,
+                       windows_per_batch: int = 4) -> list[np.ndarray]:
+    """Batches of ``gm`` plus a planted signal in ``gm.Q`` whose strength varies by batch.
+
+    Batch b adds ``sqrt(signal w_b) Q z_i`` (``z_i ~ N(0, I_r)``) to each of its rows, with a
+    log-normal weight ``w_b = exp(tail_sigma u_b - tail_sigma^2 / 2)`` of mean 1, so the true
+    second moment is :func:`heavy_tail_second_moment` while the per-batch enrichment has a
+    heavy right tail: its
+    coefficient of variation over batches (:func:`tangentlab.measure.ratio_cv`) grows with
+    ``tail_sigma`` (about 1.25 at tail_sigma = 1.2 and 2.7 at 1.75 with signal 4, d = 32, r = 2).
+    """
+    rng = np.random.default_rng(seed)
+    base = gm.batches(n_batches, rows_per_window, seed=[*np.atleast_1d(seed).tolist(), 1],
+                      windows_per_batch=windows_per_batch)
+    out = []
+    for b in base:
+        w = float(np.exp(tail_sigma * rng.standard_normal() - tail_sigma**2 / 2))
+        z = rng.standard_normal((b.shape[0], gm.r))
+        out.append(b + np.sqrt(signal * w) * z @ gm.Q.T)
+    return out
+
+
+def heavy_tail_second_moment(gm: GradientModel, signal: float) -> np.ndarray:
+    """True ``E[g g^T]`` ``(d, d)`` of :func:`heavy_tail_batches`.
+
+    It is ``E[s^2] gm.second_moment() + signal Q Q^T`` with ``E[s^2] = exp(2 scale_sigma^2)``
+    (the signal is added after the batch scale).
+    """
+    return float(np.exp(2 * gm.scale_sigma**2)) * gm.second_moment() + signal * gm.Q @ gm.Q.T

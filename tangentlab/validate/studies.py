@@ -61,6 +61,9 @@ class CoverageStudy:
     old_coverage_enrichment: float
     d: int
     r: int
+    tail_sigma: float = 0.0
+    median_ratio_cv: float = float("nan")
+    miss_high_enrichment: float = float("nan")
 
     def to_dict(self) -> dict[str, Any]:
         """The fields as a plain dict for JSON (arrays become lists)."""
@@ -71,8 +74,8 @@ def coverage_study(*, n_sims: int, n_batches: int = 32, windows_per_batch: int =
                    rows_per_window: int = 32, d: int = 32, r: int = 2, signal: float = 1.0,
                    context: float = 0.5, scale_sigma: float = 0.3, spectrum_sigma: float = 0.8,
                    n_controls: int = 20, pool: int = 200, n_boot: int = 1000,
-                   interval: str = "bootstrap", confidence: float = 0.95, old_batches: int = 0,
-                   seed: int = 0) -> CoverageStudy:
+                   interval: str = "studentized", confidence: float = 0.95, old_batches: int = 0,
+                   tail_sigma: float = 0.0, seed: int = 0) -> CoverageStudy:
     """Simulate ``n_sims`` measurements of one gradient model with a known enrichment.
 
     The model (:func:`~tangentlab.validate.streams.make_gradient_model`) is fixed; every
@@ -80,6 +83,12 @@ def coverage_study(*, n_sims: int, n_batches: int = 32, windows_per_batch: int =
     each window with its own shared context, each batch with its own scale) and a fresh control
     pool (:func:`~tangentlab.measure.normal_controls`). The truth is the enrichment against Haar
     controls of the complement, ``E_T (d - r) / (r (1 - E_T))``.
+
+    ``tail_sigma > 0``: heavy-tailed batches instead
+    (:func:`~tangentlab.validate.streams.heavy_tail_batches`: the planted ``signal`` varies by
+    batch with a log-normal weight of log-sd ``tail_sigma``); ``median_ratio_cv`` is the median
+    over simulations of :func:`~tangentlab.measure.tails.ratio_cv`, the number a real run stores
+    as its ``ratio_cv`` row, and ``miss_high_enrichment`` the share of truths above the interval.
     """
     from tangentlab.measure import (
         batch_control_test,
@@ -88,19 +97,35 @@ def coverage_study(*, n_sims: int, n_batches: int = 32, windows_per_batch: int =
         normal_controls,
         outer_product_sum,
     )
-    from tangentlab.validate.streams import make_gradient_model, true_enrichment
+    from tangentlab.measure.tails import ratio_cv
+    from tangentlab.validate.streams import (
+        heavy_tail_batches,
+        heavy_tail_second_moment,
+        make_gradient_model,
+        true_enrichment,
+    )
 
-    gm = make_gradient_model(d, r, signal=signal, context=context, scale_sigma=scale_sigma,
-                             spectrum_sigma=spectrum_sigma, seed=[seed, 0])
-    eT, qT = true_enrichment(gm.Q, gm.second_moment())
+    tails = tail_sigma > 0
+    gm = make_gradient_model(d, r, signal=0.0 if tails else signal, context=context,
+                             scale_sigma=scale_sigma, spectrum_sigma=spectrum_sigma,
+                             seed=[seed, 0])
+    eT, qT = true_enrichment(gm.Q, heavy_tail_second_moment(gm, signal) if tails
+                             else gm.second_moment())
+    cvs = []
+    high_q = 0
     hit_e = hit_q = low_q = 0
     width = 0.0
     dropped = 0
     old_e = old_q = 0
     nb = max(n_batches, old_batches)
     for s in range(int(n_sims)):
-        bs = gm.batches(nb, rows_per_window, seed=[seed, 1, s],
-                        windows_per_batch=windows_per_batch)
+        if tails:
+            bs = heavy_tail_batches(gm, nb, rows_per_window, signal=signal,
+                                    tail_sigma=tail_sigma, seed=[seed, 1, s],
+                                    windows_per_batch=windows_per_batch)
+        else:
+            bs = gm.batches(nb, rows_per_window, seed=[seed, 1, s],
+                            windows_per_batch=windows_per_batch)
         ctrl = normal_controls(gm.Q, pool, seed=int(np.random.default_rng([seed, 2, s])
                                                       .integers(2**31)))
         be = batch_energies(gm.Q, ctrl, bs[:n_batches])
@@ -109,6 +134,8 @@ def coverage_study(*, n_sims: int, n_batches: int = 32, windows_per_batch: int =
         hit_e += res.energy_ci_low <= eT <= res.energy_ci_high
         hit_q += res.enrichment_ci_low <= qT <= res.enrichment_ci_high
         low_q += qT < res.enrichment_ci_low
+        high_q += qT > res.enrichment_ci_high
+        cvs.append(ratio_cv(be))
         width += res.enrichment_ci_high - res.enrichment_ci_low
         dropped += res.n_replicates - res.n_replicates_kept
         if old_batches:
@@ -129,6 +156,8 @@ def coverage_study(*, n_sims: int, n_batches: int = 32, windows_per_batch: int =
         old_batches=int(old_batches),
         old_coverage_energy=old_e / n if old_batches else nan,
         old_coverage_enrichment=old_q / n if old_batches else nan, d=d, r=r,
+        tail_sigma=float(tail_sigma), median_ratio_cv=float(np.median(cvs)),
+        miss_high_enrichment=high_q / n,
     )
 
 
@@ -165,7 +194,7 @@ def calibration_study(*, n_sims: int, signal: float, d: int = 64, m: int = 3,
                       n_batches: int = 32, windows_per_batch: int = 4, rows_per_window: int = 32,
                       context: float = 0.5, scale_sigma: float = 0.3, spectrum_sigma: float = 0.8,
                       n_controls: int = 20, pool: int = 60, n_boot: int = 200,
-                      control_space: str = "complement", alpha: float = 0.05,
+                      control_space: str = "full", alpha: float = 0.05,
                       fit_windows: int = 64, seed: int = 0) -> CalibrationStudy:
     """Fit Q_T on token-model activations, then test gradients with a planted tangent signal.
 
@@ -174,17 +203,19 @@ def calibration_study(*, n_sims: int, signal: float, d: int = 64, m: int = 3,
     (:func:`~tangentlab.measure.make_proxy`). Gradients come in ``n_batches`` checkpoint-like
     batches (:class:`~tangentlab.validate.streams.GradientModel`, a fresh random anisotropy
     every simulation) with ``signal`` extra variance per direction of the manifold's *true*
-    tangent (0: the null, where Q_T is unrelated to the gradients). Controls: ``"complement"``
-    (:func:`~tangentlab.measure.normal_controls`, the protocol's) or ``"full"``
-    (:func:`~tangentlab.measure.random_subspaces`, exchangeable with Q_T under the null).
+    tangent (0: the null, where Q_T is unrelated to the gradients). The enrichment always
+    divides by matched-rank complement controls (:func:`~tangentlab.measure.normal_controls`);
+    ``control_space`` names the controls of the p-value: ``"full"`` (the protocol's since issue
+    18: :func:`~tangentlab.measure.full_space_controls`, exchangeable with Q_T under the null, at
+    every r/d) or ``"complement"`` (the old protocol's, anti-conservative at large r/d).
     """
     from tangentlab.measure import (
         batch_control_test,
         batch_energies,
+        full_space_controls,
         make_proxy,
         normal_controls,
         principal_angles,
-        random_subspaces,
     )
     from tangentlab.validate.streams import make_gradient_model, token_windows
 
@@ -207,10 +238,9 @@ def calibration_study(*, n_sims: int, signal: float, d: int = 64, m: int = 3,
         bs = gm.batches(n_batches, rows_per_window, seed=[seed, 12, s],
                         windows_per_batch=windows_per_batch)
         cseed = int(np.random.default_rng([seed, 13, s]).integers(2**31))
-        ctrl = normal_controls(Q, pool, cseed) if control_space == "complement" else \
-            random_subspaces(d, m, pool, cseed)
-        res = batch_control_test(batch_energies(Q, ctrl, bs), n_controls=n_controls,
-                                 n_boot=n_boot, seed=s)
+        full = full_space_controls(Q, pool, cseed) if control_space == "full" else None
+        be = batch_energies(Q, normal_controls(Q, pool, cseed), bs, full_controls=full)
+        res = batch_control_test(be, n_controls=n_controls, n_boot=n_boot, seed=s)
         pv[s] = res.p_value
         hits += res.p_value <= alpha
         found += res.p_value <= alpha and res.enrichment_ci_low > 1

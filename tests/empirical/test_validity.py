@@ -209,7 +209,14 @@ def test_measured_rows_have_honest_intervals_bands_and_constraints(measured):
         kept = df[df.metric == "bootstrap_replicates_kept"]
         assert len(kept) and (kept.value <= kept.n_replicates).all() and (kept.value > 0).all()
         enr = df[(df.metric == "enrichment") & df.ci_low.notna()]
-        assert (enr.interval == "bootstrap").all() and (enr.n_batches >= 2).all()
+        assert (enr.interval == "studentized").all() and (enr.n_batches >= 2).all()
+        # issue 18: the p-value's controls are recorded; every energy unit stores its ratio CV
+        pv = df[df.metric == "p_value"]
+        assert len(pv) and (pv.controls == "full-space").all()
+        assert (df[df.metric == "p_value_complement"].controls == "complement").all()
+        cv = df[df.metric == "ratio_cv"]
+        per_ck = df[(df.metric == "energy_tangent") & df.checkpoint.str.startswith("step_")]
+        assert len(cv) == len(per_ck) and (cv.band_high == 0.9).all()
         # finding 6, checked on the rows: the decoder (GPT-2, pre-LN) residual stream reaches the
         # loss only through LayerNorms, so its gradients are orthogonal to 1; the encoder's
         # (BERT, post-LN) resid_post also feeds linear maps directly, so nothing is forced there

@@ -77,7 +77,7 @@ def test_point_estimates_match_control_test_with_the_same_controls():
     assert np.isnan(batch_control_test(be, n_boot=10).oracle)
 
 
-@pytest.mark.parametrize("interval", ["bootstrap", "bca", "jackknife"])
+@pytest.mark.parametrize("interval", ["bootstrap", "bca", "jackknife", "studentized"])
 def test_each_interval_brackets_the_estimate_and_is_reproducible(interval):
     be = batch_energies(np.eye(10)[:, :2], normal_controls(np.eye(10)[:, :2], 40, 1), _batches(7))
     a = batch_control_test(be, n_boot=300, seed=3, interval=interval)
@@ -206,3 +206,70 @@ def test_float32_projection_agrees_with_float64():
                                                                                   b.controls)
     with pytest.raises(ValidationError, match="dtype"):
         batch_energies(Q, pool, bs, dtype="float16")
+
+
+# -- issue 18: the p-value from full-space controls, calibrated at every r/d ---------------------
+
+
+def _null_p_values(d, r, sims, seed, *, full):
+    """Null p-values: Q Haar, C a rotated log-normal spectrum; two 'batches' whose sum is C."""
+    from tangentlab.measure import full_space_controls
+
+    rng = np.random.default_rng([seed, d, r])
+    out = np.empty((sims, 2))
+    for s in range(sims):
+        lam = np.exp(0.8 * rng.standard_normal(d))
+        U = np.linalg.qr(rng.standard_normal((d, d)))[0]
+        L = U * np.sqrt(lam)  # C = L L^T; the rows L^T give G^T G = C exactly
+        Q = random_subspace(d, r, int(rng.integers(2**31)))
+        cseed = int(rng.integers(2**31))
+        be = batch_energies(Q, normal_controls(Q, 20, cseed), [L.T / 2, L.T / 2],
+                            full_controls=full_space_controls(Q, 20, cseed) if full else None)
+        res = batch_control_test(be, n_controls=20, n_boot=2, seed=s)
+        out[s] = res.p_value, res.p_value_complement
+        assert res.p_value_controls == ("full" if full else "complement")
+    return out
+
+
+@pytest.mark.parametrize("d, r", [(64, 1), (64, 4), (32, 8)])  # r/d = 1/64, 1/16, 1/4
+def test_p_value_from_full_space_controls_is_calibrated_at_every_r_over_d(d, r):
+    # Under the null (C's law rotation invariant, Q independent of it) the full-space controls
+    # are exchangeable with Q: P(p <= 1/21) = 1/21 = 0.048 exactly, whatever r/d. Measured
+    # (seed 0, 800 nulls): full 0.054 / 0.051 / 0.048, complement 0.058 / 0.060 / 0.109.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # small projections: threads only contend on a shared machine
+    try:
+        p = _null_p_values(d, r, 800, 0, full=True)
+    finally:
+        torch.set_num_threads(threads)
+    assert np.mean(p[:, 0] <= 0.05) <= 0.06
+    if r / d >= 0.25:  # the complement p-value, read on the same nulls, is anti-conservative
+        assert np.mean(p[:, 1] <= 0.05) > 0.08
+
+
+def test_full_space_controls_ride_along_and_concat():
+    from tangentlab.measure import full_space_controls, grouped_batch_energies
+
+    Q = np.eye(10)[:, :2]
+    pool, full = normal_controls(Q, 12, 1), full_space_controls(Q, 7, 1)
+    bs = _batches(5)
+    be = batch_energies(Q, pool, bs, full_controls=full)
+    plain = batch_energies(Q, pool, bs)
+    ref = batch_energies(Q, full, bs)  # the full controls as an ordinary pool
+    assert np.allclose(be.controls, plain.controls) and np.allclose(be.tangent, plain.tangent)
+    assert be.full.shape == (6, 7) and np.allclose(be.full, ref.controls)
+    # independent of the complement draws of the same seed, and of Q itself
+    assert not np.allclose(np.abs(full[0]), np.abs(pool[0]))
+    assert np.allclose(full, full_space_controls(np.eye(10)[:, 3:5], 7, 1))
+    ab = batch_energies(Q, pool, bs[:2], full_controls=full).concat(
+        batch_energies(Q, pool, bs[2:], full_controls=full))
+    assert np.allclose(ab.full, be.full)
+    with pytest.raises(ShapeError, match="same Q and pools"):
+        ab.concat(plain)
+    labs = [np.arange(len(b)) % 2 for b in bs]
+    g = grouped_batch_energies(Q, pool, bs, labs, full_controls=full)
+    assert np.allclose(g[0].plus(g[1]).full, be.full)
+    assert BatchEnergies.zeros(6, 10, 2, 12, 7).plus(be).full_size == 7
+    # the p-value reads the full controls only when there are enough of them
+    assert batch_control_test(be, n_controls=7, n_boot=2).p_value_controls == "full"
+    assert batch_control_test(be, n_controls=10, n_boot=2).p_value_controls == "complement"

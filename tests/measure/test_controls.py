@@ -185,3 +185,62 @@ def test_causal_contrast_is_calibrated_and_detects_a_real_difference():
     assert res.tangent_per_variance == pytest.approx(res.tangent / 2.0)
     with pytest.raises(ShapeError):
         causal_contrast(t, c[:5])
+
+
+def _rms_null(seed, *, d=16, r=4, n_batches=16, rows=32, small=0.3):
+    """A null at an RMSNorm-like site: g_i isotropic in h_i's complement, with a norm that
+    depends on h_i's direction (rows whose h_i lies in span(Q) have gradients ``small`` times
+    as large). Returns Q, the batches of (H, G)."""
+    rng = np.random.default_rng(seed)
+    Q = np.eye(d)[:, :r]
+    out = []
+    for _ in range(n_batches):
+        inside = rng.random(rows) < 0.5
+        H = rng.standard_normal((rows, d))
+        H[inside, r:] = 0.0
+        H[~inside, :r] = 0.0
+        G = rng.standard_normal((rows, d))
+        u = H / np.linalg.norm(H, axis=1, keepdims=True)
+        G -= np.einsum("nd,nd->n", G, u)[:, None] * u
+        G[inside] *= small
+        out.append((H, G))
+    return Q, out
+
+
+def test_weighted_reachable_baseline_is_the_null_expectation_and_calibrates_p():
+    # Issue 18, item 6: unweighted, the baseline of Q averages rows whose gradients are small
+    # (h in span(Q): g loses a direction inside Q) with rows whose gradients carry the energy,
+    # so E_T / b_T is inflated under the null and p sits at its floor too often.
+    from tangentlab.measure import batch_control_test, batch_energies, full_space_controls
+
+    d, r = 16, 4
+    nulls, floor_w, floor_u, ratio_w, ratio_u = 200, 0, 0, [], []
+    for s in range(nulls):
+        Q, bs = _rms_null(s, d=d, r=r)
+        H = np.concatenate([h for h, _ in bs])
+        w = np.concatenate([np.sum(g * g, 1) for _, g in bs])
+        full = full_space_controls(Q, 40, s)
+        pool = normal_controls(Q, 40, s)
+        be = batch_energies(Q, pool, [g for _, g in bs], full_controls=full)
+        e_t = be.tangent.sum() / be.trace.sum()
+        for weights, ratios in ((w, ratio_w), (None, ratio_u)):
+            b_t = reachable_baseline(Q, H, forced="raw", weights=weights)
+            b_f = reachable_baseline(full, H, forced="raw", weights=weights)
+            b_c = reachable_baseline(pool, H, forced="raw", weights=weights)
+            ratios.append(e_t / b_t)
+            from dataclasses import replace
+
+            sc = replace(be, tangent=be.tangent / b_t, controls=be.controls / b_c[None],
+                         full=be.full / b_f[None])
+            p = batch_control_test(sc, n_controls=20, n_boot=2).p_value
+            if weights is None:
+                floor_u += p <= 1 / 21 + 1e-12
+            else:
+                floor_w += p <= 1 / 21 + 1e-12
+    # weighted: the energy over its baseline is 1 on average (exact expectation), p calibrated
+    assert np.mean(ratio_w) == pytest.approx(1.0, abs=0.03)
+    assert floor_w / nulls <= 0.06
+    # unweighted: biased up, and p at its floor far above the nominal 1/21
+    assert np.mean(ratio_u) > 1.1 and floor_u / nulls > 0.2
+    with pytest.raises(ShapeError, match="one value per row"):
+        reachable_baseline(Q, H, weights=w[:-1])

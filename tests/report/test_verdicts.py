@@ -78,14 +78,42 @@ class TestEveryEmpiricalRowIsPerUnit:
             assert v.status == R.NOT_RUN and v.error is None, (key, v.reason)
 
 
+def _with_refit(rows, refit=None, drift_deg=None):
+    """Add refit-proxy enrichment rows (the fixed values, or ``refit`` {step: value}) and drift."""
+    import math
+
+    out = list(rows)
+    for r in rows:
+        if r["metric"] != "enrichment" or r["bucket"] != "all" or r["step"] is None:
+            continue
+        v = r["value"] if refit is None else refit[r["step"]]
+        out.append({**r, "proxy": "refit", "value": v, "ci_low": v * 0.95, "ci_high": v * 1.05})
+        if drift_deg is not None:
+            out.append({**r, "proxy": "refit", "metric": "proxy_drift_max_angle",
+                        "value": math.radians(drift_deg), "ci_low": None, "ci_high": None})
+    return out
+
+
 class TestWeakensLate:
     def test_supported_when_late_checkpoints_fall_below_the_peak(self, tmp_path):
         rows = trajectory_rows("dec", {0: 1.0, 10: 2.0, 100: 5.0, 400: 3.0, 800: 2.5}, half_width=0.05)
-        run = write_run(tmp_path / "run", {"decoder": rows},
+        run = write_run(tmp_path / "run", {"decoder": _with_refit(rows)},
                         measure_extra={"decoder": {"early_late_cut_step": 240.0}})
         u = _by_key(run)["weakens-late"].units[0]
         assert u.status == R.SUPPORTED, u.reason
         assert "steps 400, 800" in u.at and "early/late cut at step 240" in u.at and "peak at step 100" in u.at
+
+    def test_a_stale_fixed_proxy_is_not_supported(self, tmp_path):
+        # issue 18: the subspace drifts 35 deg at a constant relation; the refit proxy stays flat
+        fixed = {0: 1.0, 10: 5.0, 100: 5.0, 400: 3.6, 800: 3.4}
+        rows = trajectory_rows("dec", fixed, half_width=0.05)
+        rows = _with_refit(rows, refit={0: 1.0, 10: 5.0, 100: 5.0, 400: 5.1, 800: 4.9},
+                           drift_deg=35)
+        run = write_run(tmp_path / "run", {"decoder": rows},
+                        measure_extra={"decoder": {"early_late_cut_step": 240.0}})
+        u = _by_key(run)["weakens-late"].units[0]
+        assert u.status == R.INCONCLUSIVE and "drift could explain" in u.reason, u.reason
+        assert "35 deg" in u.reason and "refit proxy late window" in u.note
 
     def test_not_supported_when_still_rising_at_the_end(self, tmp_path):
         rows = trajectory_rows("dec", {0: 1.0, 10: 2.0, 100: 3.0, 800: 5.0})
@@ -97,7 +125,8 @@ class TestWeakensLate:
         rows = trajectory_rows("dec", {0: 1.0, 10: 2.0, 100: 5.0, 400: 4.9, 800: 2.0})
         extra = {"early_late_cut_step": 50.0,  # ignored: the recorded window wins
                  "late_window": {"steps": [800], "weights": [1.0], "weighted_median_step": 800}}
-        run = write_run(tmp_path / "run", {"decoder": rows}, measure_extra={"decoder": extra})
+        run = write_run(tmp_path / "run", {"decoder": _with_refit(rows)},
+                        measure_extra={"decoder": extra})
         u = _by_key(run)["weakens-late"].units[0]
         assert u.status == R.SUPPORTED and "late window: steps 800" in u.at and "weighted" in u.at
 
@@ -119,6 +148,9 @@ class TestWeakensLate:
     def test_new_late_aggregate_with_a_ci_is_used(self, tmp_path):
         rows = trajectory_rows("dec", {0: 1.0, 100: 5.0, 400: 4.9, 800: 2.0}, band_columns=True,
                                late=(3.0, 2.8, 3.2))
+        # the refit proxy overlaps its peak at step 400, but a 5 deg drift cannot explain the
+        # fixed proxy's fall to 3.0
+        rows = _with_refit(rows, drift_deg=5)
         run = write_run(tmp_path / "run", {"decoder": rows},
                         measure_extra={"decoder": {"early_late_cut_step": 240.0}})
         u = _by_key(run)["weakens-late"].units[0]
@@ -230,3 +262,38 @@ def test_constrained_rows_never_stand_in_for_the_full_space_enrichment(tmp_path)
     table = ResultTable(read_results(tmp_path / "results.csv"))
     est = table.get("enrichment", step=10, site="blocks.0.resid_post")
     assert est.value == 3.0 and table.duplicates == {}
+
+
+def test_sites_with_forced_directions_are_read_on_the_constrained_energy(tmp_path):
+    """Issue 18: a norm-forced site's plain enrichment is deflated (0.88-0.95 under nulls); the
+    verdicts read the reachable (else the 1-complement) test where the run stored one."""
+    rows = trajectory_rows("dec", {0: 1.0, 100: 0.9, 800: 0.9}, half_width=0.05)
+    for st, v in ((0, 1.0), (100, 2.0), (800, 2.0)):
+        base = {"model": "dec", "arch": "decoder", "checkpoint": f"step_{st:06d}", "step": st,
+                "site": "blocks.1.resid_post", "bucket": "all", "proxy": "fixed",
+                "subspace": "constrained", "forced": "raw"}
+        rows += [{**base, "metric": "enrichment_reachable", "value": v, "ci_low": v * 0.95,
+                  "ci_high": v * 1.05},
+                 {**base, "metric": "p_value_reachable", "value": 1 / 21}]
+    run = write_run(tmp_path / "run", {"decoder": rows},
+                    measure_extra={"decoder": {"early_late_cut_step": 240.0}})
+    u = _by_key(run)["enrichment"].units[0]
+    assert u.status == R.SUPPORTED and "2 " in u.estimate, (u.reason, u.estimate)
+    assert "forced directions" in u.note and "plain enrichment 0.9" in u.note
+    wl = _by_key(run)["weakens-late"].units[0]
+    assert "enrichment_reachable" in wl.note
+    # without the constrained rows the plain (deflated) enrichment reads "not supported"
+    plain = [r for r in rows if r.get("subspace") != "constrained"]
+    run2 = write_run(tmp_path / "run2", {"decoder": plain})
+    assert _by_key(run2)["enrichment"].units[0].status == R.NOT_SUPPORTED
+
+
+def test_a_unit_outside_the_validated_ratio_cv_is_flagged(tmp_path):
+    rows = trajectory_rows("dec", {0: 1.0, 100: 3.0, 800: 3.0}, band_columns=True)
+    base = {"model": "dec", "arch": "decoder", "checkpoint": "step_000800", "step": 800,
+            "site": "blocks.1.resid_post", "bucket": "all", "proxy": "fixed"}
+    rows.append({**base, "metric": "ratio_cv", "value": 2.7, "band_high": 0.9,
+                 "note": "cv_outside_validated_range"})
+    run = write_run(tmp_path / "run", {"decoder": rows})
+    u = _by_key(run)["enrichment"].units[0]
+    assert "cv_outside_validated_range" in u.note and "2.7" in u.note

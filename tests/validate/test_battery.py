@@ -68,5 +68,8 @@ def test_validate_quick_passes_and_writes_a_run_directory(tmp_path):
             "frequency_null_mean_abs_rho", "causal_null_rejection_rate"} <= set(df["metric"])
     manifest = json.loads((out / MANIFEST_NAME).read_text())
     assert manifest["kind"] == "validate" and manifest["quick"] is True
-    assert manifest["null_control_space"] == "complement"
+    assert manifest["null_control_space"] == "full"  # the p-value's controls (issue 18)
+    fpr = [c for c in json.loads((out / "checks.json").read_text())
+           if c["name"].startswith("null calibration")]
+    assert len(fpr) == 3 and all("r/d" in c["name"] for c in fpr)
     assert (out / "validate_calibration.png").stat().st_size > 1000
