@@ -48,7 +48,6 @@ OVER_BUDGET = {
     "tangentlab/measure/proxies.py": 608,
     "tangentlab/distributed.py": 651,
     "tangentlab/empirical/protocol.py": 683,
-    "tangentlab/measure/energy.py": 812,
     "tangentlab/runs.py": 621,
     "tangentlab/synthetic/manifolds.py": 884,
 }

@@ -44,6 +44,8 @@ Example::
 from __future__ import annotations
 
 from tangentlab.measure._validate import check_positive_int
+from tangentlab.measure.batch_energy import BatchEnergies, batch_energies, grouped_batch_energies
+from tangentlab.measure.batch_test import BatchControlTestResult, batch_control_test
 from tangentlab.measure.causal_controls import (
     DOSE_LEVELS,
     DosePlan,
@@ -79,16 +81,11 @@ from tangentlab.measure.curvature import (
     visibility_in_frame,
 )
 from tangentlab.measure.energy import (
-    BatchControlTestResult,
-    BatchEnergies,
     ControlTestResult,
-    batch_control_test,
-    batch_energies,
     bootstrap_ci,
     control_test,
     energy_fraction,
     energy_fractions,
-    grouped_batch_energies,
     oracle_basis,
     oracle_energy,
 )

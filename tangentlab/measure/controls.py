@@ -228,7 +228,7 @@ def causal_contrast(tangent_losses: ArrayLike, control_losses: ArrayLike, *, n_b
         control_removed: ``(n,)`` the controls' removed variances.
     """
     from tangentlab.errors import InsufficientSamplesError, ValidationError
-    from tangentlab.measure.energy import _expanded_alpha
+    from tangentlab.measure.batch_test import _expanded_alpha
 
     t = to_float64(tangent_losses, "tangent_losses").ravel()
     c = to_float64(control_losses, "control_losses")

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tangentlab.measure.energy import BatchEnergies
+from tangentlab.measure.batch_energy import BatchEnergies
 
 __all__ = ["ratio_cv", "VALIDATED_RATIO_CV", "outside_validated_range"]
 

@@ -184,7 +184,7 @@ def test_grouped_energy_sums_agree_with_per_row_projection(n, d, m):
     """Both routes (every row projected, or each group's Gram matrix) give the same sums."""
     import torch
 
-    from tangentlab.measure.energy import _grouped_energy_sums
+    from tangentlab.measure.batch_energy import _grouped_energy_sums
 
     rng = np.random.default_rng(3)
     g, bases = rng.standard_normal((n, d)), rng.standard_normal((d, m))
