@@ -21,7 +21,12 @@ moments accumulate in float64. Bad input raises a typed :mod:`tangentlab.errors`
 - proxies: :class:`PCAProxy`, :class:`SemiNMFProxy`, :class:`ICAProxy`, :class:`TopKSAEProxy`,
   :func:`make_proxy`, ``PROXY_NAMES``;
 - curvature: :func:`local_tangent`, :func:`fit_second_fundamental_form`,
-  :func:`empirical_visibility`, :func:`visibility_in_frame`.
+  :func:`empirical_visibility`, :func:`visibility_in_frame`; with standard errors and a "not
+  measurable here" marker: :func:`local_curvature`, :func:`local_dimension`,
+  :func:`neighbourhood_size`;
+- closed-form inputs: :func:`fit_zipf` (Zipf s), :func:`pinning_exponent` (beta = s alpha, with a
+  norm null);
+- peer baselines: :func:`rankme`, :func:`alpha_req`, :func:`intrinsic_dimension` (TwoNN, GRIDE).
 
 Example::
 
@@ -64,6 +69,15 @@ from tangentlab.measure.curvature import (
     nearest_neighbours,
     visibility_in_frame,
 )
+from tangentlab.measure.curvature_stats import (
+    LocalCurvature,
+    LocalDimension,
+    local_curvature,
+    local_curvature_at,
+    local_dimension,
+    n_quadratic_parameters,
+    neighbourhood_size,
+)
 from tangentlab.measure.energy import (
     BatchControlTestResult,
     BatchEnergies,
@@ -96,6 +110,12 @@ from tangentlab.measure.isotropy import (
     top_variance_share,
 )
 from tangentlab.measure.moments import MomentAccumulator, outer_product_sum
+from tangentlab.measure.pinning import (
+    PinningFit,
+    pinning_exponent,
+    pinning_with_norm_null,
+    token_ranks,
+)
 from tangentlab.measure.proxies import (
     PROXY_NAMES,
     ICAProxy,
@@ -103,6 +123,15 @@ from tangentlab.measure.proxies import (
     SemiNMFProxy,
     TopKSAEProxy,
     make_proxy,
+)
+from tangentlab.measure.spectrum import (
+    ID_METHODS,
+    RANKME_CONVENTIONS,
+    AlphaReQ,
+    OptionalDependencyError,
+    alpha_req,
+    intrinsic_dimension,
+    rankme,
 )
 from tangentlab.measure.subspace import (
     SubspaceDrift,
@@ -115,6 +144,7 @@ from tangentlab.measure.subspace import (
     random_subspaces,
     subspace_drift,
 )
+from tangentlab.measure.zipf import ZIPF_METHODS, ZipfFit, fit_zipf, plot_zipf_fit, zipf_mle
 
 __all__ = [
     # subspace
@@ -186,4 +216,30 @@ __all__ = [
     "fit_second_fundamental_form",
     "empirical_visibility",
     "visibility_in_frame",
+    # curvature with standard errors (issue 20)
+    "n_quadratic_parameters",
+    "neighbourhood_size",
+    "LocalDimension",
+    "local_dimension",
+    "LocalCurvature",
+    "local_curvature",
+    "local_curvature_at",
+    # Zipf exponent and pinning (issue 20)
+    "ZIPF_METHODS",
+    "ZipfFit",
+    "fit_zipf",
+    "zipf_mle",
+    "plot_zipf_fit",
+    "PinningFit",
+    "pinning_exponent",
+    "pinning_with_norm_null",
+    "token_ranks",
+    # peer baselines (issue 20)
+    "RANKME_CONVENTIONS",
+    "rankme",
+    "AlphaReQ",
+    "alpha_req",
+    "ID_METHODS",
+    "OptionalDependencyError",
+    "intrinsic_dimension",
 ]

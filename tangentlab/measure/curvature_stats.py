@@ -32,9 +32,10 @@ matters (``docs/bridge.md``).
 **Neighbourhood-size rule** (:func:`neighbourhood_size`): ``k = max(ceil(4 · n_par), 200)`` (four
 points per fitted parameter, at least 200), capped by the points available.
 
-**Local dimension** (:func:`local_dimension`): the largest ratio of consecutive eigenvalues
-``lambda_j / lambda_{j+1}`` of the centred neighbourhood, over ``j < min(k, d) / 2``: the tangent
-directions carry ``t²``, the normal ones ``O(t⁴ κ²)`` plus noise.
+**Local dimension** (:func:`local_dimension`): multiscale local PCA. Between the neighbourhood
+and its inner half, a tangent direction's variance scales like the squared radius, a curvature
+normal's like its square, noise's not at all; m̂ counts the leading directions of the first kind.
+(A largest-eigenvalue-gap rule counted the sphere's curvature normal as a tangent: m̂ = m + 1.)
 
 **Not measurable here.** :func:`local_curvature` returns NaN values with ``measurable=False``
 and a reason when (a) the noise correction removes more than ``max_noise_share`` of the raw
@@ -108,14 +109,15 @@ class LocalDimension:
     Attributes:
         m: the estimated dimension; ci_low, ci_high: bootstrap percentile interval (equal to m
             when ``n_boot = 0``).
-        gap_ratio: ``lambda_m / lambda_{m+1}`` (how clear the gap is).
+        exponents: ``(max_dim,)`` each leading direction's variance-scaling exponent (1 tangent,
+            2 curvature normal, 0 noise).
         eigenvalues: the centred neighbourhood's eigenvalues, descending.
     """
 
     m: int
     ci_low: float
     ci_high: float
-    gap_ratio: float
+    exponents: np.ndarray = field(repr=False)
     eigenvalues: np.ndarray = field(repr=False)
 
 
@@ -125,36 +127,56 @@ def _spectrum(Y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return s**2 / max(Y.shape[0] - 1, 1), vt
 
 
-def _gap_dim(lam: np.ndarray, max_dim: int) -> tuple[int, float]:
-    lam = np.maximum(lam[: max_dim + 1], 1e-300)
-    ratio = lam[:-1] / lam[1:]
-    j = int(np.argmax(ratio))
-    return j + 1, float(ratio[j])
+def _scaling_dim(Y: np.ndarray, max_dim: int) -> tuple[int, np.ndarray, np.ndarray]:
+    """Dimension by how each principal direction's variance scales with the radius.
+
+    The inner half of Y (nearest to its mean) has squared radius ``rho² < 1`` times the whole's;
+    along a tangent direction the variance shrinks like ``rho²`` (exponent 1), along a curvature
+    normal like ``rho⁴`` (exponent 2), along pure noise not at all (exponent 0). m̂ counts the
+    leading directions whose exponent is in [0.3, 2) (the first outside ends the count).
+    """
+    lam, vt = _spectrum(Y)
+    c = Y - Y.mean(axis=0)
+    d2 = np.einsum("kd,kd->k", c, c)
+    inner = np.argsort(d2, kind="stable")[: max(Y.shape[0] // 2, 3)]
+    ci = Y[inner] - Y[inner].mean(axis=0)
+    top = vt[:max_dim]
+    lam_in = np.sum((ci @ top.T) ** 2, axis=0) / max(inner.size - 1, 1)
+    rho2 = float(d2[inner].mean() / d2.mean())
+    with np.errstate(divide="ignore", invalid="ignore"):
+        expo = np.log(np.maximum(lam_in, 1e-300) / np.maximum(lam[:max_dim], 1e-300)) / np.log(rho2)
+    tangent = (expo >= 0.3) & (expo < 2.0)
+    m = int(np.argmin(tangent)) if not tangent.all() else int(tangent.size)
+    return max(m, 1), expo, lam
 
 
 def local_dimension(Y: ArrayLike, *, max_dim: int | None = None, n_boot: int = 0,
                     confidence: float = 0.95, seed: Seed = 0) -> LocalDimension:
-    """Local dimension of a neighbourhood Y ``(k, d)`` by the largest eigenvalue gap.
+    """Local dimension of a neighbourhood Y ``(k, d)`` by multiscale local PCA.
+
+    The leading principal directions whose variance shrinks like the squared radius between the
+    whole neighbourhood and its inner half (exponent in [0.3, 2); curvature directions shrink
+    like its square, noise not at all). Compare Little, Maggioni & Rosasco (2017).
 
     Args:
-        Y: the neighbourhood, shape ``(k, d)``, k >= 4.
+        Y: the neighbourhood, shape ``(k, d)``, k >= 8.
         max_dim: largest dimension considered (default ``min(k, d) // 2``).
-        n_boot: bootstrap replicates over the rows of Y for the interval (0: none).
+        n_boot: bootstrap replicates over the rows of Y for the interval (0: none; the interval
+            is then the point estimate).
         confidence: the interval's level.
         seed: seed of the bootstrap.
     """
-    Y = as_points(Y, name="Y", min_rows=4)
+    Y = as_points(Y, name="Y", min_rows=8)
     k, d = Y.shape
     top = max(1, min(k, d) // 2) if max_dim is None else check_rank(max_dim, min(k, d), "max_dim")
-    lam, _ = _spectrum(Y)
-    m, gap = _gap_dim(lam, top)
+    m, expo, lam = _scaling_dim(Y, top)
     lo = hi = float(m)
     if n_boot:
         rng = np.random.default_rng(seed)
-        reps = [_gap_dim(_spectrum(Y[rng.integers(0, k, k)])[0], top)[0] for _ in range(n_boot)]
+        reps = [_scaling_dim(Y[rng.integers(0, k, k)], top)[0] for _ in range(n_boot)]
         a = (1 - confidence) / 2
         lo, hi = (float(v) for v in np.quantile(reps, [a, 1 - a]))
-    return LocalDimension(m=m, ci_low=lo, ci_high=hi, gap_ratio=gap, eigenvalues=lam)
+    return LocalDimension(m=m, ci_low=lo, ci_high=hi, exponents=expo, eigenvalues=lam)
 
 
 @dataclass(frozen=True)
@@ -217,7 +239,10 @@ def local_curvature(Y: ArrayLike, m: int, point: ArrayLike | None = None, *,
         point: base point ``(d,)`` of the chart (default: the mean of Y; the fit's constant term
             absorbs the offset either way).
         confidence: level of the normal-approximation intervals.
-        max_noise_share, max_tangent_noise: the "not measurable here" thresholds (module doc).
+        max_noise_share: "not measurable" when the noise correction removes more than this
+            share of the raw ‖II‖².
+        max_tangent_noise: "not measurable" when the tangent noise ``m σ̄²`` exceeds this share
+            of the tangent variance.
 
     Returns:
         :class:`LocalCurvature`.

@@ -124,6 +124,7 @@ class AlphaReQ:
     n_ranks: int
 
     def to_dict(self) -> dict[str, Any]:
+        """The fields as a plain dict."""
         return asdict(self)
 
 

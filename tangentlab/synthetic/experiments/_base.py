@@ -112,9 +112,10 @@ def register(exp: Experiment) -> Experiment:
 
 
 def names() -> list[str]:
-    """The experiment names, in their canonical order."""
+    """The experiment names, in their canonical order (that of ``_MODULES``)."""
     _load_all()
-    return list(_REGISTRY)
+    return sorted(_REGISTRY, key=lambda n: _MODULES.index(
+        type(_REGISTRY[n]).__module__.rsplit(".", 1)[-1]))
 
 
 def get(name: str) -> Experiment:
@@ -122,17 +123,22 @@ def get(name: str) -> Experiment:
     _load_all()
     if name not in _REGISTRY:
         raise UnknownNameError(
-            f"unknown synthetic experiment {name!r}; known: {', '.join(_REGISTRY)}"
+            f"unknown synthetic experiment {name!r}; known: {', '.join(names())}"
         )
     return _REGISTRY[name]
 
 
+#: The experiment modules, in canonical order.
+_MODULES = ("visibility", "gradient_ratio", "amplification", "proxy_recovery", "river_valley",
+            "calibration")
+
+
 def _load_all() -> None:
-    if _REGISTRY:
-        return
+    # import every module (cached after the first time): importing one experiment module
+    # directly must not hide the others from the registry
     import importlib
 
-    for mod in ("visibility", "gradient_ratio", "amplification", "proxy_recovery", "river_valley"):
+    for mod in _MODULES:
         importlib.import_module(f"tangentlab.synthetic.experiments.{mod}")
 
 
