@@ -86,3 +86,12 @@ def test_knn_wrapper_and_too_few_points():
     assert f.k == 200
     with pytest.raises(InsufficientSamplesError):
         local_curvature(Y[:8], m=2)
+
+
+def test_docstring_examples_run():
+    import doctest
+
+    import tangentlab.measure.curvature_stats as mod
+
+    res = doctest.testmod(mod, optionflags=doctest.ELLIPSIS)
+    assert res.attempted > 0 and res.failed == 0

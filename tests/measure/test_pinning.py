@@ -71,3 +71,12 @@ def test_token_ranks_and_bad_inputs():
         pinning_exponent(H, [0, 1, 2, 3], [0, 1, 2, 3], [1, 2])
     with pytest.raises(InsufficientSamplesError):
         pinning_exponent(np.eye(4), [0, 0, 1, 1], [0, 1, 0, 1], [1, 2], k=2, n_boot=20)
+
+
+def test_docstring_examples_run():
+    import doctest
+
+    import tangentlab.measure.pinning as mod
+
+    res = doctest.testmod(mod, optionflags=doctest.ELLIPSIS)
+    assert res.attempted > 0 and res.failed == 0

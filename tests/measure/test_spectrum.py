@@ -77,3 +77,12 @@ def test_intrinsic_dimension_without_the_extra(monkeypatch):
     monkeypatch.setattr(builtins, "__import__", fake)
     with pytest.raises(OptionalDependencyError, match="tangentlab\\[dimension\\]"):
         intrinsic_dimension(np.random.default_rng(0).standard_normal((50, 4)))
+
+
+def test_docstring_examples_run():
+    import doctest
+
+    import tangentlab.measure.spectrum as mod
+
+    res = doctest.testmod(mod, optionflags=doctest.ELLIPSIS)
+    assert res.attempted > 0 and res.failed == 0

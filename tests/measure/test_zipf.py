@@ -66,3 +66,12 @@ def test_coverage_by_simulation():
         f = fit_zipf(tok, doc, n_boot=100, seed=rep)
         hits += f.ci_low <= 1.0 <= f.ci_high
     assert hits / reps >= 0.85  # nominal 0.95; 40 replicates
+
+
+def test_docstring_examples_run():
+    import doctest
+
+    import tangentlab.measure.zipf as mod
+
+    res = doctest.testmod(mod, optionflags=doctest.ELLIPSIS)
+    assert res.attempted > 0 and res.failed == 0

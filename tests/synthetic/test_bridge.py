@@ -70,3 +70,12 @@ def test_from_real_fits_end_to_end():
 def test_bad_ranks():
     with pytest.raises(ValidationError):
         predict_bucket_visibility([0], _fixed(1.0), _fixed(0.2), _fixed(0.1), _fixed(1.0), 2, 10)
+
+
+def test_docstring_examples_run():
+    import doctest
+
+    import tangentlab.synthetic.bridge as mod
+
+    res = doctest.testmod(mod, optionflags=doctest.ELLIPSIS)
+    assert res.attempted > 0 and res.failed == 0
