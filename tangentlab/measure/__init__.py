@@ -23,7 +23,8 @@ moments accumulate in float64. Bad input raises a typed :mod:`tangentlab.errors`
 - curvature: :func:`local_tangent`, :func:`fit_second_fundamental_form`,
   :func:`empirical_visibility`, :func:`visibility_in_frame`; with standard errors and a "not
   measurable here" marker: :func:`local_curvature`, :func:`local_dimension`,
-  :func:`neighbourhood_size`;
+  :func:`neighbourhood_size`; per token and pooled: :func:`per_token_curvature`,
+  :func:`pooled_visibility`, :func:`measured_attenuation`;
 - closed-form inputs: :func:`fit_zipf` (Zipf s), :func:`pinning_exponent` (beta = s alpha, with a
   norm null);
 - peer baselines: :func:`rankme`, :func:`alpha_req`, :func:`intrinsic_dimension` (TwoNN, GRIDE).
@@ -45,6 +46,12 @@ Example::
 
 from __future__ import annotations
 
+from tangentlab.measure.buckets import (
+    PooledRatio,
+    measured_attenuation,
+    per_token_curvature,
+    pooled_visibility,
+)
 from tangentlab.measure.constrained import (
     ComplementSpace,
     complement_space,
@@ -224,6 +231,10 @@ __all__ = [
     "LocalCurvature",
     "local_curvature",
     "local_curvature_at",
+    "per_token_curvature",
+    "pooled_visibility",
+    "PooledRatio",
+    "measured_attenuation",
     # Zipf exponent and pinning (issue 20)
     "ZIPF_METHODS",
     "ZipfFit",

@@ -304,4 +304,5 @@ def plot_zipf_fit(fit: ZipfFit, ax: Any = None, title: str | None = None):
     ax.set_title(title or f"Zipf fit ({fit.method}): s = {fit.s:.3f} "
                           f"[{fit.ci_low:.3f}, {fit.ci_high:.3f}]", fontsize=8)
     ax.legend(fontsize=6)
+    fig.tight_layout()
     return fig
