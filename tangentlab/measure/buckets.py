@@ -38,7 +38,9 @@ def per_token_curvature(H: ArrayLike, token_ids: ArrayLike, doc_ids: ArrayLike, 
     """:func:`local_curvature` of every token with at least k occurrences in distinct documents.
 
     Args:
-        H: activations ``(n, d)``; token_ids, doc_ids: ``(n,)`` integer labels.
+        H: activations ``(n, d)``.
+        token_ids: ``(n,)`` integer token ids.
+        doc_ids: ``(n,)`` integer document ids.
         m: the manifold dimension.
         k: occurrences per token (default :func:`neighbourhood_size` ``(m)``); equal for every
             token so that the fits are comparable.
@@ -113,7 +115,9 @@ def measured_attenuation(fits: dict[int, LocalCurvature], frequencies: dict[int,
     Args:
         fits: from :func:`per_token_curvature`.
         frequencies: ``{token_id: frequency}`` (the training data's), the occurrence weights.
-        n_boot, confidence, seed: the bootstrap.
+        n_boot: bootstrap replicates (tokens resampled with replacement).
+        confidence: the interval's level.
+        seed: seed of the bootstrap.
     """
     toks, nv, tv, f = _arrays(fits, frequencies)
     value = float((np.sum(f * nv) / np.sum(f * tv)) / (np.sum(nv) / np.sum(tv)))
