@@ -192,7 +192,8 @@ class LocalCurvature:
         noise_var: residual variance summed over normal dimensions, ``RSS / (k - n_par)``.
         noise_share: the correction's share of the raw ‖II‖²; tangent_noise: ``m σ̄²`` over the
             raw tangent variance (the two "not measurable" criteria).
-        k, m: points and dimension; measurable, reason: the marker.
+        k, m: points and dimension; measurable, reason: the marker (all values NaN);
+        ii_measurable, ii_reason: the marker of ‖II‖² alone (also the two-scale check).
     """
 
     ii_norm_sq: float
@@ -212,6 +213,8 @@ class LocalCurvature:
     m: int
     measurable: bool = True
     reason: str = ""
+    ii_measurable: bool = True
+    ii_reason: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """All fields as plain values."""
@@ -230,7 +233,8 @@ def _quad_stat(Wm: np.ndarray, Qh: np.ndarray, C: np.ndarray, noise_tot: float,
 
 def local_curvature(Y: ArrayLike, m: int, point: ArrayLike | None = None, *,
                     confidence: float = 0.95, max_noise_share: float = 0.9,
-                    max_tangent_noise: float = 0.05) -> LocalCurvature:
+                    max_tangent_noise: float = 0.05, scale_check: bool = True,
+                    scale_fraction: float = 0.6, z_scale: float = 1.96) -> LocalCurvature:
     """Noise-corrected ‖II‖² and visibility of a neighbourhood Y ``(k, d)``, with intervals.
 
     Args:
@@ -243,6 +247,12 @@ def local_curvature(Y: ArrayLike, m: int, point: ArrayLike | None = None, *,
             share of the raw ‖II‖².
         max_tangent_noise: "not measurable" when the tangent noise ``m σ̄²`` exceeds this share
             of the tangent variance.
+        scale_check: refit ‖II‖² on the inner ``scale_fraction`` of Y (nearest its mean) and
+            mark ‖II‖² alone "not measurable" (``ii_measurable=False``) when the two differ by more
+            than ``z_scale`` standard deviations of the difference (nested estimates:
+            ``sqrt(se_inner² - se²)``) and by more than 1% of ‖II‖².
+        scale_fraction: share of Y in the inner fit.
+        z_scale: threshold of the two-scale check.
 
     Returns:
         :class:`LocalCurvature`.
@@ -301,6 +311,21 @@ def local_curvature(Y: ArrayLike, m: int, point: ArrayLike | None = None, *,
         if tv > 0 else float("nan")
     vis_se = math.sqrt(samp + (nv_se / tv) ** 2) if tv > 0 else float("inf")
     vis_raw = float(lam[m:].sum()) / tan_raw if tan_raw > 0 else float("nan")
+    # two-scale check of ||II||^2: the chart's higher-order terms bias a quadratic fit by
+    # O(radius^2); the inner part of the neighbourhood has a smaller radius, so a difference
+    # beyond the noise says that the bias is larger than the interval
+    ii_reason = ""
+    n_in = int(math.ceil(scale_fraction * k))
+    if scale_check and n_in >= n_par + 3 and n_in < k:
+        dist = np.einsum("kd,kd->k", Y - Y.mean(axis=0), Y - Y.mean(axis=0))
+        inner = np.argsort(dist, kind="stable")[:n_in]
+        f_in = local_curvature(Y[inner], m, point=p, confidence=confidence,
+                               max_noise_share=1.0, max_tangent_noise=1.0, scale_check=False)
+        sd = math.sqrt(max(f_in.ii_se**2 - ii_se**2, 0.25 * f_in.ii_se**2))
+        if abs(f_in.ii_norm_sq - ii) > max(z_scale * sd, 0.01 * abs(ii)):  # 1%: immaterial
+            ii_reason = (f"||II||^2 changes with the neighbourhood size ({ii:.4g} on {k} points, "
+                         f"{f_in.ii_norm_sq:.4g} on the inner {n_in}): the chart's higher-order "
+                         "terms bias it beyond its interval")
     share = 1.0 - ii / ii_raw if ii_raw > 0 else 1.0
     tnoise = m * sig2 / tan_raw if tan_raw > 0 else float("inf")
     from scipy.stats import norm
@@ -314,15 +339,17 @@ def local_curvature(Y: ArrayLike, m: int, point: ArrayLike | None = None, *,
         reason = (f"tangent noise is {tnoise:.1%} of the tangent variance (> "
                   f"{max_tangent_noise:.0%}): errors in the regressors bias II down")
     ok = not reason
+    ii_ok = ok and not ii_reason
     nan = float("nan")
     return LocalCurvature(
-        ii_norm_sq=ii if ok else nan, ii_se=ii_se if ok else nan,
-        ii_ci=(ii - z * ii_se, ii + z * ii_se) if ok else (nan, nan), ii_raw=ii_raw,
+        ii_norm_sq=ii if ii_ok else nan, ii_se=ii_se if ii_ok else nan,
+        ii_ci=(ii - z * ii_se, ii + z * ii_se) if ii_ok else (nan, nan), ii_raw=ii_raw,
         normal_var=nv if ok else nan, tangent_var=tv,
         visibility=vis if ok else nan, visibility_se=vis_se if ok else nan,
         visibility_ci=(vis - z * vis_se, vis + z * vis_se) if ok else (nan, nan),
         visibility_raw=vis_raw, noise_var=noise_tot, noise_share=share, tangent_noise=tnoise,
-        k=k, m=m, measurable=ok, reason=reason)
+        k=k, m=m, measurable=ok, reason=reason, ii_measurable=ii_ok,
+        ii_reason=reason or ii_reason)
 
 
 def local_curvature_at(X: ArrayLike, point: ArrayLike, m: int, k: int | None = None,
