@@ -95,3 +95,15 @@ def test_docstring_examples_run():
 
     res = doctest.testmod(mod, optionflags=doctest.ELLIPSIS)
     assert res.attempted > 0 and res.failed == 0
+
+
+def test_two_scale_check_marks_higher_order_bias():
+    # little noise, radius 0.2 on a unit 2-sphere: the quadratic fit is biased by the chart's
+    # quartic terms (about +8%) far beyond its tiny interval; the check must say so
+    Y, ii = _sphere_patch(2, 64, 0.2 / np.sqrt(2), 1e-4, 200, seed=0)
+    f = local_curvature(Y, 2)
+    assert f.measurable and not f.ii_measurable and np.isnan(f.ii_norm_sq)
+    assert "neighbourhood size" in f.ii_reason
+    assert np.isfinite(f.visibility)  # the visibility is not affected
+    g = local_curvature(Y, 2, scale_check=False)
+    assert g.ii_measurable and not g.ii_ci[0] <= ii <= g.ii_ci[1]
