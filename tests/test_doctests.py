@@ -52,4 +52,4 @@ def test_experiment_names_keep_their_order_whatever_was_imported_first():
             "from tangentlab.synthetic.experiments import names\nprint(names())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == str(["visibility", "gradient-ratio", "amplification",
-                                      "proxy-recovery", "river-valley"])
+                                      "proxy-recovery", "river-valley", "estimator-calibration"])

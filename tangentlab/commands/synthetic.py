@@ -8,7 +8,8 @@ from tangentlab.commands import add_common_run_args, require_subcommand, writing
 
 #: Experiment names, listed here so that ``--help`` needs no heavy import (kept in sync with
 #: ``tangentlab.synthetic.experiments.names()`` by a test).
-EXPERIMENTS = ("visibility", "gradient-ratio", "amplification", "proxy-recovery", "river-valley")
+EXPERIMENTS = ("visibility", "gradient-ratio", "amplification", "proxy-recovery", "river-valley",
+               "estimator-calibration")
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -24,7 +24,13 @@ moments accumulate in float64. Bad input raises a typed :mod:`tangentlab.errors`
 - proxies: :class:`PCAProxy`, :class:`SemiNMFProxy`, :class:`ICAProxy`, :class:`TopKSAEProxy`,
   :func:`make_proxy`, ``PROXY_NAMES``;
 - curvature: :func:`local_tangent`, :func:`fit_second_fundamental_form`,
-  :func:`empirical_visibility`, :func:`visibility_in_frame`.
+  :func:`empirical_visibility`, :func:`visibility_in_frame`; with standard errors and a "not
+  measurable here" marker: :func:`local_curvature`, :func:`local_dimension`,
+  :func:`neighbourhood_size`; per token and pooled: :func:`per_token_curvature`,
+  :func:`pooled_visibility`, :func:`measured_attenuation`;
+- closed-form inputs: :func:`fit_zipf` (Zipf s), :func:`pinning_exponent` (beta = s alpha, with a
+  norm null);
+- peer baselines: :func:`rankme`, :func:`alpha_req`, :func:`intrinsic_dimension` (TwoNN, GRIDE).
 
 Example::
 
@@ -46,6 +52,12 @@ from __future__ import annotations
 from tangentlab.measure._validate import check_positive_int
 from tangentlab.measure.batch_energy import BatchEnergies, batch_energies, grouped_batch_energies
 from tangentlab.measure.batch_test import BatchControlTestResult, batch_control_test
+from tangentlab.measure.buckets import (
+    PooledRatio,
+    measured_attenuation,
+    per_token_curvature,
+    pooled_visibility,
+)
 from tangentlab.measure.causal_controls import (
     DOSE_LEVELS,
     DosePlan,
@@ -80,6 +92,15 @@ from tangentlab.measure.curvature import (
     nearest_neighbours,
     visibility_in_frame,
 )
+from tangentlab.measure.curvature_stats import (
+    LocalCurvature,
+    LocalDimension,
+    local_curvature,
+    local_curvature_at,
+    local_dimension,
+    n_quadratic_parameters,
+    neighbourhood_size,
+)
 from tangentlab.measure.energy import (
     ControlTestResult,
     bootstrap_ci,
@@ -110,6 +131,12 @@ from tangentlab.measure.isotropy import (
     top_variance_share,
 )
 from tangentlab.measure.moments import MomentAccumulator, outer_product_sum
+from tangentlab.measure.pinning import (
+    PinningFit,
+    pinning_exponent,
+    pinning_with_norm_null,
+    token_ranks,
+)
 from tangentlab.measure.proxies import (
     PROXY_NAMES,
     ICAProxy,
@@ -117,6 +144,15 @@ from tangentlab.measure.proxies import (
     SemiNMFProxy,
     TopKSAEProxy,
     make_proxy,
+)
+from tangentlab.measure.spectrum import (
+    ID_METHODS,
+    RANKME_CONVENTIONS,
+    AlphaReQ,
+    OptionalDependencyError,
+    alpha_req,
+    intrinsic_dimension,
+    rankme,
 )
 from tangentlab.measure.subspace import (
     SubspaceDrift,
@@ -131,6 +167,7 @@ from tangentlab.measure.subspace import (
     subspace_drift,
 )
 from tangentlab.measure.tails import VALIDATED_RATIO_CV, outside_validated_range, ratio_cv
+from tangentlab.measure.zipf import ZIPF_METHODS, ZipfFit, fit_zipf, plot_zipf_fit, zipf_mle
 
 __all__ = [
     # input checks shared with the validation battery
@@ -221,4 +258,34 @@ __all__ = [
     "fit_second_fundamental_form",
     "empirical_visibility",
     "visibility_in_frame",
+    # curvature with standard errors (issue 20)
+    "n_quadratic_parameters",
+    "neighbourhood_size",
+    "LocalDimension",
+    "local_dimension",
+    "LocalCurvature",
+    "local_curvature",
+    "local_curvature_at",
+    "per_token_curvature",
+    "pooled_visibility",
+    "PooledRatio",
+    "measured_attenuation",
+    # Zipf exponent and pinning (issue 20)
+    "ZIPF_METHODS",
+    "ZipfFit",
+    "fit_zipf",
+    "zipf_mle",
+    "plot_zipf_fit",
+    "PinningFit",
+    "pinning_exponent",
+    "pinning_with_norm_null",
+    "token_ranks",
+    # peer baselines (issue 20)
+    "RANKME_CONVENTIONS",
+    "rankme",
+    "AlphaReQ",
+    "alpha_req",
+    "ID_METHODS",
+    "OptionalDependencyError",
+    "intrinsic_dimension",
 ]

@@ -14,8 +14,9 @@ Public API (loaded lazily, so ``import tangentlab.synthetic`` stays cheap):
 Example::
 
     >>> from tangentlab.synthetic import names
-    >>> names()
-    ['visibility', 'gradient-ratio', 'amplification', 'proxy-recovery', 'river-valley']
+    >>> names()  # doctest: +NORMALIZE_WHITESPACE
+    ['visibility', 'gradient-ratio', 'amplification', 'proxy-recovery', 'river-valley',
+     'estimator-calibration']
 """
 
 from __future__ import annotations

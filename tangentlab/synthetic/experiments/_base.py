@@ -112,7 +112,8 @@ def register(exp: Experiment) -> Experiment:
 
 
 #: The experiment modules, in the canonical order of :func:`names` (one line per experiment).
-_MODULES = ("visibility", "gradient_ratio", "amplification", "proxy_recovery", "river_valley")
+_MODULES = ("visibility", "gradient_ratio", "amplification", "proxy_recovery", "river_valley",
+            "calibration")
 
 
 def names() -> list[str]:
