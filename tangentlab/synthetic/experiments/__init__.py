@@ -1,4 +1,4 @@
-"""The five synthetic experiments and :func:`run_experiment`.
+"""The six synthetic experiments and :func:`run_experiment`.
 
 ``names()`` lists them (``visibility``, ``gradient-ratio``, ``amplification``,
 ``proxy-recovery``, ``river-valley``); ``get(name)`` returns the experiment object (frozen
