@@ -10,7 +10,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
-EXTRAS ?= dev,corpora,docs
+EXTRAS ?= dev,corpora,docs,zipf,dimension
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 

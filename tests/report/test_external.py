@@ -70,8 +70,10 @@ def test_one_checkpoint_run_is_not_applicable_for_weakens_late(tmp_path):
     assert v.status == ONE_CHECKPOINT  # was "not supported": "peaks at its last checkpoint"
     assert "needs a trajectory" in v.units[0].reason
     # beside a real trajectory, the one-checkpoint unit is left out of the combination
-    run2 = write_run(tmp_path / "run2", {"decoder": rows, "encoder": trajectory_rows(
-        "traj", {0: 1.0, 100: 3.0, 1000: 1.5}, late=(1.5, 1.4, 1.6))}, measure_extra={
+    enc = trajectory_rows("traj", {0: 1.0, 100: 3.0, 1000: 1.5}, late=(1.5, 1.4, 1.6))
+    # the refit proxy declines too (the weakens-late rule reads both proxies, issue 18)
+    enc += [{**r, "proxy": "refit"} for r in enc if r["metric"] == "enrichment"]
+    run2 = write_run(tmp_path / "run2", {"decoder": rows, "encoder": enc}, measure_extra={
         "encoder": {"early_late_cut_step": 300.0}})
     v2 = _by(run2)["weakens-late"]
     assert {u.model: u.status for u in v2.units} == {"decoder": ONE_CHECKPOINT, "encoder": R.SUPPORTED}
