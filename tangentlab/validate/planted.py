@@ -82,10 +82,12 @@ class PlantedConfig(PretrainedConfig):
         curvature: κ, the paraboloid's normal curvature at the chart origin.
         noise_scale: σ, isotropic noise in every direction.
         topic_strength: τ, weight of the window-mean token vector (document vocabulary).
-        rogue_dim, rogue_scale: a rogue standard axis (-1 = none) and its offset.
+        rogue_dim: a rogue standard axis (-1 = none).
+        rogue_scale: the rogue axis's offset.
         pos0_scale: first-position offset in units of √m (0 = none; 150 = a 150× position 0).
         loss_scale: β.
-        cost_shape, cost_curvature: φ and its c (see the module docstring).
+        cost_shape: φ (see the module docstring).
+        cost_curvature: φ's c.
         salt: seed of the hashes (same salt, same model).
     """
 
