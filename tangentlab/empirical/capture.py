@@ -219,13 +219,14 @@ def capture_batch(loaded, sites: Sequence[str], input_ids, labels=None, *, atten
 
 
 def edited_losses(loaded, site: str, input_ids, labels, *, bases, shifts, mu,
-                  max_batch: int = 64):
+                  mask=None, max_batch: int = 64):
     """Summed loss of the batch under K edits of the activations at ``site`` (no gradients).
 
     Variant k replaces each activation h by ``h − ((h − mu) B_k) B_kᵀ + shift_k`` (mean-ablation
     of span(B_k), then a constant shift). ``bases``: (K, d, r) orthonormal (zeros = no ablation);
-    ``shifts``: (K, d); ``mu``: (d,). Variants run stacked along the batch axis, at most
-    ``max_batch`` rows per forward pass. Returns (loss_sum (K,), n_targets (K,)) as numpy.
+    ``shifts``: (K, d); ``mu``: (d,); ``mask``: optional (batch, seq) of 0/1, the positions edited
+    (the others are left unchanged; None = every position). Variants run stacked along the batch
+    axis, at most ``max_batch`` rows per forward pass. Returns (loss_sum (K,), n_targets (K,)).
     """
     import numpy as np
     import torch
@@ -236,6 +237,8 @@ def edited_losses(loaded, site: str, input_ids, labels, *, bases, shifts, mu,
     B = torch.as_tensor(np.asarray(bases), dtype=dtype, device=dev)
     S = torch.as_tensor(np.asarray(shifts), dtype=dtype, device=dev)
     m = torch.as_tensor(np.asarray(mu), dtype=dtype, device=dev)
+    w = (None if mask is None else
+         torch.as_tensor(np.asarray(mask), dtype=dtype, device=dev)[None, :, :, None])
     K = B.shape[0]
     nb = input_ids.shape[0]
     per = max(1, max_batch // nb)
@@ -249,7 +252,10 @@ def edited_losses(loaded, site: str, input_ids, labels, *, bases, shifts, mu,
         def edit(h, Bk=Bk, Sk=Sk, kk=kk):
             hv = h.reshape(kk, nb, *h.shape[1:])  # (kk, nb, T, d)
             coef = torch.einsum("kbtd,kdr->kbtr", hv - m, Bk)
-            hv = hv - torch.einsum("kbtr,kdr->kbtd", coef, Bk) + Sk[:, None, None, :]
+            if w is None:
+                hv = hv - torch.einsum("kbtr,kdr->kbtd", coef, Bk) + Sk[:, None, None, :]
+            else:  # the edit where the mask is 1 only
+                hv = hv + w * (-torch.einsum("kbtr,kdr->kbtd", coef, Bk) + Sk[:, None, None, :])
             return hv.reshape(h.shape)
 
         ids = input_ids.repeat(kk, 1)

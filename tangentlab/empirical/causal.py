@@ -222,47 +222,12 @@ def _masked_losses(lm, site: str, input_ids, labels, *, bases, shifts, mu, mask,
     """Summed loss (K,) and targets (K,) of the batch under K edits applied where ``mask`` is true.
 
     Variant k replaces h by ``h − ((h − mu) B_k) B_kᵀ + shift_k`` at the masked positions and
-    leaves the others unchanged.
+    leaves the others unchanged (:func:`tangentlab.empirical.capture.edited_losses`).
     """
-    import numpy as np
-    import torch
+    from tangentlab.empirical.capture import edited_losses
 
-    from tangentlab.empirical.capture import site_hooks, token_losses
-    from tangentlab.errors import CaptureError
-
-    model = lm.model
-    p0 = next(model.parameters())
-    dev, dtype = p0.device, p0.dtype
-    B = torch.as_tensor(np.asarray(bases), dtype=dtype, device=dev)
-    S = torch.as_tensor(np.asarray(shifts), dtype=dtype, device=dev)
-    m = torch.as_tensor(np.asarray(mu), dtype=dtype, device=dev)
-    w = torch.as_tensor(np.asarray(mask), dtype=dtype, device=dev)[None, :, :, None]
-    K = B.shape[0]
-    nb = input_ids.shape[0]
-    per = max(1, max_batch // nb)
-    losses = np.zeros(K)
-    counts = np.zeros(K, dtype=np.int64)
-    for k0 in range(0, K, per):
-        k1 = min(K, k0 + per)
-        kk = k1 - k0
-        Bk, Sk = B[k0:k1], S[k0:k1]
-
-        def edit(h, Bk=Bk, Sk=Sk, kk=kk):
-            hv = h.reshape(kk, nb, *h.shape[1:])  # (kk, nb, T, d)
-            coef = torch.einsum("kbtd,kdr->kbtr", hv - m, Bk)
-            delta = -torch.einsum("kbtr,kdr->kbtd", coef, Bk) + Sk[:, None, None, :]
-            return (hv + w * delta).reshape(h.shape)
-
-        ids = input_ids.repeat(kk, 1)
-        lab = labels.repeat(kk, 1)
-        with torch.no_grad(), site_hooks(model, [site], make_leaf=False, edit={site: edit}) as st:
-            out = model(input_ids=ids.to(dev))
-            if len(next(iter(st.values()))) != 1:
-                raise CaptureError(f"hook at site {site!r} did not fire exactly once")
-            per_tok, valid = token_losses(out.logits, lab.to(dev), lm.arch)
-        losses[k0:k1] = per_tok.reshape(kk, nb, -1).sum(dim=(1, 2)).double().cpu().numpy()
-        counts[k0:k1] = valid.reshape(kk, nb, -1).sum(dim=(1, 2)).cpu().numpy()
-    return losses, counts
+    return edited_losses(lm, site, input_ids, labels, bases=bases, shifts=shifts, mu=mu,
+                         mask=mask, max_batch=max_batch)
 
 
 def causal_losses(lm, site: str, Q, complement, *, rms: float, batches: Sequence,
