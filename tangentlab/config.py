@@ -8,12 +8,12 @@ with the key, the bad value and the expected type when that is impossible.
 Constraints are declared on the fields, once (:func:`option`: bounds, choices, non-empty,
 unique), and checked in one place (:func:`check_config`, called by every :class:`Config`'s
 ``__post_init__``), with messages that name the key, the bound and the value received. Relations
-between fields go in :meth:`Config.relations`, checked by the same function.
+between fields go in :meth:`Config.relations`, checked by the same function. Every config's
+quick variant is its :meth:`Config.quick` classmethod.
 
 Renamed keys: a config class may declare ``renamed_keys`` (a mapping old key → new key, a
 class attribute, not a field). An old key still works for a release: its value goes to the new
-key, with a :class:`DeprecatedKeyWarning` (a ``DeprecationWarning``) naming both; giving both
-is a ConfigError.
+key, with a :class:`DeprecatedKeyWarning` (a ``DeprecationWarning``) naming both (both: an error).
 
 Supported field types: ``int``, ``float``, ``bool``, ``str``, ``X | None``, ``Literal[...]``,
 ``tuple[X, ...]`` and nested frozen dataclasses (a TOML table, or dotted keys ``a.b=1``).
@@ -54,8 +54,7 @@ __all__ = [
     "config_to_dict",
     "config_hash",
     "config_diff",
-    "parse_overrides",
-    "read_toml",
+    "parse_overrides", "read_toml",
 ]
 
 T = TypeVar("T")
@@ -490,6 +489,11 @@ class Config:
 
     def __post_init__(self) -> None:
         check_config(self)
+
+    @classmethod
+    def quick(cls):
+        """The ``--quick`` variant (the one spelling of every config's; default: the defaults)."""
+        return cls()
 
     def relations(self) -> list[tuple[bool, str]]:
         """Constraints between fields, as ``(holds, message)`` pairs; none by default."""

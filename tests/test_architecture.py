@@ -36,8 +36,8 @@ import tangentlab
 ROOT = Path(tangentlab.__file__).parent
 PILLARS = ("measure", "theory", "synthetic", "empirical", "report", "pipeline", "validate")
 #: top-level modules every package may import; they import no pillar and not the root
-INFRASTRUCTURE = ("errors", "config", "runs", "atomic", "locks", "readers", "crash", "progress",
-                  "typing", "distributed", "_lazy", "_runtime", "_version", "_faults")
+INFRASTRUCTURE = ("errors", "config", "runs", "contract", "atomic", "locks", "readers", "crash",
+                  "progress", "typing", "distributed", "_lazy", "_runtime", "_version", "_faults")
 MAX_LINES = 500
 #: modules over the budget today, with the ceiling each may not pass (split before growing)
 OVER_BUDGET = {

@@ -9,11 +9,10 @@ def _reproduce(args: argparse.Namespace) -> int:
     import sys
     from pathlib import Path
 
+    from tangentlab.contract import THEORY, VALIDATE, failed_checks
     from tangentlab.errors import DataError
     from tangentlab.pipeline.reproduce import config_toml, reproduce, resolve_config
-    from tangentlab.readers import read_json
-    from tangentlab.runs import CHECKS_NAME, VERIFY_NAME
-    from tangentlab.validate.battery import read_checks
+    from tangentlab.runs import CHECKS_NAME
 
     overrides = list(args.overrides)
     if args.device is not None:
@@ -39,25 +38,18 @@ def _reproduce(args: argparse.Namespace) -> int:
         out = latest.resolve()
     summary = reproduce(cfg, out, runs_root=args.runs_root, jobs=args.jobs)
     rc = 0 if summary.ok else 1
-    verify = summary.run_dir / "theory" / VERIFY_NAME
-    if verify.is_file():
+    # the one pass/fail reader (tangentlab.contract): the theory and battery stages' checks.json
+    for name, what in ((THEORY, "some theory checks failed (see the report's Theory checks)"),
+                       (VALIDATE, "validation battery criteria failed: ")):
+        if not (summary.run_dir / name / CHECKS_NAME).is_file():
+            continue
         try:
-            passed = read_json(verify, fields={"passed": bool})["passed"]
-        except DataError as exc:
-            sys.stderr.write(f"tangentlab: {exc}\n")
-            passed = False
-        if not passed:
-            sys.stderr.write("tangentlab: some theory checks failed (see the report's Theory checks)\n")
-            rc = 1
-    if (summary.run_dir / "validate" / CHECKS_NAME).is_file():
-        try:
-            failed = [c["name"] for c in read_checks(summary.run_dir / "validate")
-                      if not c["passed"]]
+            failed = failed_checks(summary.run_dir / name)
         except DataError as exc:
             failed = [f"(unreadable: {exc})"]
         if failed:
-            sys.stderr.write("tangentlab: validation battery criteria failed: "
-                             + ", ".join(map(str, failed)) + "\n")
+            detail = ", ".join(failed) if what.endswith(": ") else ""
+            sys.stderr.write(f"tangentlab: {what}{detail}\n")
             rc = 1
     for rec in summary.problems():
         detail = rec.error or rec.reason or ""

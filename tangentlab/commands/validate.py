@@ -40,6 +40,7 @@ def _run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from tangentlab.commands import writing_run
+    from tangentlab.contract import run_passed
     from tangentlab.progress import log
     from tangentlab.validate.battery import VALIDATE_KIND, BatteryConfig, read_checks, write_battery
 
@@ -50,7 +51,7 @@ def _run(args: argparse.Namespace) -> int:
     out = args.out if args.out is not None else Path("runs") / "validate"
     # the one output-path check and the run lock: never replaces a run of another kind
     with writing_run(out, kind=VALIDATE_KIND, command="validate"):
-        path, passed = write_battery(out, cfg, quick=args.quick)
+        path, _ = write_battery(out, cfg, quick=args.quick)
     checks = read_checks(path)
     for c in checks:
         status = "pass" if c["passed"] else "FAIL"
@@ -60,7 +61,7 @@ def _run(args: argparse.Namespace) -> int:
             log(f"check failed: {c['name']} ({c.get('detail', '')})")
     n_ok = sum(bool(c["passed"]) for c in checks)
     print(f"validate: {n_ok}/{len(checks)} criteria passed; wrote {path}")
-    return 0 if passed else 1
+    return 0 if run_passed(path) else 1
 
 
 def _run_end_to_end(args: argparse.Namespace) -> int:

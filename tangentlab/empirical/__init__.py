@@ -23,7 +23,7 @@ from tangentlab._lazy import lazy_exports
 
 __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "train": ("PRESETS", "TrainConfig", "train_model"),
-    "protocol": ("MeasureConfig", "QUICK_MEASURE", "measure_trajectory"),
+    "protocol": ("MeasureConfig", "measure_trajectory"),
     "preflight": ("preflight",),
     "trajectory": ("Checkpoint", "Trajectory", "resolve_trajectory"),
     "hub": ("list_revisions", "select_revisions"),

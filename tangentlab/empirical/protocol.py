@@ -51,7 +51,6 @@ from tangentlab.empirical.collect import (
     prefetch_fit_halves,
 )
 from tangentlab.empirical.measure_config import (  # the config lives apart; re-exported here
-    QUICK_MEASURE,
     MeasureConfig,
     resolve_measure_config,
 )
@@ -68,7 +67,6 @@ from tangentlab.errors import CheckpointError, TangentlabError
 
 __all__ = [
     "MeasureConfig",
-    "QUICK_MEASURE",
     "AGGREGATED_METRICS",
     "measure_trajectory",
     "resolve_measure_config",

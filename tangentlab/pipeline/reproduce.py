@@ -38,12 +38,12 @@ from tangentlab.config import (
     option,
     parse_overrides,
 )
-from tangentlab.errors import ConfigError, DataError, StageError
+from tangentlab.errors import ConfigError
+from tangentlab.pipeline.producers import Producer, stage
 from tangentlab.pipeline.stages import (
     REPRODUCE_KIND,
     RunSummary,
     Stage,
-    StageContext,
     run_stages,
     usable_cores,
 )
@@ -58,6 +58,7 @@ __all__ = [
     "ARCHS",
     "resolve_config",
     "config_toml",
+    "producers",
     "build_stages",
     "new_run_dir",
     "check_external_measures",
@@ -169,11 +170,10 @@ def _quick_measure_overrides() -> tuple[str, ...]:
     shows it and the stage's config hash covers it.
     """
     from tangentlab.config import config_diff
-    from tangentlab.empirical.protocol import QUICK_MEASURE, MeasureConfig
+    from tangentlab.empirical.measure_config import MeasureConfig
 
-    quick = QUICK_MEASURE if isinstance(QUICK_MEASURE, MeasureConfig) else \
-        dataclasses.replace(MeasureConfig(), **QUICK_MEASURE)
-    return tuple(f"{k}={_override_text(v)}" for k, v in config_diff(MeasureConfig(), quick).items())
+    diff = config_diff(MeasureConfig(), MeasureConfig.quick())
+    return tuple(f"{k}={_override_text(v)}" for k, v in diff.items())
 
 
 def _override_text(value: Any) -> str:
@@ -182,7 +182,7 @@ def _override_text(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-#: The measure overrides of the quick variant (derived from ``empirical.protocol.QUICK_MEASURE``).
+#: The measure overrides of the quick variant (derived from ``MeasureConfig.quick()``).
 QUICK_MEASURE_OVERRIDES: tuple[str, ...] = _quick_measure_overrides()
 #: The ``--quick`` variant: ``tiny`` models, quick synthetic settings, a lighter measurement
 #: (a smoke run of a few minutes).
@@ -212,182 +212,89 @@ def config_toml(cfg: ReproduceConfig) -> str:
     return "\n".join(lines) + "\n"
 
 
-# --------------------------------------------------------------------------------------- checks
-
-def _check_theory(out: Path) -> None:
-    from tangentlab.readers import read_json
-
-    data = read_json(out / VERIFY_NAME, fields={"passed": bool, "derivations": list})
-    if not data["derivations"]:
-        raise DataError(f"{str(out / VERIFY_NAME)!r} lists no derivation")
-
-
-def _check_results_dir(out: Path) -> None:
-    from tangentlab.runs import read_manifest, read_results
-
-    read_manifest(out)
-    table = read_results(out)
-    if len(table) == 0:
-        raise DataError(f"{out}/results.csv has no rows")
-
-
-def _check_train(out: Path) -> None:
-    from tangentlab.readers import read_json
-
-    ckpts = out / "checkpoints"
-    steps = sorted(p for p in ckpts.glob("step_*") if p.is_dir()) if ckpts.is_dir() else []
-    if not steps:
-        raise DataError(f"{out} holds no checkpoints/step_* directory")
-    for step in steps:
-        if not (step / "config.json").is_file():
-            raise DataError(f"checkpoint {step.name} has no config.json")
-        read_json(step / "config.json", expect=dict)
-        if not any(step.glob("*.safetensors")):
-            raise DataError(f"checkpoint {step.name} has no safetensors weights")
-
-
-def _check_report(out: Path) -> None:
-    for path in (out, out.with_name("report.md")):
-        if not path.is_file() or path.stat().st_size == 0:
-            raise DataError(f"{path.name} was not written")
-
-
 # --------------------------------------------------------------------------------------- stages
 
-def _run_theory(cfg: ReproduceConfig, ctx: StageContext) -> None:
-    from tangentlab import theory
-    from tangentlab.runs import atomic_write_json, build_manifest, write_manifest
-
-    names = list(cfg.derivations) or list(theory.names())
-    entries = []
-    for name in names:
-        derivation = theory.get(name)
-        start = time.perf_counter()
-        rep = derivation.verify(seed=cfg.seed)
-        seconds = time.perf_counter() - start
-        d = dict(rep.to_dict())
-        d.setdefault("name", name)
-        d["passed"] = bool(rep.passed)
-        d["seconds"] = round(seconds, 3)
-        entries.append(d)
-        n_fail = sum(1 for c in d.get("checks", []) if not c.get("passed", False))
-        log(f"    theory {name}: {'passed' if rep.passed else f'{n_fail} check(s) FAILED'} ({seconds:.1f} s)")
-    ctx.output.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(ctx.output / VERIFY_NAME,
-                      {"seed": cfg.seed, "passed": all(e["passed"] for e in entries), "derivations": entries})
-    write_manifest(ctx.output, build_manifest(kind="theory/verify", config={"derivations": names},
-                                              seeds={"seed": cfg.seed}))
-
-
-def _run_synthetic(cfg: ReproduceConfig, name: str, ctx: StageContext) -> None:
-    from tangentlab.synthetic.experiments import run_experiment
-
-    overrides = _scoped(cfg.synthetic_overrides, name, "synthetic_overrides")
-    run_experiment(name, ctx.output, quick=cfg.quick, overrides=overrides or None, seed=cfg.seed)
-
-
-def _run_train(cfg: ReproduceConfig, arch: str, ctx: StageContext) -> None:
-    from tangentlab import empirical
-    from tangentlab.runs import TRAIN_CONFIG_NAME
-
-    overrides = _scoped(cfg.train_overrides, arch, "train_overrides")
-    # an interrupted attempt that wrote its config resumes (from step 0 if it saved no checkpoint)
-    resume = ctx.resume and (ctx.output / TRAIN_CONFIG_NAME).is_file()
-    empirical.train_model(arch, ctx.output, preset=cfg.preset, corpus=cfg.corpus, device=cfg.device,
-                          seed=cfg.seed, overrides=overrides or None, resume=resume)
-
-
-def _run_measure(cfg: ReproduceConfig, arch: str, ctx: StageContext) -> None:
-    from tangentlab import empirical
-
-    overrides = _scoped(cfg.measure_overrides, arch, "measure_overrides")
-    trajectory = ctx.run_dir / "train" / arch / "checkpoints"
-    empirical.measure_trajectory(trajectory, ctx.output, device=cfg.device, seed=cfg.seed,
-                                 overrides=overrides or None)
-
-
-def _run_validate(cfg: ReproduceConfig, ctx: StageContext) -> None:
-    from tangentlab.validate.battery import BatteryConfig, write_battery
-
-    battery = BatteryConfig.quick(cfg.seed) if cfg.quick else BatteryConfig.full(cfg.seed)
-    battery.validate()
-    write_battery(ctx.output, battery, quick=cfg.quick)
-
-
-def _check_validate(out: Path) -> None:
-    from tangentlab.runs import CHECKS_NAME
-    from tangentlab.validate.battery import read_checks
-
-    _check_results_dir(out)
-    if not read_checks(out):
-        raise DataError(f"{out}/{CHECKS_NAME} lists no criterion")
-
-
-def _run_report(ctx: StageContext) -> None:
-    from tangentlab.report.render import render_report
-
-    result = render_report(ctx.run_dir)
-    if result.row_errors:
-        raise StageError("the report was written, but these verdict rules raised: "
-                         + "; ".join(result.row_errors))
-
-
-def build_stages(cfg: ReproduceConfig) -> list[Stage]:
-    """The stage graph ``tangentlab reproduce`` runs for ``cfg``.
+def producers(cfg: ReproduceConfig) -> list[Producer]:
+    """The stage table of ``cfg``: one :class:`~tangentlab.pipeline.producers.Producer` per stage.
 
     Listed critical path first (the runner starts ready stages in list order): the trainings,
-    the measurements that depend on them, then theory, synthetic and the report. Each stage's
-    ``params`` are the parts of ``cfg`` that decide its result.
+    the measurements that depend on them, then the battery, theory, synthetic and the report.
+    Each row's ``params`` are the parts of ``cfg`` that decide its result.
     """
-    from functools import partial
-
+    from tangentlab.contract import (
+        REPORT,
+        THEORY,
+        VALIDATE,
+        measure_stage,
+        synthetic_stage,
+        train_stage,
+    )
+    from tangentlab.runs import TRAIN_CONFIG_NAME
     from tangentlab.synthetic.experiments import get as get_experiment
     from tangentlab.synthetic.experiments import names as experiment_names
+    from tangentlab.synthetic.experiments import run_experiment
 
     synthetic = list(cfg.synthetic) or experiment_names()
     for name in synthetic:
         get_experiment(name)  # an unknown name is a typed error before anything runs
-    stages: list[Stage] = []
-    for arch in cfg.archs:
-        stages.append(Stage(
-            name=f"train/{arch}", func=partial(_run_train, cfg, arch), check=_check_train,
-            params={"seed": cfg.seed, "preset": cfg.preset, "corpus": cfg.corpus,
-                    "overrides": _scoped(cfg.train_overrides, arch, "train_overrides")},
-            resumable=True,
-            description=f"train the {cfg.preset} {arch} on {cfg.corpus}",
-        ))
-    for arch in cfg.archs:
-        stages.append(Stage(
-            name=f"measure/{arch}", func=partial(_run_measure, cfg, arch),
-            check=_check_results_dir, depends=(f"train/{arch}",),
-            params={"seed": cfg.seed,
-                    "overrides": _scoped(cfg.measure_overrides, arch, "measure_overrides")},
-            description=f"measure the {arch} trajectory",
-        ))
+    device = {"device": cfg.device}
+    quick = " (quick)" if cfg.quick else ""
+    table = [Producer(
+        name=train_stage(arch), target="tangentlab.empirical.train:train_model", out_arg="out_dir",
+        params={"arch": arch, "seed": cfg.seed, "preset": cfg.preset, "corpus": cfg.corpus,
+                "overrides": _scoped(cfg.train_overrides, arch, "train_overrides")},
+        runtime=device, resume_marker=TRAIN_CONFIG_NAME,
+        check={"kind": "empirical/train", "rows": False,
+               "needs": ("checkpoints/step_*/config.json", "checkpoints/step_*/*.safetensors")},
+        description=f"train the {cfg.preset} {arch} on {cfg.corpus}",
+    ) for arch in cfg.archs]
+    table += [Producer(
+        name=measure_stage(arch), target="tangentlab.empirical.protocol:measure_trajectory",
+        out_arg="out_dir", inputs={"trajectory": f"{train_stage(arch)}/checkpoints"},
+        depends=(train_stage(arch),), runtime=device,
+        params={"seed": cfg.seed,
+                "overrides": _scoped(cfg.measure_overrides, arch, "measure_overrides")},
+        check={"kind": "empirical/measure"}, description=f"measure the {arch} trajectory",
+    ) for arch in cfg.archs]
     if cfg.validate:
-        stages.append(Stage(
-            name="validate", func=partial(_run_validate, cfg), check=_check_validate,
+        table.append(Producer(
+            name=VALIDATE, target="tangentlab.validate.battery:produce",
             params={"seed": cfg.seed, "quick": cfg.quick},
+            check={"kind": "validate", "checks": True},
             description="validation battery: the protocol's statistics on known-truth streams"
-                        + (" (quick)" if cfg.quick else ""),
+                        + quick,
         ))
-    stages.append(Stage(
-        name="theory", func=partial(_run_theory, cfg), check=_check_theory,
+    table.append(Producer(
+        name=THEORY, target="tangentlab.theory.produce:produce",
         params={"seed": cfg.seed, "derivations": list(cfg.derivations)},
+        check={"kind": "theory/verify", "checks": True, "needs": (VERIFY_NAME,)},
         description="verify every derivation",
     ))
-    for name in synthetic:
-        stages.append(Stage(
-            name=f"synthetic/{name}", func=partial(_run_synthetic, cfg, name),
-            check=_check_results_dir,
-            params={"seed": cfg.seed, "quick": cfg.quick,
-                    "overrides": _scoped(cfg.synthetic_overrides, name, "synthetic_overrides")},
-            description=f"synthetic experiment {name}" + (" (quick)" if cfg.quick else ""),
-        ))
-    stages.append(Stage(name="report", func=_run_report, output="report.html", check=_check_report,
-                        after=tuple(s.name for s in stages), always=True,
-                        description="render report.html and report.md"))
-    return stages
+    table += [Producer(
+        name=synthetic_stage(name), target=f"{run_experiment.__module__}:run_experiment",
+        out_arg="out_dir",
+        params={"name": name, "seed": cfg.seed, "quick": cfg.quick,
+                "overrides": _scoped(cfg.synthetic_overrides, name, "synthetic_overrides")},
+        check={"kind": synthetic_stage(name)},
+        description=f"synthetic experiment {name}{quick}",
+    ) for name in synthetic]
+    table.append(Producer(
+        name=REPORT, target="tangentlab.report.render:produce", out_arg=None,
+        inputs={"run_dir": "."}, output="report.html", after_all=True,
+        check={"manifest": False, "rows": False, "needs": ("report.html", "report.md")},
+        description="render report.html and report.md",
+    ))
+    return table
+
+
+def build_stages(cfg: ReproduceConfig) -> list[Stage]:
+    """The runner's stage graph of ``cfg``: one stage per row of :func:`producers`.
+
+    A row marked ``after_all`` (the report) comes after every other stage.
+    """
+    table = producers(cfg)
+    before = tuple(p.name for p in table if not p.after_all)
+    return [stage(p, after=before if p.after_all else ()) for p in table]
 
 
 def check_external_measures(cfg: ReproduceConfig, run_dir: str | Path) -> None:

@@ -38,7 +38,7 @@ from tangentlab.report.swap import FIGURES_DIR, staged_report
 from tangentlab.report.verdicts import RowSpec, Verdict, build_verdicts
 from tangentlab.runs import atomic_write_bytes, atomic_write_text
 
-__all__ = ["SECTIONS", "SUMMARY_KEYS", "RenderResult", "render_report", "summary_figure", "limitations",
+__all__ = ["SECTIONS", "SUMMARY_KEYS", "RenderResult", "render_report", "produce", "summary_figure", "limitations",
            "banner", "summary_facts", "reproduce_command", "external_key"]
 
 
@@ -72,6 +72,21 @@ def _check_out(target: Path, run_dir: Path) -> None:
         f"--out {str(target)!r} holds other files ({', '.join(sorted(names)[:4])}); the report "
         "writes report.html, report.md and figures/ there: give a new or empty folder, or one "
         "holding only an earlier report")
+
+
+def produce(run_dir: str | Path) -> RenderResult:
+    """The report producer: render ``run_dir``'s report; a verdict rule that raised is an error.
+
+    Raises:
+        StageError: the report was written, but some verdict rules raised (named in the message).
+    """
+    from tangentlab.errors import StageError
+
+    result = render_report(run_dir)
+    if result.row_errors:
+        raise StageError("the report was written, but these verdict rules raised: "
+                         + "; ".join(result.row_errors))
+    return result
 
 
 def render_report(run_dir: str | Path, *, rows: list[RowSpec] | None = None,

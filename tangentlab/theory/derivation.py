@@ -91,13 +91,15 @@ class DerivationCheck:
     detail: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-able dict (non-finite residuals become strings)."""
+        """A JSON-able dict (:func:`tangentlab.contract.jsonable`: NaN null, infinity ``"inf"``)."""
+        from tangentlab.contract import jsonable
+
         return {
             "name": self.name,
             "kind": self.kind,
             "passed": bool(self.passed),
-            "residual": _json_float(self.residual),
-            "tolerance": _json_float(self.tolerance),
+            "residual": jsonable(float(self.residual)),
+            "tolerance": jsonable(float(self.tolerance)),
             "detail": self.detail,
         }
 
@@ -146,11 +148,6 @@ class VerifyReport:
             "mutations": list(self.mutations),
             "checks": [c.to_dict() for c in self.checks],
         }
-
-
-def _json_float(x: float) -> float | str:
-    x = float(x)
-    return x if math.isfinite(x) else str(x)
 
 
 def _latex(expr: Any) -> str:

@@ -16,7 +16,6 @@ r/d = 1/4).
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 from dataclasses import dataclass
@@ -28,7 +27,7 @@ import numpy as np
 from tangentlab.config import Config, check_config, option
 
 __all__ = ["BatteryConfig", "BatteryCheck", "BatteryResult", "run_battery", "write_battery",
-           "read_checks", "wilson_interval", "VALIDATE_KIND", "NULL_GRID"]
+           "read_checks", "produce", "wilson_interval", "VALIDATE_KIND", "NULL_GRID"]
 
 #: The manifest ``kind`` of a validation run directory.
 VALIDATE_KIND = "validate"
@@ -110,13 +109,10 @@ class BatteryCheck:
     detail: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        """The fields as a plain dict for JSON (non-finite measured, low or high become None)."""
-        out = dataclasses.asdict(self)
-        for k in ("measured", "low", "high"):
-            v = out[k]
-            if isinstance(v, float) and not math.isfinite(v):
-                out[k] = None
-        return out
+        """The fields as a plain dict for JSON (NaN becomes null; :func:`tangentlab.contract.jsonable`)."""
+        from tangentlab.contract import jsonable
+
+        return jsonable(self)
 
 
 def _check(name: str, kind: str, measured: float, n: int, *, low: float | None = None,
@@ -378,46 +374,35 @@ def _figures(pw, curve, nl, cv, fq, cn) -> dict[str, bytes]:
 def write_battery(out_dir: str | Path, cfg: BatteryConfig, *, quick: bool) -> tuple[Path, bool]:
     """Run the battery and write its run directory atomically; returns (path, all passed).
 
+    Written through the run-directory contract (:func:`tangentlab.contract.write_run`):
     ``out_dir`` must be new, empty or an earlier validation run (which is replaced); a run of
     any other kind is refused with an :class:`~tangentlab.errors.OutputPathError` before the
     battery runs. The CLI also holds the run lock (``tangentlab.commands.writing_run``).
     """
-    from tangentlab._runtime import single_thread
-    from tangentlab.runs import (
-        CHECKS_NAME,
-        RESULTS_NAME,
-        atomic_directory,
-        atomic_write_bytes,
-        atomic_write_json,
-        build_manifest,
-        write_manifest,
-        write_results,
-    )
+    from tangentlab.contract import RunOutput, run_passed, write_run
 
     cfg.validate()
-    out = Path(out_dir)
-    t0 = time.perf_counter()
-    with atomic_directory(out, kind=VALIDATE_KIND) as tmp:  # never replaces another kind of run
-        with single_thread():
-            res = run_battery(cfg)
-        write_results(res.rows, tmp / RESULTS_NAME)
-        atomic_write_json(tmp / CHECKS_NAME, [c.to_dict() for c in res.checks])
-        for name, png in res.figures.items():
-            atomic_write_bytes(tmp / name, png)
-        timings = dict(res.timings)
-        timings["total"] = time.perf_counter() - t0
-        manifest = build_manifest(
-            kind=VALIDATE_KIND, config=cfg, seeds={"seed": cfg.seed}, device="cpu",
-            dtype="float64", timings=timings,
-            extra={"quick": bool(quick), "figures": sorted(res.figures),
-                   "checks_passed": sum(c.passed for c in res.checks),
-                   "checks_total": len(res.checks),
-                   "null_control_space": "full",
-                   "null_grid": [list(x) for x in NULL_GRID],
-                   "studies": res.studies},
-        )
-        write_manifest(tmp, manifest)
-    return out, res.passed
+
+    def produce() -> RunOutput:
+        res = run_battery(cfg)
+        return RunOutput(rows=res.rows, checks=list(res.checks), figures=res.figures,
+                         timings=dict(res.timings),
+                         extra={"null_control_space": "full",
+                                "null_grid": [list(x) for x in NULL_GRID],
+                                "studies": res.studies})
+
+    out = write_run(out_dir, kind=VALIDATE_KIND, config=cfg, produce=produce,
+                    seeds={"seed": cfg.seed}, quick=quick, timer_name="total")
+    return out, run_passed(out)
+
+
+def produce(out: str | Path, *, seed: int = 0, quick: bool = False) -> Path:
+    """The validation producer: the battery (quick or full) with master seed ``seed`` into ``out``.
+
+    What ``tangentlab validate [--quick]`` and the pipeline's ``validate`` stage run.
+    """
+    cfg = BatteryConfig.quick(seed) if quick else BatteryConfig.full(seed)
+    return write_battery(out, cfg, quick=quick)[0]
 
 
 def read_checks(run_dir: str | Path) -> list[dict[str, Any]]:
@@ -425,16 +410,11 @@ def read_checks(run_dir: str | Path) -> list[dict[str, Any]]:
 
     A file that is not a list of objects with ``name`` (string), ``passed`` (boolean),
     ``measured`` (number or null), ``target`` (string) and ``n`` (whole number) is a
-    :class:`~tangentlab.errors.DataError` naming the file and the field.
+    :class:`~tangentlab.errors.DataError` naming the file and the field
+    (:func:`tangentlab.contract.read_checks`).
     """
-    from tangentlab.readers import check_fields, read_json
-    from tangentlab.runs import CHECKS_NAME
+    from tangentlab.contract import read_checks as read_run_checks
 
-    path = Path(run_dir) / CHECKS_NAME
-    hint = "rerun tangentlab validate"
-    checks = read_json(path, expect=list, hint=hint)
-    for i, c in enumerate(checks):
-        check_fields(c, where=f"criterion {i} of {str(path)!r}", hint=hint,
-                     fields={"name": str, "passed": bool, "target": str, "n": int},
-                     optional={"measured": float, "detail": str})
-    return checks
+    return read_run_checks(run_dir, fields={"target": str, "n": int},
+                           optional={"measured": float, "detail": str},
+                           hint="rerun tangentlab validate")

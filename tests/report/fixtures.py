@@ -24,6 +24,10 @@ def make_theory(ctx: StageContext, *, fail: bool = False) -> None:
             {"name": "hitting time", "kind": "numeric", "passed": not fail, "residual": 3e-9 if not fail else 0.4}]},
     ]
     atomic_write_json(ctx.output / "verify.json", {"seed": 0, "passed": not fail, "derivations": ders})
+    checks = [{**c, "name": f"{d['name']}: {c['name']}"} for d in ders for c in d["checks"]]
+    atomic_write_json(ctx.output / "checks.json", checks)
+    write_results([{"experiment": "theory", "metric": "residual", "value": c["residual"]}
+                   for c in checks], ctx.output / "results.csv")
     write_manifest(ctx.output, build_manifest(kind="theory/verify", config={}, seeds={"seed": 0}))
 
 
@@ -65,6 +69,7 @@ def make_train(ctx: StageContext) -> None:
         d.mkdir(parents=True)
         (d / "config.json").write_text(json.dumps({"step": step}))
         (d / "model.safetensors").write_bytes(b"not real weights")
+    write_manifest(ctx.output, build_manifest(kind="empirical/train", config={}, seeds={"seed": 0}))
 
 
 def measure_rows(arch: str, *, enrich_last: float = 3.0, enrich0: float = 1.0,
@@ -119,25 +124,25 @@ def fixture_stages(*, fail_train_decoder: bool = False, theory_fail: bool = Fals
     """A stage list shaped like the real one, with hand-made outputs."""
     from functools import partial
 
-    from tangentlab.pipeline.reproduce import (
-        _check_report,
-        _check_results_dir,
-        _check_theory,
-        _check_train,
-        _run_report,
-    )
+    from tangentlab.pipeline.producers import check_output, run_producer
+    from tangentlab.pipeline.reproduce import DEFAULT, producers
 
-    stages = [Stage("theory", partial(make_theory, fail=theory_fail), check=_check_theory)]
+    table = {p.name: p for p in producers(DEFAULT)}  # the real output checks, on hand-made outputs
+
+    def check(name: str):
+        return partial(check_output, table[name])
+
+    stages = [Stage("theory", partial(make_theory, fail=theory_fail), check=check("theory"))]
     for name in ("visibility", "gradient-ratio", "amplification", "proxy-recovery", "river-valley"):
-        stages.append(Stage(f"synthetic/{name}", make_synthetic(name), check=_check_results_dir))
+        stages.append(Stage(f"synthetic/{name}", make_synthetic(name), check=check(f"synthetic/{name}")))
     for arch in ("encoder", "decoder"):
         func = failing if (fail_train_decoder and arch == "decoder") else make_train
-        stages.append(Stage(f"train/{arch}", func, check=_check_train, resumable=True))
+        stages.append(Stage(f"train/{arch}", func, check=check(f"train/{arch}"), resumable=True))
     for arch in ("encoder", "decoder"):
-        stages.append(Stage(f"measure/{arch}", make_measure(arch), check=_check_results_dir,
+        stages.append(Stage(f"measure/{arch}", make_measure(arch), check=check(f"measure/{arch}"),
                             depends=(f"train/{arch}",)))
-    stages.append(Stage("report", _run_report, output="report.html", check=_check_report,
-                        after=tuple(s.name for s in stages), always=True))
+    stages.append(Stage("report", partial(run_producer, table["report"]), output="report.html",
+                        check=check("report"), after=tuple(s.name for s in stages), always=True))
     return stages
 
 

@@ -158,7 +158,7 @@ def test_package_level_api():
 
     assert syn.names() == list(EXPERIMENTS)
     exp = syn.get("river-valley")
-    cfg = exp.quick_config()
+    cfg = exp.config_cls.quick()
     assert type(cfg) is exp.config_cls and exp.default_config() != cfg
     assert syn.run_experiment is run_experiment
     with pytest.raises(AttributeError):

@@ -2,7 +2,8 @@
 
 ``names()`` lists them (``visibility``, ``gradient-ratio``, ``amplification``,
 ``proxy-recovery``, ``river-valley``); ``get(name)`` returns the experiment object (frozen
-``config_cls``, ``default_config()``, ``quick_config()``, ``run(config) -> ExperimentResult``).
+``config_cls`` whose ``quick()`` is the ``--quick`` variant, ``default_config()``,
+``run(config) -> ExperimentResult``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The experiment contract, the registry and :func:`run_experiment` (writes a run directory).
 
-An experiment is an object with a frozen ``config_cls``, ``default_config()``,
-``quick_config()``, ``validate(config)`` (raises :class:`~tangentlab.errors.ConfigError`) and
+An experiment is an object with a frozen ``config_cls`` (whose ``quick()`` classmethod is the
+``--quick`` variant), ``default_config()``, ``validate(config)`` (raises :class:`~tangentlab.errors.ConfigError`) and
 ``run(config) -> ExperimentResult``. ``run`` returns tidy rows (one per measured number, with the
 theory's ``prediction`` where there is one), :class:`AgreementCheck` objects (theory-vs-measurement
 agreement, each with its tolerance from the config) and PNG figures (bytes by file name).
@@ -10,9 +10,7 @@ agreement, each with its tolerance from the config) and PNG figures (bytes by fi
 from __future__ import annotations
 
 import abc
-import dataclasses
 import io
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,20 +30,6 @@ __all__ = [
 ]
 
 
-
-def _clean(x: Any) -> Any:
-    if isinstance(x, float) and not math.isfinite(x):
-        return None if math.isnan(x) else ("inf" if x > 0 else "-inf")
-    try:
-        import numpy as np
-
-        if isinstance(x, np.generic):
-            return _clean(x.item())
-    except ImportError:  # pragma: no cover
-        pass
-    return x
-
-
 @dataclass(frozen=True)
 class AgreementCheck:
     """One theory-vs-measurement agreement check (a row of ``checks.json``; compare
@@ -60,7 +44,10 @@ class AgreementCheck:
     detail: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: _clean(v) for k, v in dataclasses.asdict(self).items()}
+        """The check as ``checks.json`` stores it (NaN as null, infinities as text)."""
+        from tangentlab.contract import jsonable
+
+        return jsonable(self)
 
 
 @dataclass
@@ -76,7 +63,8 @@ class Experiment(abc.ABC):
     """Abstract base of the synthetic experiments.
 
     A concrete experiment sets ``name``, ``description`` and ``config_cls`` (a frozen
-    :class:`tangentlab.config.Config`), and implements :meth:`quick_config` and :meth:`run`.
+    :class:`tangentlab.config.Config` whose ``quick()`` classmethod gives the ``--quick`` settings),
+    and implements :meth:`run`.
     """
 
     name: str = ""
@@ -86,10 +74,6 @@ class Experiment(abc.ABC):
     def default_config(self):
         """The full-setting config (the config class's defaults)."""
         return self.config_cls()
-
-    @abc.abstractmethod
-    def quick_config(self):
-        """The ``--quick`` config: the same checks at settings that run in seconds."""
 
     def validate(self, config) -> None:
         """Raise ConfigError for a config that cannot run because of what it would build (e.g. a
@@ -156,7 +140,7 @@ def resolve_config(exp: Experiment, *, quick: bool = False, config_path: str | P
     """Quick or default config, then the TOML file, then overrides, then ``seed``."""
     from tangentlab.config import load_config
 
-    base = exp.quick_config() if quick else exp.default_config()
+    base = exp.config_cls.quick() if quick else exp.default_config()
     ov = dict(overrides or {})
     if seed is not None:
         ov["seed"] = seed
@@ -171,41 +155,19 @@ def run_experiment(name: str, out_dir: str | Path, *, quick: bool = False,
     """Resolve the config, run the experiment and write its run directory atomically.
 
     Writes ``results.csv``, ``checks.json``, ``manifest.json`` and the PNG figures to ``out_dir``
-    (built under a temporary name; nothing is left behind on error). Returns ``out_dir``.
+    through the run-directory contract (:func:`tangentlab.contract.write_run`: built under a
+    temporary name, nothing left behind on error; a run of another kind is refused). Returns
+    ``out_dir``.
     """
-    from tangentlab.runs import (
-        CHECKS_NAME,
-        RESULTS_NAME,
-        Timer,
-        atomic_directory,
-        atomic_write_bytes,
-        atomic_write_json,
-        build_manifest,
-        write_manifest,
-        write_results,
-    )
+    from tangentlab.contract import RunOutput, synthetic_stage, write_run
 
     exp = get(name)
     cfg = resolve_config(exp, quick=quick, config_path=config_path, overrides=overrides, seed=seed)
-    out = Path(out_dir)
-    timer = Timer()
-    with atomic_directory(out) as tmp:
-        from tangentlab._runtime import single_thread
 
-        with timer("run"), single_thread():
-            result = exp.run(cfg)
-        rows = [{"experiment": name, **r} for r in result.rows]
-        write_results(rows, tmp / RESULTS_NAME)
-        atomic_write_json(tmp / CHECKS_NAME, [c.to_dict() for c in result.checks])
-        for fname, png in result.figures.items():
-            atomic_write_bytes(tmp / fname, png)
-        manifest = build_manifest(
-            kind=f"synthetic/{name}", config=cfg, seeds={"seed": int(getattr(cfg, "seed", 0))},
-            device="cpu", dtype="float64", timings=timer.as_dict(),
-            extra={"quick": bool(quick), "figures": sorted(result.figures),
-                   "checks_passed": sum(c.passed for c in result.checks),
-                   "checks_total": len(result.checks)},
-        )
-        write_manifest(tmp, manifest)
-    return out
+    def produce() -> RunOutput:
+        result = exp.run(cfg)
+        return RunOutput(rows=[{"experiment": name, **r} for r in result.rows],
+                         checks=list(result.checks), figures=dict(result.figures))
 
+    return write_run(out_dir, kind=synthetic_stage(name), config=cfg, produce=produce,
+                     seeds={"seed": int(getattr(cfg, "seed", 0))}, quick=quick)

@@ -81,6 +81,12 @@ class AmplificationConfig(Config):
     #: O((κ η G)²) terms (tan(x/2) vs x/2 on a sphere), so ratio/bound may exceed 1 by that much
     displacement_tolerance: float = 0.01
 
+    @classmethod
+    def quick(cls) -> AmplificationConfig:
+        """The ``--quick`` settings: fewer tokens and steps, the same checks."""
+        return cls(n_types=256, steps=80, log_every=10, heads=("chart", "mlp"),
+                   lr_sgd=0.05, lr_adam=0.01, lr_muon=0.01)
+
     def relations(self) -> list[tuple[bool, str]]:
         """Constraints between fields (checked with the field bounds, see tangentlab.config)."""
         c = self
@@ -226,11 +232,6 @@ class AmplificationExperiment(Experiment):
     description = ("toy models (embedding table of chart coordinates + head) trained with SGD, "
                    "Adam and Muon: tangent share, gradient energy, IsoScore*, by frequency bucket")
     config_cls = AmplificationConfig
-
-    def quick_config(self):
-        """The ``--quick`` settings: fewer tokens and steps, the same checks."""
-        return AmplificationConfig(n_types=256, steps=80, log_every=10, heads=("chart", "mlp"),
-                                   lr_sgd=0.05, lr_adam=0.01, lr_muon=0.01)
 
     def validate(self, c: AmplificationConfig) -> None:
         """The manifold can be built and has a torch chart (the toy trains through it)."""

@@ -74,6 +74,15 @@ class CalibrationConfig(Config):
     coverage_target: tuple[float, float] = (0.93, 0.97)
     max_bias: float = option(0.10, gt=0)
 
+    @classmethod
+    def quick(cls) -> CalibrationConfig:
+        """The ``--quick`` settings: two dimensions, two ambient sizes, few replicates."""
+        return cls(dims=(2, 4), ambient_dims=(16, 64), noise=(1e-3,), n_reps=12,
+                   n_reps_large=5, zipf_s=(1.0,), zipf_types=300,
+                   zipf_tokens=20_000, zipf_docs=200, zipf_reps=8, pin_alpha=(0.3,),
+                   pin_types=60, pin_occurrences=8000, pin_docs=600, pin_reps=6,
+                   n_boot=40)
+
 
 def wilson_interval(hits: int, n: int, z: float = 1.96) -> tuple[float, float]:
     """Wilson score interval of a binomial proportion ``hits / n``."""
@@ -137,14 +146,6 @@ class CalibrationExperiment(Experiment):
                    "||II||^2, visibility, local dimension, Zipf s and pinning beta, where the "
                    "truth is known; untrustworthy cells are marked 'not measurable here'")
     config_cls = CalibrationConfig
-
-    def quick_config(self):
-        """The ``--quick`` settings: two dimensions, two ambient sizes, few replicates."""
-        return CalibrationConfig(dims=(2, 4), ambient_dims=(16, 64), noise=(1e-3,), n_reps=12,
-                                 n_reps_large=5, zipf_s=(1.0,), zipf_types=300,
-                                 zipf_tokens=20_000, zipf_docs=200, zipf_reps=8, pin_alpha=(0.3,),
-                                 pin_types=60, pin_occurrences=8000, pin_docs=600, pin_reps=6,
-                                 n_boot=40)
 
     def validate(self, c: CalibrationConfig) -> None:
         """Every dimension must be below every ambient dimension."""

@@ -63,6 +63,12 @@ class GradientRatioConfig(Config):
     c_min: float = option(0.1, gt=0)
     slope_tolerance: float = 0.15
 
+    @classmethod
+    def quick(cls) -> GradientRatioConfig:
+        """The ``--quick`` settings: fewer manifolds and samples, the same checks."""
+        return cls(manifolds=("circle", "sphere", "immersion"),
+                   spreads=(0.03, 0.1, 0.3), n_samples=2000, n_batches=5)
+
     def relations(self) -> list[tuple[bool, str]]:
         """Constraints between fields (checked with the field bounds, see tangentlab.config)."""
         c = self
@@ -79,11 +85,6 @@ class GradientRatioExperiment(Experiment):
     description = ("‖normal‖/‖tangent‖ of gradients vs t and the alignment constant c against the "
                    "corrected ratio bound; the constant-gradient counterexample")
     config_cls = GradientRatioConfig
-
-    def quick_config(self):
-        """The ``--quick`` settings: fewer manifolds and samples, the same checks."""
-        return GradientRatioConfig(manifolds=("circle", "sphere", "immersion"),
-                                   spreads=(0.03, 0.1, 0.3), n_samples=2000, n_batches=5)
 
     def validate(self, c: GradientRatioConfig) -> None:
         """Every manifold can be built in R^ambient_dim (raises ConfigError)."""

@@ -66,6 +66,13 @@ class ProxyRecoveryConfig(Config):
     null_enrichment_tolerance: float = 0.1
     null_p_tolerance: float = 0.2
 
+    @classmethod
+    def quick(cls) -> ProxyRecoveryConfig:
+        """The ``--quick`` settings: fewer ranks, tokens and SAE steps, the same checks."""
+        return cls(manifolds=("sphere",), ranks=(2, 4), n_types=100,
+                   n_occurrences=1500, n_null=12, sae_steps=120,
+                   null_p_tolerance=0.25)
+
     def relations(self) -> list[tuple[bool, str]]:
         """Constraints between fields (checked with the field bounds, see tangentlab.config)."""
         c = self
@@ -84,12 +91,6 @@ class ProxyRecoveryExperiment(Experiment):
     description = ("every extractor (PCA, semi-NMF, ICA, TopK SAE) scored against true tangent "
                    "spaces; planted and null calibration of the control test")
     config_cls = ProxyRecoveryConfig
-
-    def quick_config(self):
-        """The ``--quick`` settings: fewer ranks, tokens and SAE steps, the same checks."""
-        return ProxyRecoveryConfig(manifolds=("sphere",), ranks=(2, 4), n_types=100,
-                                   n_occurrences=1500, n_null=12, sae_steps=120,
-                                   null_p_tolerance=0.25)
 
     def validate(self, c: ProxyRecoveryConfig) -> None:
         """Every manifold can be built, and every rank can contain its tangent space."""

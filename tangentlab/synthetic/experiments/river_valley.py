@@ -73,6 +73,11 @@ class RiverValleyConfig(Config):
     sensing_eta_sign: float = option(0.1, gt=0)
     sensing_eps: float = option(0.05, gt=0)
 
+    @classmethod
+    def quick(cls) -> RiverValleyConfig:
+        """The ``--quick`` settings: fewer steps, the same checks."""
+        return cls(max_steps=400, sensing_steps=200, sensing_dim=8, n_bulk=3)
+
     def relations(self) -> list[tuple[bool, str]]:
         """Constraints between fields (checked with the field bounds, see tangentlab.config)."""
         c = self
@@ -156,10 +161,6 @@ class RiverValleyExperiment(Experiment):
     description = ("GD, Muon (with/without momentum), Adam and a two-stage schedule on the "
                    "quadratic valley and a mixed-spiked matrix problem: hitting times and bands")
     config_cls = RiverValleyConfig
-
-    def quick_config(self):
-        """The ``--quick`` settings: fewer steps, the same checks."""
-        return RiverValleyConfig(max_steps=400, sensing_steps=200, sensing_dim=8, n_bulk=3)
 
     def run(self, c: RiverValleyConfig) -> ExperimentResult:
         """Run every method and compare hitting times, bands and the two-stage switch with theory."""

@@ -62,6 +62,16 @@ class VisibilityConfig(Config):
     n_reps: int = option(6, ge=2, integer=True)
     attenuation_tolerance: float = option(0.1, gt=0)
 
+    @classmethod
+    def quick(cls) -> VisibilityConfig:
+        """The ``--quick`` settings: fewer manifolds, spreads and samples, the same checks."""
+        return cls(
+            manifolds=("circle", "sphere", "torus", "immersion"), spreads=(0.02, 0.08),
+            n_points=2, n_samples=2000, n_batches=5, zipf_s=(1.0,), pin_alpha=(0.25, 0.5),
+            n_types=60, n_occurrences=8000, per_type=40, n_reps=4, rel_tolerance=0.2,
+            attenuation_tolerance=0.15,
+        )
+
     def relations(self) -> list[tuple[bool, str]]:
         """Constraints between fields (checked with the field bounds, see tangentlab.config)."""
         c = self
@@ -107,15 +117,6 @@ class VisibilityExperiment(Experiment):
     description = ("curvature visibility from samples (exact frame and local PCA) against "
                    "t²‖II‖²/(2m); occurrence- vs type-weighted visibility against the attenuation law")
     config_cls = VisibilityConfig
-
-    def quick_config(self):
-        """The ``--quick`` settings: fewer manifolds, spreads and samples, the same checks."""
-        return VisibilityConfig(
-            manifolds=("circle", "sphere", "torus", "immersion"), spreads=(0.02, 0.08),
-            n_points=2, n_samples=2000, n_batches=5, zipf_s=(1.0,), pin_alpha=(0.25, 0.5),
-            n_types=60, n_occurrences=8000, per_type=40, n_reps=4, rel_tolerance=0.2,
-            attenuation_tolerance=0.15,
-        )
 
     def validate(self, c: VisibilityConfig) -> None:
         """Every manifold can be built in R^ambient_dim (raises ConfigError, e.g. m >= D)."""
