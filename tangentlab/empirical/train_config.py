@@ -72,6 +72,11 @@ class TrainConfig(Config):
     threads: int = option(0, ge=0, integer=True)
     seed: int = option(0, ge=0, integer=True)
 
+    @classmethod
+    def quick(cls) -> TrainConfig:
+        """The quick variant: the ``tiny`` preset (what ``reproduce --quick`` trains)."""
+        return PRESETS["tiny"]
+
     def relations(self) -> list[tuple[bool, str]]:
         """Constraints between fields (checked with the field bounds, see tangentlab.config)."""
         return [(self.d_model % self.n_heads == 0,
