@@ -26,6 +26,7 @@ Example::
 
 from __future__ import annotations
 
+import abc
 from typing import Any
 
 import numpy as np
@@ -46,8 +47,11 @@ __all__ = [
 ]
 
 
-class _Proxy:
-    """Shared contract: parameter handling, validation, ``basis()``. Not for direct use."""
+class _Proxy(abc.ABC):
+    """Shared contract: parameters, validation, ``basis()``, the linear ``transform`` (abstract).
+
+    A proxy implements :meth:`fit`; one whose codes are not linear overrides :meth:`transform`.
+    """
 
     _param_names: tuple[str, ...] = ()
 
@@ -114,6 +118,15 @@ class _Proxy:
         self._check_fitted()
         return orthonormalize(self.components_.T)
 
+    @abc.abstractmethod
+    def fit(self, X: ArrayLike, y: Any = None) -> _Proxy:
+        """Learn the proxy from ``X`` of shape (n, d); returns self."""
+
+    def transform(self, X: ArrayLike) -> np.ndarray:
+        """Codes of ``X``, shape (n, d) → (n, r): ``(X - mean_) @ components_.T``."""
+        X = self._validate_X(X)
+        return (X - self.mean_) @ self.components_.T
+
     def fit_transform(self, X: ArrayLike, y: Any = None) -> np.ndarray:
         """``fit(X).transform(X)``."""
         return self.fit(X).transform(X)
@@ -158,11 +171,6 @@ class PCAProxy(_Proxy):
         self.explained_variance_ = vals[order]
         self.n_features_in_ = X.shape[1]
         return self
-
-    def transform(self, X: ArrayLike) -> np.ndarray:
-        """Codes of ``X``, shape (n, d) → (n, r)."""
-        X = self._validate_X(X)
-        return (X - self.mean_) @ self.components_.T
 
     def inverse_transform(self, Z: ArrayLike) -> np.ndarray:
         """Reconstruction of codes ``Z``, shape (n, r) → (n, d)."""
@@ -307,11 +315,6 @@ class ICAProxy(_Proxy):
         self.n_iter_ = int(ica.n_iter_)
         self.n_features_in_ = X.shape[1]
         return self
-
-    def transform(self, X: ArrayLike) -> np.ndarray:
-        """Codes of ``X``, shape (n, d) → (n, r)."""
-        X = self._validate_X(X)
-        return (X - self.mean_) @ self.components_.T
 
     def inverse_transform(self, Z: ArrayLike) -> np.ndarray:
         """Reconstruction of codes ``Z``, shape (n, r) → (n, d)."""
@@ -586,10 +589,7 @@ def _basis_spec(spec: str) -> dict[str, Any]:
 
 
 def make_proxy(name: str, **params: Any) -> _Proxy:
-    """Build a proxy extractor by name (one of ``PROXY_NAMES``.
-
-    Pca, seminmf, ica, sae), or a :class:`BasisProxy` from
-    ``basis:PATH[?key=K&select=S&orientation=O]``.
+    """A proxy by name (``PROXY_NAMES``), or a BasisProxy from ``basis:PATH[?key=&select=&orientation=]``.
 
     Unknown names raise UnknownNameError; unknown parameters raise ConfigError.
     """

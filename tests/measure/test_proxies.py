@@ -298,3 +298,11 @@ def test_basis_proxy_from_safetensors_and_sae_folders(tmp_path, monkeypatch):
         make_proxy("basis:hub:tiny/none/layers.0", n_components=2).fit(X)
     with pytest.raises(ShapeError, match="d=16"):  # a dictionary for another site width
         make_proxy(f"basis:{saelens}", n_components=2).fit(np.zeros((20, 16)))
+
+
+def test_the_linear_transform_lives_once_in_the_abstract_proxy():
+    from tangentlab.measure.proxies import ICAProxy, PCAProxy, _Proxy
+
+    assert PCAProxy.transform is ICAProxy.transform is _Proxy.transform
+    with pytest.raises(TypeError, match="abstract"):
+        _Proxy()
