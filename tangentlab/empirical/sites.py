@@ -321,6 +321,27 @@ def _with_input(args: tuple, kwargs: dict, where, value):
     return args, kw
 
 
+def _input_pre_hook(hook, on_edit=None):
+    """The one body of both input wrappers: a forward pre-hook (``with_kwargs``).
+
+    It calls ``hook(module, args, x)`` on the first input ``x``; a new tensor it returns replaces
+    ``x`` (after ``on_edit(x, new)``), ``None`` or ``x`` itself leaves the input as it was.
+    """
+
+    def pre(mod, args, kwargs):
+        x, where = _first_input(args, kwargs)
+        if x is None:
+            return None
+        out = hook(mod, args, x)
+        if out is None or out is x:
+            return None
+        if on_edit is not None:
+            on_edit(x, out)
+        return _with_input(args, kwargs, where, out)
+
+    return pre
+
+
 class _Handles:
     """Several hook handles removed together (what ``register_forward_hook`` returns)."""
 
@@ -340,16 +361,8 @@ class _InputHook:
         self.module = module
 
     def register_forward_hook(self, hook, *, prepend: bool = False):
-        def pre(mod, args, kwargs):
-            x, where = _first_input(args, kwargs)
-            if x is None:
-                return None
-            out = hook(mod, args, x)
-            if out is None or out is x:
-                return None
-            return _with_input(args, kwargs, where, out)
-
-        return self.module.register_forward_pre_hook(pre, with_kwargs=True, prepend=prepend)
+        return self.module.register_forward_pre_hook(_input_pre_hook(hook), with_kwargs=True,
+                                                     prepend=prepend)
 
 
 def _add_to_output(output, delta):
@@ -378,17 +391,11 @@ class _TapHook:
                 return _with_input(args, kwargs, where, x.detach().requires_grad_(True))
             return None
 
-        def tap_pre(mod, args, kwargs):
-            x, where = _first_input(args, kwargs)
-            if x is None:
-                return None
-            out = hook(mod, args, x)
-            if out is None or out is x:
-                return None
-            if out.shape != x.shape:
-                return _with_input(args, kwargs, where, out)  # the capture reports the shape
-            state["delta"] = out - x
-            return _with_input(args, kwargs, where, out)
+        def keep_delta(x, out):
+            if out.shape == x.shape:  # otherwise the capture reports the shape
+                state["delta"] = out - x
+
+        tap_pre = _input_pre_hook(hook, on_edit=keep_delta)
 
         def block_post(_mod, _args, output):
             delta = state.pop("delta", None)

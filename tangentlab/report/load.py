@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tangentlab.contract import THEORY, VALIDATE
 from tangentlab.errors import DataError
 from tangentlab.runs import (
     CHECKS_NAME,
@@ -37,8 +38,8 @@ __all__ = ["Source", "RunData", "EXTERNAL_PREFIX", "VALIDATE_STAGE", "parse_meas
 
 #: Stage-name prefix of the external measurement runs added to a report.
 EXTERNAL_PREFIX = "external/"
-#: The validation battery's stage (and directory) name.
-VALIDATE_STAGE = "validate"
+#: The validation battery's stage (and directory) name (the pipeline's, :mod:`tangentlab.contract`).
+VALIDATE_STAGE = VALIDATE
 
 
 def parse_measure_args(items) -> dict[str, Path]:
@@ -296,7 +297,7 @@ class RunData:
 
     def theory(self) -> dict[str, Any]:
         """``theory/verify.json``."""
-        path = self.stage_dir("theory") / VERIFY_NAME
+        path = self.stage_dir(THEORY) / VERIFY_NAME
         if not path.is_file():
             raise DataError(f"{path} is missing")
         return json.loads(path.read_text())

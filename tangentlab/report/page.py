@@ -9,6 +9,7 @@ from __future__ import annotations
 import shlex
 from collections import Counter
 
+from tangentlab.contract import REPORT, THEORY
 from tangentlab.report import rules as R
 from tangentlab.report import units as U
 from tangentlab.report.checks import error_kind
@@ -59,7 +60,7 @@ def limitations(data: RunData, verdicts: list[Verdict]) -> list[str]:
     """The limitations section, generated from what did not run or did not decide."""
     out: list[str] = []
     for name, rec in data.records.items():
-        if name == "report":
+        if name == REPORT:
             continue
         if rec.status == "failed":
             out.append(f"Stage {name} failed ({rec.error}); the rows built on it are marked 'not run'.")
@@ -100,7 +101,7 @@ def limitations(data: RunData, verdicts: list[Verdict]) -> list[str]:
 
 def theory_rows(data: RunData) -> list[tuple[str, str, str, str, str, str]]:
     """(derivation, check, kind, pass/FAIL, residual, kind of error) of every theory check."""
-    if data.status("theory") != "done":
+    if data.status(THEORY) != "done":
         return []
     try:
         ver = data.theory()
@@ -126,7 +127,7 @@ def stage_rows(data: RunData) -> list[tuple[str, str, str, str, str, str]]:
         if rec is None:
             continue
         status = rec.status
-        if name == "report" and status == "running":
+        if name == REPORT and status == "running":
             status = "this report"
         secs = "" if rec.seconds is None else f"{rec.seconds:.1f}"
         if rec.cpu_seconds is not None:
@@ -145,7 +146,7 @@ def _devices(data: RunData) -> str:
     by: dict[str, list[str]] = {}
     stages = list(data.records) + data.external_stages()
     for name in stages:
-        if name == "report" or data.status(name) != "done":
+        if name == REPORT or data.status(name) != "done":
             continue
         dev = data.stage_manifest_or_empty(name).get("device")
         if dev:
@@ -214,7 +215,7 @@ def summary_facts(data: RunData) -> list[tuple[str, str]]:
     """The summary table: provenance, device, times and the reproducing command."""
     m = data.manifest
     git = m.get("git") or {}
-    recs = [r for n, r in data.records.items() if n != "report"]
+    recs = [r for n, r in data.records.items() if n != REPORT]
     total = sum((r.seconds or 0.0) for r in recs)
     cpu = [r.cpu_seconds for r in recs if r.cpu_seconds is not None]
     wall = _wall_seconds(data)

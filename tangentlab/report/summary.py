@@ -37,6 +37,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from tangentlab.contract import measure_stage
 from tangentlab.errors import DataError
 
 __all__ = ["SUMMARY_COLUMNS", "SUMMARY_NAME", "headline_table", "load_results", "write_summary",
@@ -87,7 +88,7 @@ def _sources(run: Path) -> list[tuple[str, Path, dict[str, Any]]]:
         from tangentlab.report.load import RunData
 
         data = RunData.open(run)
-        stages = [s for s in data.records if s.startswith("measure/")] + data.external_stages()
+        stages = [s for s in data.records if s.startswith(measure_stage(""))] + data.external_stages()
         out = [(s, data.stage_dir(s), data.stage_manifest_or_empty(s)) for s in stages
                if data.status(s) == "done" and (data.stage_dir(s) / RESULTS_NAME).is_file()]
         if not out:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from tangentlab.contract import THEORY, measure_stage, synthetic_stage
 from tangentlab.report import late as L
 from tangentlab.report import rules as R
 from tangentlab.report import units as U
@@ -148,7 +149,7 @@ class TheoryRow:
 
     def stages(self, data: RunData) -> list[str]:
         """The stage this row reads (``theory``)."""
-        return ["theory"]
+        return [THEORY]
 
     def __call__(self, data: RunData, stages: list[str]) -> Built:
         """Build the row from the derivations' checks."""
@@ -237,7 +238,8 @@ class ChecksRow:
 
 def measure_stages(data: RunData) -> list[str]:
     """Our own measure stages (those recorded; both by default) then the external runs."""
-    own = [s for s in data.records if s.startswith("measure/")] or ["measure/encoder", "measure/decoder"]
+    own = ([s for s in data.records if s.startswith(measure_stage(""))]
+           or [measure_stage("encoder"), measure_stage("decoder")])
     return own + data.external_stages()
 
 
@@ -334,7 +336,7 @@ def _rows() -> tuple[RowSpec, ...]:
          "Visibility V(t) = normal/tangent variance = t^2 ||II||_F^2 / (2m) for Gaussian chart "
          "coordinates: small neighbourhoods look flat.",
          _CHECKS, "synthetic visibility: sampled manifolds vs curvature-visibility",
-         ChecksRow("synthetic/visibility", _not_attenuation, (
+         ChecksRow(synthetic_stage("visibility"), _not_attenuation, (
              PanelSpec(("visibility_exact_frame",), "visibility vs t (one point per manifold)", x="t",
                        group=("manifold",), where=(("point", 0),),
                        ylabel="normal / tangent variance (ratio)", logx=True, logy=True),
@@ -345,7 +347,7 @@ def _rows() -> tuple[RowSpec, ...]:
          "Pooling occurrences (frequency-weighted, pinned frequent tokens) shows less curvature than "
          "pooling types: attenuation factor < 1 whenever alpha > 0.",
          _CHECKS, "synthetic visibility: Zipf token model vs frequency-attenuation",
-         ChecksRow("synthetic/visibility", _is_attenuation, (
+         ChecksRow(synthetic_stage("visibility"), _is_attenuation, (
              PanelSpec(("attenuation",), "attenuation factor vs pinning alpha", x="alpha", group=("s",),
                        ylabel="occurrence / type visibility (ratio)", reference=1.0,
                        reference_label="no attenuation"),
@@ -356,7 +358,7 @@ def _rows() -> tuple[RowSpec, ...]:
          "With a lower bound c on the tangent part, ||normal||/||tangent|| <= kappa t / (2c); without it "
          "the O(t) claim fails (parabola with a constant upstream gradient).",
          _CHECKS, "synthetic gradient-ratio vs gradient-components",
-         ChecksRow("synthetic/gradient-ratio", None, (
+         ChecksRow(synthetic_stage("gradient-ratio"), None, (
              PanelSpec(("normal_tangent_ratio",), "||normal|| / ||tangent|| (line: corrected bound)",
                        x="t", group=("case", "manifold"), ylabel="normal / tangent (ratio)",
                        logx=True, logy=True),
@@ -365,7 +367,7 @@ def _rows() -> tuple[RowSpec, ...]:
          "Training moves representations mostly along tangent directions, so the tangent share of "
          "gradient energy and variance grows, under each optimizer.",
          _CHECKS, "synthetic amplification vs tangent-amplification",
-         ChecksRow("synthetic/amplification", None, (
+         ChecksRow(synthetic_stage("amplification"), None, (
              PanelSpec(("tangent_share",), "tangent share: closed form (GD) vs toy", x="step",
                        where=(("optimizer", "sgd"), ("head", "chart"), ("weighting", "uniform")),
                        group=(), ylabel="tangent share of variance (fraction)"),
@@ -377,7 +379,7 @@ def _rows() -> tuple[RowSpec, ...]:
          "Activation-fitted proxies (PCA, semi-NMF, ICA, TopK SAE) recover the true tangent space "
          "(small principal angles); the control test finds a planted signal and not a null one.",
          _CHECKS, "synthetic proxy-recovery: principal angles, planted and null control tests",
-         ChecksRow("synthetic/proxy-recovery", None, (
+         ChecksRow(synthetic_stage("proxy-recovery"), None, (
              PanelSpec(("mean_principal_angle_deg",), "angle to the true tangent space", x="rank",
                        group=("extractor", "manifold"), ylabel="mean principal angle (degrees)"),
          ))),
@@ -385,7 +387,7 @@ def _rows() -> tuple[RowSpec, ...]:
          "Sign descent (Muon) advances along the river at a constant rate, beating GD early, then "
          "oscillates in a band of width ~eta; switching Muon -> GD at the derived point is fastest.",
          _CHECKS, "synthetic river-valley vs the river-valley derivation",
-         ChecksRow("synthetic/river-valley", None, (
+         ChecksRow(synthetic_stage("river-valley"), None, (
              PanelSpec(("hitting_time",), "valley: steps to reach the optimum", x="optimizer",
                        where=(("problem", "valley"),), group=(), ylabel="hitting time (steps)", logy=True),
              PanelSpec(("final_band",), "valley: final oscillation band", x="optimizer",
