@@ -6,23 +6,9 @@ import base64
 import html
 import json
 
+from tangentlab.report import page as P  # the parts both pages share
 from tangentlab.report import rules as R
 from tangentlab.report.load import RunData
-from tangentlab.report.page import (
-    EXTERNAL_HEADING,
-    SECTIONS,
-    banner,
-    check_rows,
-    compact,
-    counts_text,
-    external_key,
-    external_overall,
-    overall,
-    stage_rows,
-    summary_facts,
-    theory_rows,
-    unit_rows,
-)
 from tangentlab.report.paper import PAPER_CITATION
 from tangentlab.report.verdicts import Verdict
 
@@ -84,7 +70,7 @@ def _compact_html(v: Verdict) -> str:
                 f'<div class="unit ext">{_e(u.label)}: {_status_html(u.status)}</div>'
                 for u in v.external_units)
         return txt
-    return _e(compact(v))
+    return _e(P.compact(v))
 
 
 _EXTRA_CSS = """
@@ -111,7 +97,7 @@ def render_html(data: RunData, verdicts: list[Verdict], pngs: dict[str, bytes], 
         link_base: prefix of the links to the run's stage folders (when the page is written
             outside the run directory).
     """
-    titles = dict(SECTIONS)
+    titles = dict(P.SECTIONS)
     out: list[str] = [
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
@@ -119,7 +105,7 @@ def render_html(data: RunData, verdicts: list[Verdict], pngs: dict[str, bytes], 
         "</head><body>",
         "<h1>tangentlab: theory against measurement</h1>",
     ]
-    lines = banner(data)
+    lines = P.banner(data)
     if lines:
         bad = any("FAILED" in x or "SKIPPED" in x for x in lines)
         out.append(f'<div class="banner{" bad" if bad else ""}" id="banner"><b>Read this first.</b><ul>'
@@ -130,9 +116,9 @@ def render_html(data: RunData, verdicts: list[Verdict], pngs: dict[str, bytes], 
     out.append(f'<h2 id="summary">{titles["summary"]}</h2>')
     out.append('<table class="facts">' + "".join(
         f"<tr><th>{_e(k)}</th><td>{'<code>' + _e(v) + '</code>' if k == 'reproduce with' else _e(v)}</td></tr>"
-        for k, v in summary_facts(data)) + "</table>")
-    out.append("<p><b>Calibration of the method:</b> " + _e(counts_text(verdicts, "calibration"))
-               + ". <b>Predictions of the account:</b> " + _e(counts_text(verdicts, "prediction")) + ".</p>")
+        for k, v in P.summary_facts(data)) + "</table>")
+    out.append("<p><b>Calibration of the method:</b> " + _e(P.counts_text(verdicts, "calibration"))
+               + ". <b>Predictions of the account:</b> " + _e(P.counts_text(verdicts, "prediction")) + ".</p>")
     for sid, section in (("calibration", "calibration"), ("predictions", "prediction")):
         out.append(f'<h2 id="{sid}">{titles[sid]}</h2>')
         if section == "calibration":
@@ -166,20 +152,20 @@ def render_html(data: RunData, verdicts: list[Verdict], pngs: dict[str, bytes], 
         if v.units:
             out.append("<table><tr><th>model</th><th>site</th><th>status</th><th>estimate and interval</th>"
                        "<th>checkpoints used</th><th>why, and notes</th></tr>")
-            for model, site, st, est, at, note in unit_rows(v):
+            for model, site, st, est, at, note in P.unit_rows(v):
                 out.append(f"<tr><td>{_e(model)}</td><td>{_e(site)}</td><td>{_status_html(st)}</td>"
                            f"<td>{_e(est)}</td><td>{_e(at)}</td><td>{_e(note)}</td></tr>")
             out.append("</table>")
         if v.checks:
             out.append("<table><tr><th>check</th><th>result</th><th>measured vs target</th>"
                        "<th>tolerance and kind of error</th></tr>")
-            for name, what, res, mt, tol in check_rows(v):
+            for name, what, res, mt, tol in P.check_rows(v):
                 what_html = f'<br><span class="muted">{_e(what)}</span>' if what else ""
                 out.append(f"<tr><td>{_e(name)}{what_html}</td><td><span class=\"status "
                            f"{'ok' if res == 'pass' else 'bad'}\">{_e(res)}</span></td>"
                            f"<td>{_e(mt)}</td><td>{_e(tol)}</td></tr>")
             out.append("</table>")
-        out.append(f"<p><b>Overall: {_status_html(v.status)}.</b> {_e(overall(v))}</p>")
+        out.append(f"<p><b>Overall: {_status_html(v.status)}.</b> {_e(P.overall(v))}</p>")
         out.append(f'<p><b>Rule.</b> <span class="muted">{_e(v.rule)}</span></p>')
         if v.numbers:
             out.append('<ul class="nums">' + "".join(f"<li><b>{_e(k)}</b>: {_e(val)}</li>" for k, val in v.numbers)
@@ -195,16 +181,16 @@ def render_html(data: RunData, verdicts: list[Verdict], pngs: dict[str, bytes], 
             b64 = base64.b64encode(src.read_bytes()).decode("ascii")
             out.append(f'<img alt="{_e(v.title)}: {_e(src.name)}" src="data:image/png;base64,{b64}">')
         if v.external_units:
-            out.append(f'<h4 id="row-{_e(v.key)}-external">{_e(EXTERNAL_HEADING)}</h4>')
+            out.append(f'<h4 id="row-{_e(v.key)}-external">{_e(P.EXTERNAL_HEADING)}</h4>')
             out.append("<table><tr><th>external run</th><th>site</th><th>status</th>"
                        "<th>estimate and interval</th><th>checkpoints used</th><th>why, and notes</th></tr>")
-            for model, site, st, est, at, note in unit_rows(v, external=True):
+            for model, site, st, est, at, note in P.unit_rows(v, external=True):
                 out.append(f"<tr><td>{_e(model)}</td><td>{_e(site)}</td><td>{_status_html(st)}</td>"
                            f"<td>{_e(est)}</td><td>{_e(at)}</td><td>{_e(note)}</td></tr>")
             out.append("</table>")
             out.append(f"<p><b>External runs on their own: {_status_html(v.external_status or '')}.</b> "
-                       f"{_e(external_overall(v))}</p>")
-            key = external_key(v.key)
+                       f"{_e(P.external_overall(v))}</p>")
+            key = P.external_key(v.key)
             if key in pngs:
                 b64 = base64.b64encode(pngs[key]).decode("ascii")
                 out.append(f'<img alt="{_e(v.title)}: external measurements" src="data:image/png;base64,{b64}">')
@@ -215,7 +201,7 @@ def render_html(data: RunData, verdicts: list[Verdict], pngs: dict[str, bytes], 
     out.append(f'<h2 id="stages">{titles["stages"]}</h2>')
     out.append("<table><tr><th>stage</th><th>status</th><th>seconds (CPU)</th><th>config hash</th>"
                "<th>output</th><th>note</th></tr>")
-    for name, status, secs, h, link, note in stage_rows(data):
+    for name, status, secs, h, link, note in P.stage_rows(data):
         cls = {"done": "ok", "failed": "bad", "skipped": "off"}.get(status, "unk")
         out.append(f'<tr><td>{_e(name)}</td><td><span class="status {cls}">{_e(status)}</span></td>'
                    f'<td class="num">{_e(secs)}</td><td><code>{_e(h)}</code></td>'
@@ -223,7 +209,7 @@ def render_html(data: RunData, verdicts: list[Verdict], pngs: dict[str, bytes], 
     out.append("</table>")
     # theory
     out.append(f'<h2 id="theory">{titles["theory"]}</h2>')
-    trows = theory_rows(data)
+    trows = P.theory_rows(data)
     if trows:
         out.append("<table><tr><th>derivation</th><th>check</th><th>kind</th><th>result</th>"
                    "<th>residual</th><th>kind of error</th></tr>")

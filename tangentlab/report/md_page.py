@@ -5,22 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tangentlab.report import page as P  # the parts both pages share
 from tangentlab.report.load import RunData
-from tangentlab.report.page import (
-    EXTERNAL_HEADING,
-    SECTIONS,
-    banner,
-    check_rows,
-    compact,
-    counts_text,
-    external_key,
-    external_overall,
-    overall,
-    stage_rows,
-    summary_facts,
-    theory_rows,
-    unit_rows,
-)
 from tangentlab.report.paper import PAPER_CITATION
 from tangentlab.report.verdicts import Verdict
 
@@ -49,23 +35,23 @@ def render_markdown(data: RunData, verdicts: list[Verdict], figures: dict[str, P
 
     ``link_base`` prefixes the links to the run's stage folders (a page written outside the run).
     """
-    titles = dict(SECTIONS)
+    titles = dict(P.SECTIONS)
     out: list[str] = ["# tangentlab: theory against measurement", ""]
-    lines = banner(data)
+    lines = P.banner(data)
     if lines:
         out += ["> **Read this first.**", ">"] + [f"> - {x}" for x in lines] + [""]
     out += ["The geometric account of anisotropy in language Transformers, tested symbolically, on "
             f"synthetic manifolds and on real Transformer gradients. Paper: {PAPER_CITATION}.", "",
             f"## {titles['summary']}", "", "| | |", "|---|---|"]
-    out += [f"| {_md(k)} | {'`' + v + '`' if k == 'reproduce with' else _md(v)} |" for k, v in summary_facts(data)]
-    out += ["", f"**Calibration of the method:** {counts_text(verdicts, 'calibration')}. "
-            f"**Predictions of the account:** {counts_text(verdicts, 'prediction')}.", ""]
+    out += [f"| {_md(k)} | {'`' + v + '`' if k == 'reproduce with' else _md(v)} |" for k, v in P.summary_facts(data)]
+    out += ["", f"**Calibration of the method:** {P.counts_text(verdicts, 'calibration')}. "
+            f"**Predictions of the account:** {P.counts_text(verdicts, 'prediction')}.", ""]
     for sid, section in (("calibration", "calibration"), ("predictions", "prediction")):
         out += [f"## {titles[sid]}", "", "| # | row | status | per unit / checks | the paper reported | source |",
                 "|---|---|---|---|---|---|"]
         for i, v in enumerate((v for v in verdicts if v.section == section), 1):
             dep = f" (depends on {v.depends_on}: not an independent verdict)" if v.depends_on else ""
-            out.append(f"| {i} | **{_md(v.title)}**{dep} | **{v.status}** | {_md(compact(v))} "
+            out.append(f"| {i} | **{_md(v.title)}**{dep} | **{v.status}** | {_md(P.compact(v))} "
                        f"| {_md(v.paper)} | {_md(_source_md(v, link_base))} |")
         out.append("")
     out += [f"## {titles['details']}", "",
@@ -82,14 +68,14 @@ def render_markdown(data: RunData, verdicts: list[Verdict], figures: dict[str, P
             out += ["| model | site | status | estimate and interval | checkpoints used | why, and notes |",
                     "|---|---|---|---|---|---|"]
             out += [f"| {_md(a)} | {_md(b)} | **{c}** | {_md(d)} | {_md(e)} | {_md(f)} |"
-                    for a, b, c, d, e, f in unit_rows(v)]
+                    for a, b, c, d, e, f in P.unit_rows(v)]
             out.append("")
         if v.checks:
             out += ["| check | result | measured vs target | tolerance and kind of error |", "|---|---|---|---|"]
             out += [f"| {_md(a)}{' (' + _md(w) + ')' if w else ''} | {b} | {_md(c)} | {_md(d)} |"
-                    for a, w, b, c, d in check_rows(v)]
+                    for a, w, b, c, d in P.check_rows(v)]
             out.append("")
-        out += [f"- **Overall: {v.status}.** {overall(v)}", f"- **Rule.** {v.rule}"]
+        out += [f"- **Overall: {v.status}.** {P.overall(v)}", f"- **Rule.** {v.rule}"]
         out += [f"- **{k}**: {val}" for k, val in v.numbers]
         out += [f"- **The paper reported.** {v.paper}", f"- **Source.** {_source_md(v, link_base)}; test: {v.test}", ""]
         if v.key in figures:
@@ -99,13 +85,13 @@ def render_markdown(data: RunData, verdicts: list[Verdict], figures: dict[str, P
         for src in v.figures:
             out += [f"![{v.title}: {src.name}](figures/{v.key}--{src.name})", ""]
         if v.external_units:
-            out += [f"#### {EXTERNAL_HEADING}", "",
+            out += [f"#### {P.EXTERNAL_HEADING}", "",
                     "| external run | site | status | estimate and interval | checkpoints used | why, and notes |",
                     "|---|---|---|---|---|---|"]
             out += [f"| {_md(a)} | {_md(b)} | **{c}** | {_md(d)} | {_md(e)} | {_md(f)} |"
-                    for a, b, c, d, e, f in unit_rows(v, external=True)]
-            out += ["", f"- **External runs on their own: {v.external_status}.** {external_overall(v)}", ""]
-            key = external_key(v.key)
+                    for a, b, c, d, e, f in P.unit_rows(v, external=True)]
+            out += ["", f"- **External runs on their own: {v.external_status}.** {P.external_overall(v)}", ""]
+            key = P.external_key(v.key)
             if key in figures:
                 out += [f"![{v.title}: external measurements](figures/{figures[key].name})", ""]
         if v.error:
@@ -113,9 +99,9 @@ def render_markdown(data: RunData, verdicts: list[Verdict], figures: dict[str, P
     out += [f"## {titles['stages']}", "", "| stage | status | seconds (CPU) | config hash | output | note |",
             "|---|---|---|---|---|---|"]
     out += [f"| {_md(n)} | {s} | {secs} | `{h}` | [{_md(link)}]({link_base}{link}) | {_md(note)} |"
-            for n, s, secs, h, link, note in stage_rows(data)]
+            for n, s, secs, h, link, note in P.stage_rows(data)]
     out += ["", f"## {titles['theory']}", ""]
-    trows = theory_rows(data)
+    trows = P.theory_rows(data)
     if trows:
         out += ["| derivation | check | kind | result | residual | kind of error |", "|---|---|---|---|---|---|"]
         out += [f"| {_md(d)} | {_md(c)} | {k} | {p} | {r} | {_md(ek)} |" for d, c, k, p, r, ek in trows]
