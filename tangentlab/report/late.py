@@ -11,16 +11,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from tangentlab.report import rules as R
-from tangentlab.report.figures import Panel, Series
+from tangentlab.report.figures import Series
 from tangentlab.report.units import (
     ENRICH_LABEL,
     ONE_CHECKPOINT,
-    STEP_LABEL,
-    STEP_SCALE,
     EnergySource,
     Model,
+    StepPanel,
     Unit,
-    _named,
     _step,
     _unit,
     energy_source,
@@ -157,23 +155,20 @@ def weakens_late_unit(model: Model, site: str) -> Unit:
     return _unit(model, site, out, est, at, "; ".join(notes))
 
 
-def weakens_late_panel(model: Model) -> Panel | None:
-    """Enrichment against step with the peak and the late window marked, for one model."""
-    t = model.table
-    sites = t.sites("enrichment")
-    if not sites:
-        return None
-    lbl, who = _named(sites)
-    steps = t.steps("enrichment")
+def _late_markers(model: Model, steps) -> list[Series]:
+    """The early/late cut (or the first late step) as a vertical line."""
     window = late_window(model.manifest, [s for s in steps if s > 0])
-    series: list[Series] = []
-    for i, site in enumerate(sites):
-        series.append(t.step_series("enrichment", site, lbl("Q_T", site), color=i))
     if window.cut is not None:
-        series.append(Series(f"early/late cut (step {_step(window.cut)}): late window to the right",
-                             "vline", (window.cut,), (), style="reference"))
-    elif window.steps:
-        series.append(Series(f"late window starts (step {_step(min(window.steps))})", "vline",
-                             (min(window.steps),), (), style="reference"))
-    return Panel(f"{who(model.name)}: enrichment and the late window", STEP_LABEL, ENRICH_LABEL,
-                 tuple(series), xscale=STEP_SCALE)
+        return [Series(f"early/late cut (step {_step(window.cut)}): late window to the right",
+                       "vline", (window.cut,), (), style="reference")]
+    if window.steps:
+        return [Series(f"late window starts (step {_step(min(window.steps))})", "vline",
+                       (min(window.steps),), (), style="reference")]
+    return []
+
+
+#: Enrichment against step with the peak and the late window marked, for one model.
+weakens_late_panel = StepPanel(
+    "enrichment", "enrichment and the late window", ENRICH_LABEL,
+    lambda t, site, lbl, steps, i: [t.step_series("enrichment", site, lbl("Q_T", site), color=i)],
+    tail=_late_markers)
