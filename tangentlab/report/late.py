@@ -12,12 +12,12 @@ from typing import Any
 
 from tangentlab.report import rules as R
 from tangentlab.report.figures import Series
+from tangentlab.report.step_panels import StepPanel
 from tangentlab.report.units import (
     ENRICH_LABEL,
     ONE_CHECKPOINT,
     EnergySource,
     Model,
-    StepPanel,
     Unit,
     _step,
     _unit,

@@ -32,13 +32,8 @@ __all__ = [
     "isoscore_unit",
     "freqdist_unit",
     "ablation_unit",
-    "enrichment_panel",
     "bucket_panel",
-    "isoscore_panel",
-    "freqdist_panel",
-    "ablation_panel",
     "comparison_panel",
-    "StepPanel",
     "READERS_RHO_STATISTIC",
     "ONE_CHECKPOINT",
     "is_not_applicable",
@@ -247,61 +242,6 @@ def enrichment_unit(model: Model, site: str) -> Unit:
     return _unit(model, site, out, e.text(), f"step {_step(last)}", note)
 
 
-@dataclass(frozen=True)
-class StepPanel:
-    """A per-model panel against the training step: the frame every step panel shares.
-
-    The sites are those of ``metric``; each site gets its colour group from ``per_site(table,
-    site, label, steps, i) -> [Series]`` (``label(text, site)`` names a series, ``steps`` are
-    ``metric``'s steps); ``head`` series come first, ``tail(model, steps)`` after the sites. The
-    title is ``"<model>: <title>"``; the x axis is :data:`STEP_LABEL` on :data:`STEP_SCALE`.
-    Calling it with a :class:`Model` gives its :class:`Panel` (``None`` without the metric).
-    """
-
-    metric: str
-    title: str
-    ylabel: str
-    per_site: Any
-    head: tuple[Series, ...] = ()
-    tail: Any = None
-
-    def __call__(self, model: Model) -> Panel | None:
-        """The panel of ``model`` (None when it stores no ``metric`` rows)."""
-        t = model.table
-        sites = t.sites(self.metric)
-        if not sites:
-            return None
-        lbl, who = _named(sites)
-        steps = t.steps(self.metric)
-        series = list(self.head)
-        for i, site in enumerate(sites):
-            series += self.per_site(t, site, lbl, steps, i)
-        if self.tail is not None:
-            series += self.tail(model, steps)
-        return Panel(f"{who(model.name)}: {self.title}", STEP_LABEL, self.ylabel, tuple(series),
-                     xscale=STEP_SCALE)
-
-
-def _enrichment_series(t: ResultTable, site: str, lbl, steps, i: int) -> list[Series]:
-    """Controls band, Q_T and the step-0 value of one site."""
-    out = []
-    band = t.band_series("control_enrichment_low", "control_enrichment_high", site,
-                         lbl("controls, min-max", site), steps, color=i)
-    if band is not None:
-        out.append(band)
-    out.append(t.step_series("enrichment", site, lbl("Q_T", site), color=i))
-    e0 = t.get("enrichment", site=site, step=0.0).value
-    if e0 is not None:
-        out.append(Series(lbl("step 0", site), "hline", (), (e0,), style="reference", color=i))
-    return out
-
-
-#: Enrichment against step for one model: every site, controls band, step 0 and oracle.
-enrichment_panel = StepPanel("enrichment", "tangent enrichment over training", ENRICH_LABEL,
-                             _enrichment_series,
-                             head=(Series("null: controls (= 1)", "hline", (), (1.0,)),))
-
-
 def comparison_panel(models: Sequence[Model], *, title: str = "all models",
                      max_series: int | None = None) -> Panel | None:
     """Enrichment against step for every model and site, with step 0 and control band.
@@ -422,32 +362,6 @@ def isoscore_unit(model: Model, site: str) -> Unit:
     return _unit(model, site, out, est, f"step {_step(last)}", note)
 
 
-def _isoscore_series(t: ResultTable, site: str, lbl, steps, i: int) -> list[Series]:
-    return [t.step_series("delta_isoscore_tangent", site, lbl("Q_T removed", site), color=2 * i),
-            _range_series(t, "delta_isoscore_control_mean", site,
-                          lbl("controls removed (mean; bars: range)", site), color=2 * i + 1)]
-
-
-#: ΔIsoScore* of Q_T and of the controls against step, for one model.
-isoscore_panel = StepPanel("delta_isoscore_tangent", "delta IsoScore*",
-                           "delta IsoScore* of gradients (IsoScore* units, 0-1)", _isoscore_series)
-
-
-def _range_series(t: ResultTable, metric: str, site: str, label: str, color: int | None = None) -> Series:
-    """Points with their interval bars: the CI where stored, else the range."""
-    xs, ys, los, his = [], [], [], []
-    for st in t.steps(metric, site):
-        e = t.get(metric, site=site, step=st)
-        if e.value is None:
-            continue
-        lo, hi, _ = e.bounds()
-        xs.append(st)
-        ys.append(e.value)
-        los.append(lo if lo is not None else e.value)
-        his.append(hi if hi is not None else e.value)
-    return Series(label, "points", tuple(xs), tuple(ys), tuple(los), tuple(his), color=color)
-
-
 # ------------------------------------------------------------------------------ frequency-distance
 
 def freqdist_unit(model: Model, site: str) -> Unit:
@@ -464,19 +378,6 @@ def freqdist_unit(model: Model, site: str) -> Unit:
             f"{READERS_RHO_STATISTIC} value: compare it with our Pearson {fmt(pear.value)}, not with "
             "the Spearman statistic the rule uses")
     return _unit(model, site, out, est, f"step {_step(last)}", note)
-
-
-def _freqdist_series(t: ResultTable, site: str, lbl, steps, i: int) -> list[Series]:
-    out = [t.step_series("freq_distance_spearman", site, lbl("Spearman", site), color=2 * i)]
-    if t.has("freq_distance_pearson"):
-        out.append(t.step_series("freq_distance_pearson", site, lbl("Pearson", site), color=2 * i + 1))
-    return out
-
-
-#: The frequency-spread correlation against step, for one model.
-freqdist_panel = StepPanel("freq_distance_spearman", "log-frequency vs occurrence spread",
-                           "correlation coefficient (-1 to 1)", _freqdist_series,
-                           head=(Series("no correlation (0)", "hline", (), (0.0,)),))
 
 
 # ------------------------------------------------------------------------------ causal ablation
@@ -504,19 +405,3 @@ def ablation_unit(model: Model, site: str) -> Unit:
             f"{name[len(PER_VARIANCE_PREFIX):]} {t.get(name, site=site, step=last).text()}" for name in per))
     notes += [f"complement controls (not variance-matched) {old.text()}"] if old.present else []
     return _unit(model, site, out, est, f"step {_step(last)} (last causal checkpoint)", "; ".join(notes))
-
-
-def _ablation_series(t: ResultTable, site: str, lbl, steps, i: int) -> list[Series]:
-    out = [t.step_series("ablation_loss_tangent", site, lbl("ablate Q_T", site), color=3 * i)]
-    if t.has(MATCHED_METRIC):
-        out.append(_range_series(t, MATCHED_METRIC, site, lbl("variance-matched controls", site),
-                                 color=3 * i + 1))
-    if t.has("ablation_loss_control_mean"):
-        out.append(_range_series(t, "ablation_loss_control_mean", site,
-                                 lbl("complement controls (bars: range)", site), color=3 * i + 2))
-    return out
-
-
-#: The ablation loss increases against step, for one model.
-ablation_panel = StepPanel("ablation_loss_tangent", "loss increase on ablation",
-                           "loss increase (nats per token)", _ablation_series)

@@ -24,6 +24,7 @@ from typing import Any
 from tangentlab.contract import THEORY, measure_stage, synthetic_stage
 from tangentlab.report import late as L
 from tangentlab.report import rules as R
+from tangentlab.report import step_panels as SP
 from tangentlab.report import units as U
 from tangentlab.report.checks import CheckLine, check_lines, theory_check_lines
 from tangentlab.report.figures import Panel, Series
@@ -408,7 +409,7 @@ def _rows() -> tuple[RowSpec, ...]:
          "normal controls: enrichment > 1, above its step-0 value, p at its floor; every model and site.",
          R.RULES["enrichment"],
          "control_test of Q_T against matched-rank normal controls on the gradient second moment",
-         EmpiricalRow("enrichment", U.enrichment_unit, U.enrichment_panel, comparison=True)),
+         EmpiricalRow("enrichment", U.enrichment_unit, SP.enrichment_panel, comparison=True)),
         ("weakens-late", "prediction", "Enrichment weakens late in training",
          "The enrichment rises early and weakens late in training: the late-window enrichment lies "
          "below the trajectory's peak.",
@@ -423,21 +424,21 @@ def _rows() -> tuple[RowSpec, ...]:
          "Projecting Q_T out of the gradients raises their isotropy more than projecting out a control. "
          "Depends on the enrichment: not an independent verdict.",
          R.RULES["isoscore"], "IsoScore* of gradients before and after projecting out Q_T or a control",
-         EmpiricalRow("delta_isoscore_tangent", U.isoscore_unit, U.isoscore_panel)),
+         EmpiricalRow("delta_isoscore_tangent", U.isoscore_unit, SP.isoscore_panel)),
         ("frequency-distance", "prediction", "Frequency-distance correlation",
          "Frequent tokens are pinned near their centroid: log-frequency and occurrence spread correlate "
          "negatively.",
          R.RULES["frequency-distance"],
          "Spearman (the rule) and Pearson (the readers' statistic) over token types, bootstrap CI, "
          "count-corrected spread",
-         EmpiricalRow("freq_distance_spearman", U.freqdist_unit, U.freqdist_panel)),
+         EmpiricalRow("freq_distance_spearman", U.freqdist_unit, SP.freqdist_panel)),
         ("ablation", "prediction", "Causal ablation: Q_T against dose-matched controls",
          "Ablating the activations along Q_T raises the loss more than ablating along rank-matched "
          "controls at the same dose (the same removed variance, and the same mean squared "
          "displacement), on the same positions.",
          R.RULES["ablation"], "partial mean-ablation of Q_T / each control at a common dose, run "
          "the model forward",
-         EmpiricalRow("ablation_loss_tangent", U.ablation_unit, U.ablation_panel)),
+         EmpiricalRow("ablation_loss_tangent", U.ablation_unit, SP.ablation_panel)),
     ]
     depends = {"isoscore": "enrichment"}
     return tuple(RowSpec(key, title, prediction, section, rule, test, builder.stages, builder,

@@ -1,8 +1,9 @@
-"""The per-model step panels are one table of StepPanel frames (units.py, late.py)."""
+"""The per-model step panels are one table of StepPanel frames (step_panels.py, late.py)."""
 
 from __future__ import annotations
 
 from tangentlab.report import late as L
+from tangentlab.report import step_panels as SP
 from tangentlab.report import units as U
 
 
@@ -11,9 +12,8 @@ def test_every_step_panel_is_one_frame_with_its_own_series(tmp_path):
     from tangentlab.report.verdicts import models
     from tests.report.fixtures import measure_rows, write_run
 
-    panels = (U.enrichment_panel, U.isoscore_panel, U.freqdist_panel, U.ablation_panel,
-              L.weakens_late_panel)
-    assert all(isinstance(p, U.StepPanel) for p in panels)
+    panels = (*SP.STEP_PANELS.values(), L.weakens_late_panel)
+    assert all(isinstance(p, SP.StepPanel) for p in panels)
     run = write_run(tmp_path / "run", {"decoder": measure_rows("decoder")})
     (model,) = models(RunData.open(run), ["measure/decoder"])
     got = {p.title: p(model) for p in panels}
