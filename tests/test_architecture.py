@@ -41,13 +41,11 @@ INFRASTRUCTURE = ("errors", "config", "runs", "contract", "atomic", "locks", "re
 MAX_LINES = 500
 #: modules over the budget today, with the ceiling each may not pass (split before growing)
 OVER_BUDGET = {
-    "tangentlab/theory/gradients.py": 504,
-    "tangentlab/theory/derivation.py": 568,   # a derivation type may be long
+    "tangentlab/theory/derivation.py": 565,   # a derivation type may be long
     "tangentlab/theory/visibility.py": 570,   # a derivation may be long
     "tangentlab/empirical/train.py": 511,
     "tangentlab/measure/proxies.py": 608,
     "tangentlab/distributed.py": 651,
-    "tangentlab/empirical/protocol.py": 683,
     "tangentlab/runs.py": 621,
     "tangentlab/synthetic/manifolds.py": 884,
 }

@@ -19,9 +19,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tangentlab.errors import ConfigError, DataError
+
+if TYPE_CHECKING:  # annotations only
+    import numpy as np
 
 __all__ = [
     "EVAL_STREAM_TOKENS", "EvalData", "make_batch", "make_eval_data", "bucket_edges", "bucket_of", "split_halves",
@@ -50,9 +53,9 @@ class EvalData:
     """
 
     batches: list
-    counts: Any
+    counts: np.ndarray
     frequency_source: str
-    edges: Any
+    edges: np.ndarray
     labels: list[str]
     stream_tokens: int = 0
     n_documents: int = 0

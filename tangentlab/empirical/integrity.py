@@ -43,9 +43,12 @@ import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tangentlab.errors import CheckpointError, ConfigError
+
+if TYPE_CHECKING:  # annotations only
+    import numpy as np
 
 __all__ = ["ON_DUPLICATE", "OUT_OF_ORDER_MARGIN", "SKETCH_PER_TENSOR", "WeightsDigest",
            "IntegrityReport", "hash_checkpoint", "check_trajectory", "integrity_rows"]
@@ -67,7 +70,7 @@ class WeightsDigest:
     sha256: str
     n_tensors: int
     n_bytes: int
-    sketch: Any = field(repr=False, default=None)
+    sketch: np.ndarray | None = field(repr=False, default=None)
 
 
 def _tensors(path: Path, stack):

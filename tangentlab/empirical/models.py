@@ -31,9 +31,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tangentlab.errors import CheckpointError, ConfigError, DTypeError, UnknownNameError
+
+if TYPE_CHECKING:  # annotations only
+    import torch
 
 __all__ = [
     "ARCHS",
@@ -76,7 +79,7 @@ class LoadedModel:
         commit: the commit hash of the Hub snapshot (None for a local path).
     """
 
-    model: Any
+    model: torch.nn.Module
     arch: str
     family: str
     head: bool

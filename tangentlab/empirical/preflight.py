@@ -29,7 +29,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tangentlab.empirical.measure_config import is_site_entry
 from tangentlab.errors import (
@@ -41,6 +41,11 @@ from tangentlab.errors import (
     SiteMismatchError,
     UnknownNameError,
 )
+
+if TYPE_CHECKING:  # annotations only
+    from tangentlab.empirical.checkpoints import Trajectory
+    from tangentlab.empirical.measure_config import MeasureConfig
+    from tangentlab.measure.dictionaries import DictionaryInfo
 
 __all__ = ["SiteProxy", "Preflight", "preflight", "read_configs", "plan_proxies", "check_hook",
            "same_tensor", "is_site_entry", "proxy_manifest", "loaded_site_plan",
@@ -75,7 +80,7 @@ class SiteProxy:
     site: str
     spec: str
     given: str | None = None
-    dictionary: Any = None
+    dictionary: DictionaryInfo | None = None
     hook_site: str | None = None
     orientation: str | None = None
     atoms: int | None = None
@@ -106,8 +111,8 @@ class Preflight:
     loading); ``configs`` holds each checkpoint's parsed ``config.json`` (empty for GGUF).
     """
 
-    cfg: Any
-    trajectory: Any
+    cfg: MeasureConfig
+    trajectory: Trajectory
     checkpoints: tuple
     sites: tuple[str, ...] | None
     hidden_size: int | None

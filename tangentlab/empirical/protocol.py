@@ -28,8 +28,8 @@ Finally: centroid-trajectory variance against frequency, and step-span-weighted 
 aggregates (min–max in ``band_low``/``band_high``).
 
 The jobs live in separate modules: the config (``measure_config``), the checks of every input
-before any weights load (``preflight``), typed records (``records``), the row plan and the two capture
-passes (``collect``), the proxy schedule (``proxy_schedule``), the metric-row builders
+before any weights load (``preflight``), typed records (``records``), what the checkpoints share
+(``plan``), the execution modes (``modes``), the row plan and the two capture passes (``collect``), the proxy schedule (``proxy_schedule``), the metric-row builders
 (``metrics``), the causal check's forward passes (``causal``) and the partial folder
 (``partial``). This module holds the config and the orchestration. docs/empirical.md states every
 metric and formula.
@@ -38,7 +38,6 @@ metric and formula.
 from __future__ import annotations
 
 import math
-import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -48,7 +47,6 @@ from typing import Any
 from tangentlab.empirical.collect import (
     collect_fit_half,
     collect_test_half,
-    prefetch_fit_halves,
 )
 from tangentlab.empirical.measure_config import (  # the config lives apart; re-exported here
     MeasureConfig,
@@ -62,190 +60,19 @@ from tangentlab.empirical.metrics import (
     isotropy_share_rows,
     representation_rows,
 )
+from tangentlab.empirical.plan import Setup as _Setup
+from tangentlab.empirical.plan import fixed_proxies as _fixed_proxies
+from tangentlab.empirical.plan import layer_of as _layer_of
+from tangentlab.empirical.plan import load_checkpoint as _load
+from tangentlab.empirical.plan import prepare as _prepare
 from tangentlab.empirical.records import EvalBatch, RowBase, RowPlan, SiteStats
-from tangentlab.errors import CheckpointError, TangentlabError
+from tangentlab.errors import TangentlabError
 
-__all__ = [
-    "MeasureConfig",
-    "AGGREGATED_METRICS",
-    "measure_trajectory",
-    "resolve_measure_config",
-    "EvalBatch",
-    "RowPlan",
-    "SiteStats",
-    "collect_fit_half",
-    "collect_test_half",
-    "energy_rows",
-    "isotropy_share_rows",
-    "representation_rows",
-    "frequency_rows",
-]
+__all__ = ["MeasureConfig", "AGGREGATED_METRICS", "measure_trajectory", "resolve_measure_config",
+           "EvalBatch", "RowPlan", "SiteStats", "collect_fit_half", "collect_test_half",
+           "energy_rows", "isotropy_share_rows", "representation_rows", "frequency_rows"]
 
 
-#: tokens of the frequency split counted at most (the count stops there)
-FREQUENCY_TOKENS_CAP = 2_000_000
-
-
-def _eval_inputs(traj, tokenizer, cfg: MeasureConfig, vocab: int):
-    """(eval texts, frequency-split counts, frequency source, corpus, split record).
-
-    The counts are None when ``cfg.frequency_table`` replaces them (the caller reads it). The
-    split record says where the eval text came from and how ``eval_text`` was divided:
-    ``eval_fraction`` and the documents and tokens on each side (the manifest's ``eval_split``).
-    """
-    from tangentlab.empirical.corpus import (
-        frequency_table,
-        load_frequency_table,
-        load_texts,
-        split_texts,
-    )
-    from tangentlab.empirical.tokenizer import encode_stream
-
-    tc = traj.train_config
-    corpus = cfg.eval_text or tc.get("corpus") or "wikipedia"
-
-    def corpus_split():
-        return split_texts(load_texts(corpus, max_docs=cfg.max_docs, text_column=cfg.text_column),
-                           cfg.eval_fraction, seed=cfg.seed)
-
-    if traj.eval_file is not None and not cfg.eval_text:
-        # the training run's own held-out documents: no corpus parsing needed
-        eval_texts = load_texts(traj.eval_file)
-        split, origin = None, "the training run's held-out documents (eval.jsonl)"
-    else:
-        split, origin = corpus_split(), f"{corpus!r}, split by eval_fraction"
-        eval_texts = list(split.eval)
-    counts, source, freq = None, "", {"documents": None, "tokens": None, "counted": False}
-    if cfg.frequency_table:
-        source = "frequency_table (read by the caller)"
-    elif traj.frequency_file is not None and not cfg.eval_text:
-        counts = load_frequency_table(traj.frequency_file)
-        source = "run frequency.csv (training split)"
-        if len(counts) < vocab:
-            counts = None
-        else:
-            freq["tokens"] = int(counts.sum())
-    if counts is None and not cfg.frequency_table:
-        if split is None:
-            split = corpus_split()
-        stream = encode_stream(tokenizer, list(split.train), max_tokens=FREQUENCY_TOKENS_CAP)
-        counts = frequency_table(stream, max(vocab, int(stream.max()) + 1))
-        source = f"recomputed on the {corpus!r} training split ({stream.size} tokens)"
-        freq.update(tokens=int(stream.size), counted=True,
-                    capped=bool(stream.size >= FREQUENCY_TOKENS_CAP))
-    if split is not None:
-        freq["documents"] = len(split.train)
-    n_eval_tokens = int(encode_stream(tokenizer, eval_texts).size)
-    record = {"eval_text": origin, "eval_fraction": cfg.eval_fraction if split else None,
-              "text_column": cfg.text_column, "max_docs": cfg.max_docs,
-              "rule": "each document goes to eval when a hash of (seed, index, text) falls below "
-                      "eval_fraction (at least one document on each side)",
-              "eval": {"documents": len(eval_texts), "tokens": n_eval_tokens},
-              "frequency": freq, "counts_from": source}
-    return eval_texts, counts, source, corpus, record
-
-
-def _layer_of(site: str):
-    m = re.match(r"blocks\.(\d+)\.", site)
-    return int(m.group(1)) if m else None
-
-
-@dataclass(frozen=True)
-class _Setup:
-    """What every checkpoint of one trajectory shares: the first model, sites and eval rows."""
-
-    first: Any
-    first_name: str
-    tokenizer: Any
-    sites: tuple[str, ...]
-    d: int
-    eval_data: Any
-    plans: tuple[RowPlan, ...]
-    uniq: Any
-    seq_len: int
-    corpus: str
-    proxies: Mapping[str, Any] = field(default_factory=dict)  #: site → preflight.SiteProxy
-    eval_split: dict = field(default_factory=dict)
-
-
-def _prepare(traj, cks, cfg: MeasureConfig, dev: str, timer, pf=None) -> _Setup:
-    """Load the first checkpoint and its tokenizer, resolve the sites, build the eval rows.
-
-    ``pf``: the :class:`~tangentlab.empirical.preflight.Preflight` of this trajectory.
-    """
-    from tangentlab.empirical.collect import plan_rows
-    from tangentlab.empirical.data import make_eval_data
-    from tangentlab.empirical.models import load_model
-    from tangentlab.empirical.preflight import loaded_site_plan
-    from tangentlab.empirical.tokenizer import check_tokenizer_fits, load_tokenizer
-    from tangentlab.progress import status
-
-    with timer("load"), status(f"loading checkpoint {cks[0].name} and its tokenizer"):
-        first = load_model(cks[0].path, device=dev, gguf_file=cks[0].gguf_file, dtype=cfg.dtype)
-        if cks[0].gguf_file:
-            from transformers import AutoTokenizer
-
-            tokenizer = AutoTokenizer.from_pretrained(str(cks[0].path), gguf_file=cks[0].gguf_file)
-        else:
-            tokenizer = load_tokenizer(traj.tokenizer_dir)
-    sites, d, proxies = loaded_site_plan(pf, first.model, cfg)
-    with timer("data"), status("loading and tokenizing the eval text"):
-        vocab = check_tokenizer_fits(tokenizer, first.model.config)
-        texts, counts, freq_source, corpus, split_rec = _eval_inputs(traj, tokenizer, cfg, vocab)
-        if cfg.frequency_table:  # an external table (e.g. pre-training counts) replaces the count
-            from tangentlab.empirical.corpus import load_external_counts
-
-            counts, freq_source = load_external_counts(cfg.frequency_table, tokenizer,
-                                                       first.model.config)
-            split_rec["counts_from"] = freq_source
-        mc = first.model.config
-        max_pos = getattr(mc, "max_position_embeddings", getattr(mc, "n_positions", 512))
-        seq_len = min(cfg.seq_len or int(traj.train_config.get("seq_len", 128)), int(max_pos))
-        eval_data = make_eval_data(
-            tokenizer, first.arch, texts=texts, counts=counts, frequency_source=freq_source,
-            n_batches=cfg.n_batches, batch_size=cfg.batch_size, seq_len=seq_len,
-            seed=cfg.seed, n_buckets=cfg.n_buckets,
-        )
-        plans, uniq = plan_rows(eval_data, first.arch, exclude_positions=cfg.exclude_positions,
-                                sample_rows=cfg.sample_rows, seed=cfg.seed)
-    return _Setup(first=first, first_name=cks[0].name, tokenizer=tokenizer, sites=sites, d=d, eval_data=eval_data,
-                  plans=tuple(plans), uniq=uniq, seq_len=seq_len, corpus=corpus,
-                  proxies=proxies, eval_split=split_rec)
-
-
-def _load(setup: _Setup, ck, dev: str):
-    """The model of checkpoint ``ck`` (the first one is already loaded)."""
-    from tangentlab.empirical.models import load_like
-
-    if ck.name == setup.first_name:
-        return setup.first
-    lm = load_like(setup.first, ck.path, device=dev)
-    if lm.arch != setup.first.arch:
-        raise CheckpointError(
-            f"checkpoint {ck.name!r} is a {lm.arch} but the trajectory is a {setup.first.arch}; "
-            "a trajectory cannot mix architectures")
-    return lm
-
-
-def _fixed_proxies(setup: _Setup, schedule, cks, dev: str, timer, skip=frozenset()
-                   ) -> tuple[dict[str, Any], dict[int, dict]]:
-    """The pre-pass: the fixed proxy of each site from the fit window.
-
-    The pre-pass: forward passes over the fit half of the fit-window checkpoints, then the
-    fixed proxy of each site from their samples (weighted by step span). Their whole fit halves
-    are kept for the main pass within a memory budget
-    (:func:`tangentlab.empirical.collect.prefetch_fit_halves`). Returns ``(fixed {site: proxy},
-    kept {checkpoint index: {site: SiteStats}})``. ``skip``: indices already measured (a resumed
-    run), whose fit half is not kept.
-    """
-    window = [schedule.in_window(ck.step) for ck in cks]
-    got, kept = prefetch_fit_halves(
-        [(i, ck, w, w and i not in skip) for i, (ck, w) in enumerate(zip(cks, window))],
-        lambda ck: _load(setup, ck, dev), setup.sites, setup.eval_data, setup.plans,
-        setup.uniq, timer)
-    with timer("proxy_fit"):
-        return {site: schedule.fit_fixed({cks[i].step: got[i][site] for i in got}, site)
-                for site in setup.sites}, kept
 
 
 def _ones_space(d: int):
@@ -521,12 +348,14 @@ def _run(cfg: MeasureConfig, traj, cks, out_dir, trajectory, partial, dev: str, 
          on_checkpoint, world, dist: dict, pf=None) -> None:
     """The body of :func:`measure_trajectory`: plan, measure each checkpoint, finish, write.
 
-    On several ranks (``world``): checkpoint-parallel or data-parallel, see docs/scale.md.
+    On several ranks (``world``): checkpoint-parallel or data-parallel, see docs/scale.md; what
+    the modes do apart lives in :mod:`tangentlab.empirical.modes`.
     """
     from tangentlab import distributed
     from tangentlab._runtime import single_blas_thread, torch_threads
     from tangentlab.empirical import parallel
     from tangentlab.empirical.metrics import aggregate_rows
+    from tangentlab.empirical.modes import execution_mode
     from tangentlab.empirical.proxy_schedule import ProxySchedule
     from tangentlab.progress import progress
     from tangentlab.runs import RESULTS_NAME
@@ -539,40 +368,28 @@ def _run(cfg: MeasureConfig, traj, cks, out_dir, trajectory, partial, dev: str, 
                                       fraction=cfg.fit_fraction, refit=cfg.refit,
                                       methods={s: p.spec for s, p in setup.proxies.items()})
         head = setup.first.head
-        mode = distributed.choose_mode(len(cks), len(setup.eval_data.batches), world.size)
-        share = parallel.DataShare(world, setup.eval_data, setup.plans) if mode == "data" else None
-        fit_cache: dict[int, dict] = {}  # fit halves the pre-pass collected in full
+        mode = execution_mode(world, setup, len(cks))  # everything the three modes do apart
         done = frozenset(i for i in range(len(cks)) if partial.has(i))  # resumed: not kept
-        if not head:
-            fixed = {}
-        elif mode == "single":
-            fixed, fit_cache = _fixed_proxies(setup, schedule, cks, dev, timer, skip=done)
-        else:  # the fit window's samples from every rank; rank 0 fits and broadcasts
-            fixed, fit_cache = parallel.fixed_proxies(world, mode, share, setup, schedule, cks,
-                                                      timer, lambda ck: _load(setup, ck, dev),
-                                                      skip=done)
+        load = lambda ck: _load(setup, ck, dev)  # noqa: E731
+        # the fixed proxies, and the fit halves the pre-pass collected in full
+        fixed, fit_cache = (mode.fixed_proxies(_fixed_proxies, setup, schedule, cks, dev, timer,
+                                               load, skip=done) if head else ({}, {}))
         ctx = _Context(cfg=cfg, traj=traj, setup=setup, schedule=schedule, fixed=fixed,
                        ones=_ones_space(setup.d), dev=dev, timer=timer, fit_cache=fit_cache,
                        causal_idx=frozenset(_spread_indices(len(cks), cfg.causal_checkpoints)
                                             if cfg.causal else ()))
         rows, ck_info, per_ck = [], [], []
-        previous: dict[str, Any] = {}
-        mine = parallel.checkpoint_share(world, mode, len(cks))
-        if mode == "checkpoint" and head and cfg.refit and mine and mine[0] > 0:
-            previous = parallel.previous_refits(setup, schedule, fixed, cks[mine[0] - 1], timer,
-                                                lambda ck: _load(setup, ck, dev))
-        for i in progress(mine, desc="measure"):
+        previous: dict[str, Any] = (mode.previous_refits(setup, schedule, fixed, cks, timer, load)
+                                    if head and cfg.refit else {})
+        for i in progress(mode.mine, desc="measure"):
             ck = cks[i]
             distributed.fault_point("measure_checkpoint", i)  # test hook (TANGENTLAB_FAULT)
-            saved = partial.has(i)
-            if share is not None:  # every rank skips a checkpoint rank 0 has saved
-                saved = world.broadcast_object(saved)
-            if saved:
+            if mode.saved(partial, i):
                 if not world.is_main:
                     continue
                 got, info, per_site = partial.load(i)
             else:
-                result = _measure_checkpoint(ctx, i, ck, previous, share)
+                result = _measure_checkpoint(ctx, i, ck, previous, mode.share)
                 if result is None:  # a rank other than 0 in data-parallel mode
                     continue
                 got, info, per_site = result
@@ -583,8 +400,7 @@ def _run(cfg: MeasureConfig, traj, cks, out_dir, trajectory, partial, dev: str, 
             previous = {s: per_site[s].get("refit") for s in setup.sites}
             if on_checkpoint is not None:
                 on_checkpoint(i, ck.name)
-        if mode == "checkpoint":  # every rank's checkpoints on rank 0, in checkpoint order
-            rows, ck_info, per_ck = parallel.gather_checkpoints(world, rows, ck_info, per_ck)
+        rows, ck_info, per_ck = mode.gather(rows, ck_info, per_ck)  # on rank 0, in order
         if not world.is_main:
             return
         with timer("metrics"):
@@ -599,7 +415,7 @@ def _run(cfg: MeasureConfig, traj, cks, out_dir, trajectory, partial, dev: str, 
         scatter = {s: {c["step"]: p[s] for c, p in zip(ck_info, per_ck)} for s in setup.sites}
         integrity = dist.pop("integrity")
         t_start, t_end = dist.pop("t_start"), time.perf_counter()  # rank 0's clock
-        dist.update(mode=mode, wall_s=round(t_end - t_start, 3),
+        dist.update(mode=mode.name, wall_s=round(t_end - t_start, 3),
                     measure_s=round(t_end - t_measure, 3))
         _write_outputs(tmp, rows, scatter, setup, schedule, cfg, trajectory, traj, ck_info,
                        dev, timer, RESULTS_NAME, dist, integrity, fixed)

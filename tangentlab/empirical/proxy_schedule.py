@@ -12,9 +12,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tangentlab.errors import ConfigError
+
+if TYPE_CHECKING:  # annotations only
+    import numpy as np
+
+    from tangentlab.measure import SubspaceDrift
 
 __all__ = ["ProxySchedule", "CheckpointProxies", "step_spans", "weighted_median"]
 
@@ -61,10 +66,10 @@ class CheckpointProxies:
     the previous checkpoint's refit and this one (None at the first checkpoint).
     """
 
-    fixed: Any
-    refit: Any = None
-    drift: Any = None
-    drift_previous: Any = None
+    fixed: np.ndarray
+    refit: np.ndarray | None = None
+    drift: SubspaceDrift | None = None
+    drift_previous: SubspaceDrift | None = None
 
 
 @dataclass(frozen=True)

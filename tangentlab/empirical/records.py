@@ -9,7 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # annotations only: importing this module loads neither numpy nor torch
+    import numpy as np
+    import torch
+
+    from tangentlab.measure import MomentAccumulator
 
 __all__ = ["EvalBatch", "RowPlan", "SiteStats", "RowBase"]
 
@@ -33,14 +39,14 @@ class EvalBatch:
             window is then its own document).
     """
 
-    input_ids: Any
-    labels: Any
-    masked: Any
-    token_ids: Any
+    input_ids: torch.Tensor
+    labels: torch.Tensor
+    masked: torch.Tensor
+    token_ids: torch.Tensor
     index: int = 0
     half: str = "test"
-    positions: Any = None
-    doc_ids: Any = None
+    positions: torch.Tensor | None = None
+    doc_ids: torch.Tensor | None = None
 
     def __iter__(self) -> Iterator[Any]:
         """Unpack as the former ``(input_ids, labels, masked, token_ids)`` tuple."""
@@ -66,16 +72,16 @@ class RowPlan:
         position: (n,) int eval-stream position of each row (-1 where unknown).
     """
 
-    rows: Any
-    tok: Any
-    kept: Any
-    bucket: Any
-    sample: Any
-    window: Any = None
-    geometry: Any = None
-    geo_pick: Any = None
-    doc: Any = None
-    position: Any = None
+    rows: torch.Tensor
+    tok: np.ndarray
+    kept: np.ndarray
+    bucket: np.ndarray
+    sample: np.ndarray
+    window: np.ndarray | None = None
+    geometry: np.ndarray | None = None
+    geo_pick: np.ndarray | None = None
+    doc: np.ndarray | None = None
+    position: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -106,23 +112,23 @@ class SiteStats:
     loss_sum, n_targets: the clean summed loss over all eval batches, and its number of targets.
     """
 
-    act: Any
-    sample: Any
-    sample_tokens: Any
-    tok_sum: Any
-    tok_sq: Any
-    tok_n: Any
-    geo_rows: Any
-    geo_tokens: Any
-    grad: Any = None
+    act: MomentAccumulator
+    sample: np.ndarray
+    sample_tokens: np.ndarray
+    tok_sum: np.ndarray
+    tok_sq: np.ndarray
+    tok_n: np.ndarray
+    geo_rows: np.ndarray
+    geo_tokens: np.ndarray
+    grad: MomentAccumulator | None = None
     energies: dict = field(default_factory=dict)
     forced: dict = field(default_factory=dict)
     constrained: dict = field(default_factory=dict)
-    test_acts: Any = None
-    test_act_weights: Any = None
+    test_acts: np.ndarray | None = None
+    test_act_weights: np.ndarray | None = None
     loss_sum: float = 0.0
     n_targets: int = 0
-    geo_docs: Any = None
+    geo_docs: np.ndarray | None = None
 
     def fit_nbytes(self) -> int:
         """Bytes held by the fit-half fields (arrays, and the d×d float64 activation moment)."""

@@ -43,15 +43,8 @@ from tangentlab.theory.derivation import (
     symbolic_residual,
 )
 
-__all__ = [
-    "GradientComponents",
-    "ratio_bound",
-    "tangent_part_bound",
-    "normal_part_bound",
-    "dimension_factor",
-    "alignment_constant",
-    "gradient_parts",
-]
+__all__ = ["GradientComponents", "ratio_bound", "tangent_part_bound", "normal_part_bound",
+           "dimension_factor", "alignment_constant", "gradient_parts"]
 
 KAPPA = sp.Symbol("kappa", positive=True)
 CC = sp.Symbol("c", positive=True)
