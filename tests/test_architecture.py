@@ -36,15 +36,16 @@ import tangentlab
 ROOT = Path(tangentlab.__file__).parent
 PILLARS = ("measure", "theory", "synthetic", "empirical", "report", "pipeline", "validate")
 #: top-level modules every package may import; they import no pillar and not the root
-INFRASTRUCTURE = ("errors", "config", "runs", "contract", "atomic", "locks", "readers", "crash",
-                  "progress", "typing", "distributed", "_lazy", "_runtime", "_version", "_faults")
+INFRASTRUCTURE = ("errors", "config", "runs", "contract", "registry", "atomic", "locks", "readers",
+                  "crash", "progress", "typing", "distributed", "_lazy", "_runtime", "_version",
+                  "_faults")
 MAX_LINES = 500
 #: modules over the budget today, with the ceiling each may not pass (split before growing)
 OVER_BUDGET = {
-    "tangentlab/theory/derivation.py": 565,   # a derivation type may be long
+    "tangentlab/theory/derivation.py": 558,   # a derivation type may be long
     "tangentlab/theory/visibility.py": 570,   # a derivation may be long
     "tangentlab/empirical/train.py": 511,
-    "tangentlab/measure/proxies.py": 608,
+    "tangentlab/measure/proxies.py": 603,
     "tangentlab/distributed.py": 651,
     "tangentlab/runs.py": 621,
     "tangentlab/synthetic/manifolds.py": 884,
@@ -124,10 +125,11 @@ def _called(node: ast.Call) -> str | None:
 
 
 def _dynamic_imports(name: str, path: Path, known: set[str]) -> set[str]:
-    """``importlib.import_module`` targets: string constants naming a tangentlab module
-    (``"mod"`` or ``"mod:attr"``) and f-strings with a constant ``tangentlab.x.`` prefix."""
+    """``importlib.import_module`` and ``Registry`` targets: string constants naming a tangentlab
+    module (``"mod"`` or ``"mod:attr"``) and f-strings with a constant ``tangentlab.x.`` prefix."""
     tree = _parse(path)
-    if not any(isinstance(n, ast.Call) and _called(n) == "import_module" for n in ast.walk(tree)):
+    if not any(isinstance(n, ast.Call) and _called(n) in ("import_module", "Registry")
+               for n in ast.walk(tree)):
         return set()
     out: set[str] = set()
     for node in ast.walk(tree):
@@ -297,3 +299,10 @@ def test_each_new_rule_fails_on_a_broken_graph():
     assert _private_crossings(broken) == [
         "tangentlab.validate.battery -> tangentlab.synthetic.experiments._base",
         "tangentlab.validate.streams -> tangentlab.measure._validate"]
+
+
+def test_the_checker_sees_registry_tables(graph, static_graph):
+    """A ``Registry`` table's ``"module:attr"`` entries are edges (left out of the cycle rule)."""
+    assert "tangentlab.theory.visibility" in graph["tangentlab.theory.derivation"]
+    assert "tangentlab.synthetic.experiments.visibility" in graph["tangentlab.synthetic.experiments._base"]
+    assert "tangentlab.theory.visibility" not in static_graph["tangentlab.theory.derivation"]

@@ -31,9 +31,10 @@ from typing import Any
 
 import numpy as np
 
-from tangentlab.errors import ConfigError, UnknownNameError, ValidationError
+from tangentlab.errors import ConfigError, ValidationError
 from tangentlab.measure._validate import as_points, check_positive_int, check_rank, to_float64
 from tangentlab.measure.subspace import orthonormalize
+from tangentlab.registry import Registry
 from tangentlab.typing import ArrayLike
 
 __all__ = [
@@ -562,14 +563,12 @@ class BasisProxy(_Proxy):
         return Z @ self.components_
 
 
-_PROXIES = {
-    "pca": PCAProxy,
-    "seminmf": SemiNMFProxy,
-    "ica": ICAProxy,
-    "sae": TopKSAEProxy,
-}
-
-PROXY_NAMES: tuple[str, ...] = tuple(_PROXIES)
+_PROXIES = Registry("proxy", {"pca": "tangentlab.measure.proxies:PCAProxy",
+                              "seminmf": "tangentlab.measure.proxies:SemiNMFProxy",
+                              "ica": "tangentlab.measure.proxies:ICAProxy",
+                              "sae": "tangentlab.measure.proxies:TopKSAEProxy"},
+                    known="choose one of", hint=", or basis:PATH")
+PROXY_NAMES: tuple[str, ...] = _PROXIES.names()
 
 
 def _basis_spec(spec: str) -> dict[str, Any]:
@@ -599,10 +598,6 @@ def make_proxy(name: str, **params: Any) -> _Proxy:
         if clash:
             raise ConfigError(f"{clash} given both in {name!r} and as parameters")
         return BasisProxy(**opts, **params)
-    try:
-        cls = _PROXIES[str(name).lower()]
-    except KeyError:
-        raise UnknownNameError(
-            f"unknown proxy {name!r}; choose one of {', '.join(PROXY_NAMES)}, or basis:PATH"
-        ) from None
-    return cls(**params)
+    if str(name).lower() not in _PROXIES:  # the names are case-insensitive
+        _PROXIES.load(str(name))  # UnknownNameError naming the known ones
+    return _PROXIES.load(str(name).lower())(**params)

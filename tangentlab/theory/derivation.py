@@ -21,7 +21,6 @@ Registry: :func:`get` returns the (cached, unmutated) instance of a registered d
 from __future__ import annotations
 
 import abc
-import importlib
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -33,6 +32,7 @@ import sympy as sp
 
 from tangentlab.config import Bound
 from tangentlab.errors import UnknownNameError, ValidationError
+from tangentlab.registry import Registry
 
 __all__ = [
     "DerivationCheck",
@@ -528,36 +528,29 @@ def _finish(out: Any) -> Any:
 # Registry
 # --------------------------------------------------------------------------------------------
 
-#: name -> "module:ClassName" (imported on first use).
-_REGISTRY: dict[str, str] = {
+#: name -> "module:ClassName" (imported on first use; one cached, unmutated instance per name).
+_REGISTRY = Registry("derivation", {
     "curvature-visibility": "tangentlab.theory.visibility:CurvatureVisibility",
     "frequency-attenuation": "tangentlab.theory.attenuation:FrequencyAttenuation",
     "gradient-components": "tangentlab.theory.gradients:GradientComponents",
     "tangent-amplification": "tangentlab.theory.amplification:TangentAmplification",
     "river-valley": "tangentlab.theory.river_valley:RiverValley",
-}
-_INSTANCES: dict[str, Derivation] = {}
+}, make=lambda cls: cls(), known="known derivations")
 
 
 def names() -> tuple[str, ...]:
     """The registered derivation names, in a fixed order."""
-    return tuple(_REGISTRY)
+    return _REGISTRY.names()
 
 
 def derivation_class(name: str) -> type[Derivation]:
-    if not isinstance(name, str) or name not in _REGISTRY:
-        raise UnknownNameError(
-            f"unknown derivation {name!r}; known derivations: {list(_REGISTRY)}"
-        )
-    mod, cls = _REGISTRY[name].split(":")
-    return getattr(importlib.import_module(mod), cls)
+    """The class registered as ``name`` (UnknownNameError otherwise)."""
+    return _REGISTRY.load(name)
 
 
 def get(name: str) -> Derivation:
     """The registered derivation ``name`` (one cached, unmutated instance per name)."""
-    if name not in _INSTANCES:
-        _INSTANCES[name] = derivation_class(name)()
-    return _INSTANCES[name]
+    return _REGISTRY.get(name)
 
 
 def predict(name: str, quantity: str, **params: Any) -> Any:

@@ -35,6 +35,6 @@ def test_failing_check_exit_1(capsys, monkeypatch):
 
     real = derivation.get("river-valley")
     mutated = real.mutated("gd_step", lambda e: e.func(e.lhs, e.rhs * 0.99))
-    monkeypatch.setitem(derivation._INSTANCES, "river-valley", mutated)
+    monkeypatch.setitem(derivation._REGISTRY._made, "river-valley", mutated)  # the cached instance
     assert main(["theory", "verify", "river-valley"]) == 1
     assert "FAIL" in capsys.readouterr().out

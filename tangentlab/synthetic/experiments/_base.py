@@ -16,13 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tangentlab.errors import UnknownNameError
+from tangentlab.registry import Registry
 
 __all__ = [
     "AgreementCheck",
     "ExperimentResult",
     "Experiment",
-    "register",
     "names",
     "get",
     "run_experiment",
@@ -87,42 +86,26 @@ class Experiment(abc.ABC):
         """Run the experiment: tidy rows, agreement checks and figures (no files written)."""
 
 
-_REGISTRY: dict[str, Experiment] = {}
-
-
-def register(exp: Experiment) -> Experiment:
-    _REGISTRY[exp.name] = exp
-    return exp
-
-
-#: The experiment modules, in the canonical order of :func:`names` (one line per experiment).
-_MODULES = ("visibility", "gradient_ratio", "amplification", "proxy_recovery", "river_valley",
-            "calibration")
+#: name -> "module:Class", in the canonical order of :func:`names` (one instance each, built on
+#: first use).
+_REGISTRY = Registry("synthetic experiment", {
+    "visibility": "tangentlab.synthetic.experiments.visibility:VisibilityExperiment",
+    "gradient-ratio": "tangentlab.synthetic.experiments.gradient_ratio:GradientRatioExperiment",
+    "amplification": "tangentlab.synthetic.experiments.amplification:AmplificationExperiment",
+    "proxy-recovery": "tangentlab.synthetic.experiments.proxy_recovery:ProxyRecoveryExperiment",
+    "river-valley": "tangentlab.synthetic.experiments.river_valley:RiverValleyExperiment",
+    "estimator-calibration": "tangentlab.synthetic.experiments.calibration:CalibrationExperiment",
+}, make=lambda cls: cls())
 
 
 def names() -> list[str]:
-    """The experiment names, in their canonical order (whatever was imported before)."""
-    _load_all()
-    rank = {f"tangentlab.synthetic.experiments.{m}": i for i, m in enumerate(_MODULES)}
-    return sorted(_REGISTRY, key=lambda n: rank[type(_REGISTRY[n]).__module__])
+    """The experiment names, in their canonical order."""
+    return list(_REGISTRY.names())
 
 
 def get(name: str) -> Experiment:
     """The experiment registered as ``name`` (UnknownNameError otherwise)."""
-    _load_all()
-    if name not in _REGISTRY:
-        raise UnknownNameError(
-            f"unknown synthetic experiment {name!r}; known: {', '.join(names())}"
-        )
-    return _REGISTRY[name]
-
-
-def _load_all() -> None:
-    """Import every experiment module of the table (each registers itself once)."""
-    import importlib
-
-    for mod in _MODULES:
-        importlib.import_module(f"tangentlab.synthetic.experiments.{mod}")
+    return _REGISTRY.get(name)
 
 
 def figure_png(fig, dpi: int = 80) -> bytes:

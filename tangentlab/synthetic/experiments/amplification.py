@@ -39,7 +39,6 @@ from tangentlab.synthetic.experiments._base import (
     Experiment,
     ExperimentResult,
     figure_png,
-    register,
 )
 from tangentlab.synthetic.experiments._common import (
     build_manifold,
@@ -387,6 +386,3 @@ class AmplificationExperiment(Experiment):
         a3.legend(fontsize=5)
         fig.tight_layout()
         return figure_png(fig)
-
-
-register(AmplificationExperiment())

@@ -40,7 +40,6 @@ from tangentlab.synthetic.experiments._base import (
     Experiment,
     ExperimentResult,
     figure_png,
-    register,
 )
 from tangentlab.synthetic.experiments._common import new_figure
 
@@ -303,6 +302,3 @@ class CalibrationExperiment(Experiment):
 def _label(cell: dict) -> str:
     return ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
                      for k, v in cell.items() if k not in ("k", "t"))
-
-
-register(CalibrationExperiment())

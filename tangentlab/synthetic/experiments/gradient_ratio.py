@@ -34,7 +34,6 @@ from tangentlab.synthetic.experiments._base import (
     Experiment,
     ExperimentResult,
     figure_png,
-    register,
 )
 from tangentlab.synthetic.experiments._common import (
     build_manifold,
@@ -236,6 +235,3 @@ class GradientRatioExperiment(Experiment):
         ax.legend(fontsize=5)
         fig.tight_layout()
         return figure_png(fig)
-
-
-register(GradientRatioExperiment())

@@ -36,7 +36,6 @@ from tangentlab.synthetic.experiments._base import (
     Experiment,
     ExperimentResult,
     figure_png,
-    register,
 )
 from tangentlab.synthetic.experiments._common import build_manifold, mean_ci, new_figure
 
@@ -262,6 +261,3 @@ class ProxyRecoveryExperiment(Experiment):
         a3.legend(fontsize=6)
         fig.tight_layout()
         return figure_png(fig)
-
-
-register(ProxyRecoveryExperiment())

@@ -35,7 +35,6 @@ from tangentlab.synthetic.experiments._base import (
     Experiment,
     ExperimentResult,
     figure_png,
-    register,
 )
 from tangentlab.synthetic.experiments._common import new_figure
 
@@ -321,6 +320,3 @@ class RiverValleyExperiment(Experiment):
         a2.legend(fontsize=5)
         fig.tight_layout()
         return figure_png(fig)
-
-
-register(RiverValleyExperiment())

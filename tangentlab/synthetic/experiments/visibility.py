@@ -32,7 +32,6 @@ from tangentlab.synthetic.experiments._base import (
     Experiment,
     ExperimentResult,
     figure_png,
-    register,
 )
 from tangentlab.synthetic.experiments._common import build_manifold, mean_ci, new_figure, rel_err
 
@@ -272,6 +271,3 @@ class VisibilityExperiment(Experiment):
         ax2.legend(fontsize=6)
         fig.tight_layout()
         return figure_png(fig)
-
-
-register(VisibilityExperiment())
