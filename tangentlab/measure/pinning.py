@@ -45,6 +45,7 @@ import numpy as np
 
 from tangentlab.errors import InsufficientSamplesError, ShapeError, ValidationError
 from tangentlab.measure._validate import as_points, check_positive_int, to_float64
+from tangentlab.measure.bootstrap import percentile_interval
 from tangentlab.measure.geometry import equal_size_spread, one_per_window
 from tangentlab.typing import ArrayLike, Seed
 
@@ -203,13 +204,10 @@ def pinning_exponent(H: ArrayLike, token_ids: ArrayLike, doc_ids: ArrayLike,
         b, _ = _slope(np.log(rank[tb[j]]), np.log(sb[j]))
         if np.isfinite(b):
             reps.append(b)
-    reps_arr = np.asarray(reps)
-    if reps_arr.size < n_boot // 2:
-        raise InsufficientSamplesError("most bootstrap replicates had one distinct rank; pass "
-                                       "tokens of more ranks")
-    a = (1 - confidence) / 2
-    lo, hi = np.quantile(reps_arr, [a, 1 - a])
-    return PinningFit(beta=beta, ci_low=float(lo), ci_high=float(hi), log_t0=icpt,
+    reps_arr, lo, hi = percentile_interval(
+        reps, confidence, minimum=n_boot // 2,
+        what="most replicates had one distinct rank; pass tokens of more ranks")
+    return PinningFit(beta=beta, ci_low=lo, ci_high=hi, log_t0=icpt,
                       normalised=bool(normalise), k=k, n_tokens=int(tokens.size),
                       confidence=float(confidence), tokens=tokens, ranks=rank[tokens],
                       spreads=spread, replicates=reps_arr)

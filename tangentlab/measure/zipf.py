@@ -44,6 +44,7 @@ import numpy as np
 
 from tangentlab.errors import InsufficientSamplesError, ValidationError
 from tangentlab.measure._validate import check_positive_int
+from tangentlab.measure.bootstrap import percentile_interval
 from tangentlab.typing import ArrayLike, Seed
 
 __all__ = ["ZIPF_METHODS", "ZipfFit", "fit_zipf", "zipf_mle", "plot_zipf_fit"]
@@ -253,14 +254,9 @@ def fit_zipf(token_ids: ArrayLike, doc_ids: ArrayLike | None = None, *, method: 
         n_fit = int(total[total >= cmin].sum())
         rule = (f"ranks 1..{r_max}: the types with count >= c_min = {cmin:g}, c_min chosen by "
                 "the Clauset-Shalizi-Newman KS minimum (powerlaw)")
-    reps_arr = np.asarray(reps, dtype=np.float64)
-    if reps_arr.size < max(10, n_boot // 2):
-        raise InsufficientSamplesError(
-            f"only {reps_arr.size} of {n_boot} bootstrap replicates could be fitted; pass more "
-            "tokens or lower min_count")
-    a = (1 - confidence) / 2
-    lo, hi = np.quantile(reps_arr, [a, 1 - a])
-    return ZipfFit(s=float(s), ci_low=float(lo), ci_high=float(hi), r_min=int(r_min),
+    reps_arr, lo, hi = percentile_interval(reps, confidence, minimum=max(10, n_boot // 2),
+                                           what=f"{n_boot} were drawn; pass more tokens or lower min_count")
+    return ZipfFit(s=float(s), ci_low=lo, ci_high=hi, r_min=int(r_min),
                    r_max=int(r_max), method=method, rule=rule, n_tokens=int(tok.size),
                    n_types=int(np.sum(total > 0)), n_units=int(n_units),
                    confidence=float(confidence), replicates=reps_arr, ranks=ranks,
