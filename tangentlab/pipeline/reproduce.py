@@ -1,11 +1,14 @@
 """``tangentlab reproduce``: theory, synthetic, empirical and the report, in one resumable job.
 
-The stage graph (see :func:`build_stages`), listed with the critical path first:
+The stage table (see :func:`producers`: one row per stage, naming the pillar's producer
+function, its params and inputs; :func:`build_stages` turns it into the runner's graph), listed
+with the critical path first:
 
 1. ``train/<arch>``: train the encoder and the decoder (preset ``small``; ``tiny`` with --quick).
 2. ``measure/<arch>``: the empirical protocol on each checkpoint trajectory (depends on 1).
 3. ``validate``: the validation battery (the protocol's statistics on known-truth streams).
-4. ``theory``: ``verify(seed)`` of every derivation, saved as ``theory/verify.json``.
+4. ``theory``: ``verify(seed)`` of every derivation (``theory/verify.json``, with its checks in
+   ``checks.json`` and residuals in ``results.csv``).
 5. ``synthetic/<name>``: every registered synthetic experiment, one run directory each.
 6. ``report``: ``report.html``, ``report.md`` and ``figures/`` at the top of the run directory,
    from the stored results (always rerun, after every other stage, whatever their status).
