@@ -4,7 +4,8 @@ The stage graph (see :func:`build_stages`), listed with the critical path first:
 
 1. ``train/<arch>``: train the encoder and the decoder (preset ``small``; ``tiny`` with --quick).
 2. ``measure/<arch>``: the empirical protocol on each checkpoint trajectory (depends on 1).
-3. ``validate``: the validation battery (the protocol's statistics on known-truth streams).
+3. ``validate``: the validation battery (the protocol's statistics on known-truth streams), then
+   the end-to-end battery (planted truths through the real pipeline) in ``validate/end-to-end``.
 4. ``theory``: ``verify(seed)`` of every derivation, saved as ``theory/verify.json``.
 5. ``synthetic/<name>``: every registered synthetic experiment, one run directory each.
 6. ``report``: ``report.html``, ``report.md`` and ``figures/`` at the top of the run directory,
@@ -122,7 +123,9 @@ class ReproduceConfig(Config):
         train_overrides: ``"key=value"`` or ``"arch:key=value"`` overrides for training.
         measure_overrides: ``"key=value"`` or ``"arch:key=value"`` overrides for measurement.
         validate: run the validation battery (``tangentlab validate``; quick settings with
-            ``quick``) as a stage and show it in the report's calibration table.
+            ``quick``) and the end-to-end battery (standard setting; quick with ``quick``) as
+            a stage, shown in the report's calibration section (the predictions are gated on
+            the end-to-end run).
         external_measures: ``"NAME=DIR"`` measurement run directories (``tangentlab empirical
             measure`` outputs, e.g. a public checkpoint suite) that the report shows beside ours.
     """
@@ -307,11 +310,10 @@ def _run_measure(cfg: ReproduceConfig, arch: str, ctx: StageContext) -> None:
 
 
 def _run_validate(cfg: ReproduceConfig, ctx: StageContext) -> None:
-    from tangentlab.validate.battery import BatteryConfig, write_battery
+    from tangentlab.report.load import END_TO_END_DIR
+    from tangentlab.validate.stage import write_validation
 
-    battery = BatteryConfig.quick(cfg.seed) if cfg.quick else BatteryConfig.full(cfg.seed)
-    battery.validate()
-    write_battery(ctx.output, battery, quick=cfg.quick)
+    write_validation(ctx.output, ctx.run_dir / END_TO_END_DIR, quick=cfg.quick, seed=cfg.seed)
 
 
 def _check_validate(out: Path) -> None:
@@ -367,8 +369,9 @@ def build_stages(cfg: ReproduceConfig) -> list[Stage]:
     if cfg.validate:
         stages.append(Stage(
             name="validate", func=partial(_run_validate, cfg), check=_check_validate,
-            params={"seed": cfg.seed, "quick": cfg.quick},
-            description="validation battery: the protocol's statistics on known-truth streams"
+            params={"seed": cfg.seed, "quick": cfg.quick,
+                    "end_to_end": "quick" if cfg.quick else "standard"},
+            description="validation battery and end-to-end battery (planted truths)"
                         + (" (quick)" if cfg.quick else ""),
         ))
     stages.append(Stage(

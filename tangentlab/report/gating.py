@@ -158,7 +158,7 @@ def _records(checks: Sequence[Mapping[str, Any]]) -> dict[str, RowRecord]:
         rates = [r for r in rates if not math.isnan(r.value)]
         worst = max(rates, key=lambda r: (r.value, r.high)) if rates else None
         powers = [Rate(_num(c.get("measured")), _num(c.get("ci_low")), _num(c.get("ci_high")),
-                       str(c.get("null", "")), "power") for c in mine if c.get("metric") == "power"]
+                       str(c.get("null", ""))) for c in mine if c.get("metric") == "power"]
         power = min(powers, key=lambda r: r.value) if powers else None
         failed = tuple(f"{c.get('null', '?')} {str(c.get('metric', '?')).replace('_', ' ')} "
                        f"{_num(c.get('measured')):.2f}" for c in mine if not c["passed"])

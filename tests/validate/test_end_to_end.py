@@ -71,12 +71,14 @@ def test_validated_rows_needs_every_check_passed_with_its_bound(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def quick_run(tmp_path_factory):
-    from tangentlab.validate.end_to_end import write_end_to_end
+def quick_run(quick_reproduce):
+    """The quick end-to-end run the suite's quick reproduce wrote (its validate stage)."""
+    from tangentlab.report.load import END_TO_END_DIR
 
-    out = tmp_path_factory.mktemp("e2e") / "run"
-    path, passed = write_end_to_end(out, EndToEndConfig.quick(0), quick=True)
-    return path, passed
+    out, rc, err, _ = quick_reproduce(2)
+    path = out / END_TO_END_DIR
+    assert path.is_dir(), err[-3000:]
+    return path, all(c["passed"] for c in json.loads((path / CHECKS_NAME).read_text()))
 
 
 @pytest.mark.slow
@@ -95,6 +97,7 @@ def test_quick_run_writes_its_directory_and_checks(quick_run):
     assert ((df["ci_low"] <= df["value"]) & (df["value"] <= df["ci_high"])).all()
     manifest = json.loads((path / MANIFEST_NAME).read_text())
     assert manifest["kind"] == "validate/end-to-end" and manifest["quick"] is True
+    assert manifest["setting"] == cfg.setting() and manifest["setting"]["name"] == "quick"
     assert validated_rows(path) == {r: False for r in PREDICTION_ROWS}  # quick certifies nothing
     statuses = read_results(path / STATUSES_NAME)
     assert set(statuses["row"]) == set(PREDICTION_ROWS)
