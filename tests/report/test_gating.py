@@ -134,3 +134,16 @@ def test_page_and_summary_show_the_gated_rows(tmp_path, capsys):
     assert main(["summary", str(run)]) == 0
     out = capsys.readouterr().out
     assert f"enrichment: {GATED_TEXT}  [raw: supported; gated: setting weaker" in out
+
+
+def test_external_runs_are_gated_on_their_own_settings_and_the_limitations_say_why(tmp_path):
+    from tangentlab.report.page import limitations
+    from tests.report.fixtures import write_measure_dir
+
+    run = _run(tmp_path, validated=False)
+    ext = write_measure_dir(tmp_path / "suite", measure_rows("decoder"))
+    data = RunData.open(run, measures={"suite": ext})
+    v = {v.key: v for v in build_verdicts(data)}["enrichment"]
+    assert v.external_status == R.INCONCLUSIVE and "raw: supported" in v.external_reason
+    lim = " ".join(limitations(data, build_verdicts(data)))
+    assert "reads inconclusive (not validated): its rules said supported" in lim
