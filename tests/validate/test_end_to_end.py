@@ -154,3 +154,24 @@ def test_cli_routes_end_to_end(tmp_path, capsys, monkeypatch):
     assert rc == 1 and seen["quick"] is True and seen["nproc"] == 2 and seen["sims"] == 1
     text = capsys.readouterr().out
     assert "FAIL  enrichment / no-effect" in text and "point rates only" in text
+
+
+def test_cli_setting_picks_the_named_end_to_end_setting(tmp_path, capsys, monkeypatch):
+    from tangentlab.cli import main
+    from tangentlab.validate import end_to_end
+
+    seen = {}
+
+    def fake(out, cfg, *, quick, nproc, on_result=None):
+        seen.update(name=cfg.setting_name(), quick=quick)
+        out.mkdir(parents=True)
+        (out / CHECKS_NAME).write_text("[]")
+        return out, True
+
+    monkeypatch.setattr(end_to_end, "write_end_to_end", fake)
+    assert main(["validate", "--end-to-end", "--setting", "standard", "--out",
+                 str(tmp_path / "a")]) == 0
+    assert seen == {"name": "standard", "quick": False}
+    assert main(["validate", "--end-to-end", "--quick", "--setting", "full", "--out",
+                 str(tmp_path / "b")]) == 2
+    assert "contradict" in capsys.readouterr().err
