@@ -205,21 +205,20 @@ class RunSetting:
 
 
 def run_settings(data: RunData, stages: Sequence[str]) -> list[RunSetting]:
-    """The measure settings of each done stage in ``stages`` that recorded them."""
+    """The measure settings of each done stage in ``stages`` (NaN where one recorded none)."""
     out = []
     for stage in stages:
         if data.status(stage) != "done":
             continue
         m = data.stage_manifest_or_empty(stage)
         cfg = m.get("config") if isinstance(m.get("config"), dict) else {}
-        if not cfg:
-            continue
         nb = _num(cfg.get("n_batches"))
         tokens = _num(m.get("eval_tokens_per_checkpoint"))
         if math.isnan(tokens):
             tokens = nb * _num(cfg.get("batch_size")) * _num(m.get("seq_len") or cfg.get("seq_len"))
+        dim = _num(m.get("hidden_size"))
         out.append(RunSetting(stage, nb, tokens, _num(cfg.get("n_boot")),
-                              _num(cfg.get("rank")) / _num(m.get("hidden_size"))))
+                              _num(cfg.get("rank")) / dim if dim > 0 else math.nan))
     return out
 
 
@@ -230,16 +229,22 @@ def weaker(setting: Mapping[str, Any], settings: Sequence[RunSetting], n_units: 
                             ("tokens", "tokens_per_checkpoint", "eval tokens per checkpoint"),
                             ("n_boot", "n_boot", "bootstrap replicates")):
         e2e = _num(setting.get(key))
-        worst = max(settings, key=lambda s: _num(getattr(s, attr)), default=None)
+        known = [s for s in settings if not math.isnan(getattr(s, attr))]
+        worst = max(known, key=lambda s: getattr(s, attr), default=None)
         if worst is not None and (math.isnan(e2e) or e2e < getattr(worst, attr)):
             out.append(f"{word} {_g(e2e)} < the run's {_g(getattr(worst, attr))} ({worst.stage})")
+        unknown = [s.stage for s in settings if math.isnan(getattr(s, attr))]
+        if unknown:  # a setting nobody recorded cannot be shown to be covered
+            out.append(f"the run's {word} not recorded ({', '.join(unknown)})")
     units = _num(setting.get("units"))
     if math.isnan(units) or units < n_units:
         out.append(f"units {_g(units)} < the row's {n_units}")
     lo, hi = (list(setting.get("rank_over_dim") or []) + [math.nan, math.nan])[:2]
     for s in settings:
         rd = s.rank_over_dim
-        if not math.isnan(rd) and not (_num(lo) - 1e-12 <= rd <= _num(hi) + 1e-12):
+        if math.isnan(rd):
+            out.append(f"the run's r/d not recorded ({s.stage})")
+        elif not (_num(lo) - 1e-12 <= rd <= _num(hi) + 1e-12):
             out.append(f"the run's r/d {_frac(rd)} ({s.stage}) outside the measured "
                        f"{_frac(lo)}–{_frac(hi)}")
     return out

@@ -199,8 +199,11 @@ def write_measure_dir(path, rows: list[dict], *, n_controls: int = 20, extra: di
     """A `tangentlab empirical measure`-style output directory: results.csv + manifest.json."""
     path.mkdir(parents=True, exist_ok=True)
     write_results(rows, path / "results.csv")
-    write_manifest(path, build_manifest(kind="empirical/measure", config={"n_controls": n_controls},
-                                        seeds={"seed": 0}, device=device, extra=extra or {}))
+    config = {"n_controls": n_controls, "n_batches": 64, "batch_size": 4, "n_boot": 1000,
+              "rank": 8}
+    extra = {"hidden_size": 64, "eval_tokens_per_checkpoint": 64 * 4 * 64, **(extra or {})}
+    write_manifest(path, build_manifest(kind="empirical/measure", config=config,
+                                        seeds={"seed": 0}, device=device, extra=extra))
     return path
 
 

@@ -147,3 +147,19 @@ def test_external_runs_are_gated_on_their_own_settings_and_the_limitations_say_w
     assert v.external_status == R.INCONCLUSIVE and "raw: supported" in v.external_reason
     lim = " ".join(limitations(data, build_verdicts(data)))
     assert "reads inconclusive (not validated): its rules said supported" in lim
+
+
+def test_the_strongest_measurement_of_a_row_decides_and_unrecorded_settings_gate(tmp_path):
+    from tangentlab.report.gating import RunSetting, weaker
+
+    nan = float("nan")
+    setting = {"n_batches": 32, "tokens_per_checkpoint": 10**6, "n_boot": 10**6, "units": 9,
+               "rank_over_dim": [0.01, 0.5]}
+    runs = [RunSetting("measure/a", nan, nan, nan, nan), RunSetting("measure/b", 64, 1, 1, 0.25),
+            RunSetting("measure/c", 16, 1, 1, 0.25)]
+    assert weaker(setting, runs[1:], 2) == ["eval batches 32 < the run's 64 (measure/b)"]
+    assert weaker(setting, runs[:0:-1], 2) == ["eval batches 32 < the run's 64 (measure/b)"]
+    # a setting nobody recorded cannot be shown to be covered
+    assert weaker(setting, runs[:1], 2) == [
+        f"the run's {w} not recorded (measure/a)" for w in
+        ("eval batches", "eval tokens per checkpoint", "bootstrap replicates", "r/d")]
