@@ -38,6 +38,7 @@ from typing import Any
 __all__ = [
     "THEORY",
     "VALIDATE",
+    "END_TO_END_DIR",
     "REPORT",
     "TRAIN",
     "MEASURE",
@@ -58,6 +59,9 @@ __all__ = [
 THEORY = "theory"
 #: The validation-battery stage.
 VALIDATE = "validate"
+#: Where a reproduce run keeps its end-to-end validation run, relative to the run directory
+#: (inside the validate stage's folder; the pipeline writes it there, the report reads it).
+END_TO_END_DIR = VALIDATE + "/end-to-end"
 #: The report stage (``report.html`` and ``report.md`` at the top of the run directory).
 REPORT = "report"
 #: The prefix of the training stages (``train/<arch>``).

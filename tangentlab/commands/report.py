@@ -14,13 +14,15 @@ def _report(args: argparse.Namespace) -> int:
     # the folder written holds its run lock meanwhile: a reproduce still writing that run (or
     # another report) makes this one exit 4 instead of racing it
     with run_lock(args.out or args.run_dir, command="report"):
-        result = render_report(args.run_dir, measures=measures, out=args.out, pool=args.pool)
+        result = render_report(args.run_dir, measures=measures, out=args.out, pool=args.pool,
+                               validation=args.validation)
     print(result.html)
     print(result.markdown)
     if args.summary_figure:
         from tangentlab.report.render import summary_figure
 
-        print(summary_figure(args.run_dir, args.summary_figure, measures=measures))
+        print(summary_figure(args.run_dir, args.summary_figure, measures=measures,
+                             validation=args.validation))
     if result.row_errors:
         import sys
 
@@ -42,7 +44,10 @@ def register(sub: argparse._SubParsersAction) -> None:
             "failed render leaves the previous report and figures as they were. --measure adds "
             "external measurement runs (`tangentlab empirical measure` outputs), each named, with "
             "its own (model, site) sub-tables and panels shown apart: they never change the "
-            "verdicts of our own runs unless --pool is given. Exit 1 if a verdict rule could not "
+            "verdicts of our own runs unless --pool is given. A prediction reads supported or not "
+            "supported only where the end-to-end battery validated its row at the run's setting "
+            "(read from RUN_DIR/validate/end-to-end, or --validation DIR); otherwise it reads "
+            "'inconclusive (not validated)', its raw verdict kept in the reason. Exit 1 if a verdict rule could not "
             "read the stored results; exit 4 if another process holds the folder's run lock (a "
             "reproduce still writing it)."
         ),
@@ -54,6 +59,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--pool", action="store_true",
                    help="judge the empirical rows by our runs and the external ones together "
                         "(default: external runs are shown apart and do not change our verdicts)")
+    p.add_argument("--validation", metavar="DIR",
+                   help="gate the predictions on this end-to-end validation run (a directory "
+                        "written by `tangentlab validate --end-to-end`, e.g. a full one) instead "
+                        "of RUN_DIR/validate/end-to-end")
     p.add_argument("--out", metavar="DIR",
                    help="write report.html, report.md and figures/ into DIR (new, empty, or "
                         "holding only an earlier report) instead of RUN_DIR")

@@ -27,7 +27,33 @@ def _summary(args: argparse.Namespace) -> int:
     print(format_summary(table))
     path = write_summary(table, out)
     print(f"{len(table)} rows written to {path}")
+    for line in _verdict_lines(Path(args.run), args.validation):
+        print(line)
     return 0
+
+
+def _verdict_lines(run, validation) -> list[str]:
+    """For a reproduce run: each prediction's status as the report gives it (gating included)."""
+    from tangentlab.report.gating import status_text
+    from tangentlab.report.load import RunData
+    from tangentlab.report.verdicts import build_verdicts
+    from tangentlab.runs import run_kind
+
+    if run_kind(run) != "reproduce":
+        if validation is not None:
+            from tangentlab.errors import DataError
+
+            raise DataError(f"--validation gates a reproduce run's verdicts; {str(run)!r} is not "
+                            "a reproduce run directory")
+        return []
+    data = RunData.open(run, validation=validation)
+    lines = ["predictions (as the report reads them):"]
+    for v in build_verdicts(data):
+        if v.section != "prediction":
+            continue
+        why = f"  [raw: {v.raw_status}; gated: {v.gated}]" if v.gated else ""
+        lines.append(f"  {v.key}: {status_text(v)}{why}")
+    return lines
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -43,10 +69,16 @@ def register(sub: argparse._SubParsersAction) -> None:
             "control mean, the baseline r/d, the oracle, the position between null and oracle, "
             "the p-value with n_controls and its floor, and the refit-proxy and constrained-space "
             "enrichment where stored. The full-space, fixed-proxy, all-token rows are read; "
-            "docs/report.md lists every column. In Python: tangentlab.load_results(RUN)."
+            "docs/report.md lists every column. For a reproduce run it then prints each "
+            "prediction's status as the report reads it: 'inconclusive (not validated)' where "
+            "the end-to-end battery did not validate the row at the run's setting, with the raw "
+            "verdict. In Python: tangentlab.load_results(RUN)."
         ),
     )
     p.add_argument("run", metavar="RUN", help="a measurement or reproduce run directory")
+    p.add_argument("--validation", metavar="DIR",
+                   help="for a reproduce run: gate the predictions printed after the table on this "
+                        "end-to-end validation run instead of RUN/validate/end-to-end")
     p.add_argument("--out", metavar="PATH",
                    help="write the CSV here (a file, or a folder to hold summary.csv) instead of "
                         "RUN/summary.csv")

@@ -31,6 +31,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--end-to-end", action="store_true", dest="end_to_end",
                    help="the end-to-end battery: planted-truth trajectories through measure and "
                         "the report's rules (default out: runs/validate-end-to-end)")
+    p.add_argument("--setting", choices=("quick", "standard", "full"), default=None,
+                   help="with --end-to-end: the named setting (default full; --quick is quick; "
+                        "standard is what a default reproduce runs)")
     p.add_argument("--nproc", type=positive_int, default=1, metavar="N",
                    help="with --end-to-end: simulations run in N processes (default 1)")
     p.set_defaults(func=_run)
@@ -73,12 +76,18 @@ def _run_end_to_end(args: argparse.Namespace) -> int:
     from tangentlab.runs import CHECKS_NAME, read_json
     from tangentlab.validate.end_to_end import END_TO_END_KIND, EndToEndConfig, write_end_to_end
 
-    cfg = EndToEndConfig.quick(args.seed) if args.quick else EndToEndConfig.full(args.seed)
+    setting = getattr(args, "setting", None)
+    if args.quick and setting not in (None, "quick"):
+        from tangentlab.errors import ConfigError
+
+        raise ConfigError(f"--quick and --setting {setting} contradict each other; give one")
+    name = "quick" if args.quick else setting or "full"
+    cfg = EndToEndConfig.preset(name, args.seed)
     out = args.out if args.out is not None else Path("runs") / "validate-end-to-end"
     # the one output-path check and the run lock: never replaces a run of another kind
     with writing_run(out, kind=END_TO_END_KIND, command="validate --end-to-end"):
         path, passed = write_end_to_end(
-            Path(out), cfg, quick=bool(args.quick), nproc=int(args.nproc),
+            Path(out), cfg, quick=name == "quick", nproc=int(args.nproc),
             on_result=lambda r: log(f"end-to-end {r.scenario} #{r.sim}: "
                                     + ", ".join(f"{k} {v}" for k, v in r.statuses.items())))
     checks = read_json(path / CHECKS_NAME, expect=list)

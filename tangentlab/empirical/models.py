@@ -285,6 +285,20 @@ def _hub_checkpoint(spec: str, revision: str | None, *, cache_dir, offline):
     return resolve_hub_trajectory(repo, rev, cache_dir=cache_dir, offline=offline).checkpoints[0]
 
 
+def _register_family(p: Path) -> None:
+    """Register the checkpoint's family with transformers when another module provides it."""
+    import json
+
+    from tangentlab.empirical.site_table import register_family
+
+    try:
+        mtype = json.loads((p / "config.json").read_text()).get("model_type")
+    except (OSError, ValueError, AttributeError):
+        return  # AutoConfig reports the unreadable config below
+    if isinstance(mtype, str):
+        register_family(mtype)
+
+
 def load_model(path: str | Path, *, device: str = "cpu", gguf_file: str | None = None,
                dtype=None, revision: str | None = None, cache_dir: str | Path | None = None,
                offline: bool | None = None) -> LoadedModel:
@@ -342,6 +356,8 @@ def load_model(path: str | Path, *, device: str = "cpu", gguf_file: str | None =
         kwargs["gguf_file"] = gguf_file
     elif not (p / "config.json").is_file():
         raise CheckpointError(f"checkpoint {str(p)!r} has no config.json; is it a Hugging Face model dir?")
+    else:
+        _register_family(p)
     try:
         config = AutoConfig.from_pretrained(str(p), **kwargs)
     except (OSError, ValueError, KeyError) as exc:

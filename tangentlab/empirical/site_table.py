@@ -11,7 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-__all__ = ["LN", "RMS", "SiteSpec", "FamilyTable", "FAMILIES", "supported_families"]
+__all__ = ["LN", "RMS", "SiteSpec", "FamilyTable", "FAMILIES", "supported_families",
+           "register_family"]
 
 LN, RMS = "LayerNorm", "RMSNorm"
 
@@ -53,6 +54,9 @@ class FamilyTable:
         layers: path of the block list relative to ``model.base_model``.
         sites: kind → :class:`SiteSpec` (``resid_mid``/``ln_final`` absent where there is none).
         note: a family-level remark recorded with each site.
+        provider: the module whose import registers the family's classes with transformers'
+            ``AutoConfig``/``AutoModel`` (empty: transformers knows the family). Imported on
+            first use by :func:`register_family`, never at import time.
     """
 
     family: str
@@ -62,6 +66,7 @@ class FamilyTable:
     layers: str
     sites: Mapping[str, SiteSpec]
     note: str = ""
+    provider: str = ""
 
 
 def _pre_ln(*, norm: str, layers: str, embed: str, ln_final: str, attn: str, mlp: str,
@@ -222,7 +227,8 @@ def _build_tables() -> dict[str, FamilyTable]:
         FamilyTable("modernbert", ("modernbert",), LN, "pre-LN", "layers", modernbert_sites,
                     "block 0's attention norm is an Identity (the embedding is already normed)"),
         FamilyTable("planted", ("planted",), "none", "pre-LN", "blocks", planted_sites,
-                    "planted-truth model (tangentlab.validate.planted): identity blocks, no norm"),
+                    "planted-truth model (tangentlab.validate.planted): identity blocks, no norm",
+                    provider="tangentlab.validate.planted"),
     ]
     out: dict[str, FamilyTable] = {}
     for t in tables:
@@ -238,3 +244,19 @@ FAMILIES: Mapping[str, FamilyTable] = MappingProxyType(_build_tables())
 def supported_families() -> tuple[str, ...]:
     """Every ``model_type`` with a site table, sorted."""
     return tuple(sorted(FAMILIES))
+
+
+def register_family(model_type: str) -> bool:
+    """Import the module that registers ``model_type`` with transformers, if it has one.
+
+    Returns whether a provider was imported (idempotent: a module is imported once). The
+    ``planted`` family's classes live in :mod:`tangentlab.validate.planted`; loading a planted
+    checkpoint therefore needs no import of it first.
+    """
+    import importlib
+
+    table = FAMILIES.get(model_type)
+    if table is None or not table.provider:
+        return False
+    importlib.import_module(table.provider)
+    return True

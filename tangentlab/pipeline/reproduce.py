@@ -6,7 +6,8 @@ with the critical path first:
 
 1. ``train/<arch>``: train the encoder and the decoder (preset ``small``; ``tiny`` with --quick).
 2. ``measure/<arch>``: the empirical protocol on each checkpoint trajectory (depends on 1).
-3. ``validate``: the validation battery (the protocol's statistics on known-truth streams).
+3. ``validate``: the validation battery (the protocol's statistics on known-truth streams), then
+   the end-to-end battery (planted truths through the real pipeline) in ``validate/end-to-end``.
 4. ``theory``: ``verify(seed)`` of every derivation (``theory/verify.json``, with its checks in
    ``checks.json`` and residuals in ``results.csv``).
 5. ``synthetic/<name>``: every registered synthetic experiment, one run directory each.
@@ -126,7 +127,9 @@ class ReproduceConfig(Config):
         train_overrides: ``"key=value"`` or ``"arch:key=value"`` overrides for training.
         measure_overrides: ``"key=value"`` or ``"arch:key=value"`` overrides for measurement.
         validate: run the validation battery (``tangentlab validate``; quick settings with
-            ``quick``) as a stage and show it in the report's calibration table.
+            ``quick``) and the end-to-end battery (standard setting; quick with ``quick``) as
+            a stage, shown in the report's calibration section (the predictions are gated on
+            the end-to-end run).
         external_measures: ``"NAME=DIR"`` measurement run directories (``tangentlab empirical
             measure`` outputs, e.g. a public checkpoint suite) that the report shows beside ours.
     """
@@ -225,6 +228,7 @@ def producers(cfg: ReproduceConfig) -> list[Producer]:
     Each row's ``params`` are the parts of ``cfg`` that decide its result.
     """
     from tangentlab.contract import (
+        END_TO_END_DIR,
         REPORT,
         THEORY,
         VALIDATE,
@@ -261,11 +265,13 @@ def producers(cfg: ReproduceConfig) -> list[Producer]:
     ) for arch in cfg.archs]
     if cfg.validate:
         table.append(Producer(
-            name=VALIDATE, target="tangentlab.validate.battery:produce",
-            params={"seed": cfg.seed, "quick": cfg.quick},
-            check={"kind": "validate", "checks": True},
-            description="validation battery: the protocol's statistics on known-truth streams"
-                        + quick,
+            name=VALIDATE, target="tangentlab.validate.stage:write_validation",
+            params={"seed": cfg.seed, "quick": cfg.quick,
+                    "setting": "quick" if cfg.quick else "standard"},
+            inputs={"end_to_end": END_TO_END_DIR},
+            check={"kind": "validate", "checks": True,
+                   "needs": ("end-to-end/manifest.json", "end-to-end/checks.json")},
+            description="validation battery and end-to-end battery (planted truths)" + quick,
         ))
     table.append(Producer(
         name=THEORY, target="tangentlab.theory.produce:produce",

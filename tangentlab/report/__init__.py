@@ -18,6 +18,8 @@ Modules, one job each:
 - ``checks``: recorded checks as lines that say their kind of error;
 - ``synthetic_panels``: which stored rows a synthetic row's figure draws;
 - ``verdicts``: the table of row specifications and :func:`build_verdicts`;
+- ``gating``: a prediction reads supported / not supported only where the end-to-end battery
+  validated its row at the run's setting (else "inconclusive (not validated)");
 - ``figures``: figures as data, and their rendering; ``render``: the HTML and Markdown pages.
 
 The report imports no other pillar (theory, synthetic, empirical) and not the pipeline that
@@ -27,7 +29,8 @@ load inside the functions that need them.
 
 from __future__ import annotations
 
-from tangentlab.report.load import RunData, Source, parse_measure_args
+from tangentlab.report.gating import GATED_TEXT, read_end_to_end
+from tangentlab.report.load import END_TO_END_DIR, RunData, Source, parse_measure_args
 from tangentlab.report.render import SECTIONS, RenderResult, render_report
 from tangentlab.report.rules import RULES, STATUS_WORDS
 from tangentlab.report.summary import SUMMARY_COLUMNS, headline_table, load_results
@@ -40,6 +43,9 @@ __all__ = [
     "RunData",
     "Source",
     "parse_measure_args",
+    "END_TO_END_DIR",
+    "GATED_TEXT",
+    "read_end_to_end",
     "build_verdicts",
     "Verdict",
     "ROWS",

@@ -8,6 +8,7 @@ import json
 
 from tangentlab.report import page as P  # the parts both pages share
 from tangentlab.report import rules as R
+from tangentlab.report.gating import END_TO_END_HEADER, end_to_end_rows, status_text
 from tangentlab.report.load import RunData
 from tangentlab.report.paper import PAPER_CITATION
 from tangentlab.report.verdicts import Verdict
@@ -44,8 +45,33 @@ ul.nums{margin:.3em 0;padding-left:1.3em}
 """
 
 
-def _status_html(status: str) -> str:
-    return f'<span class="status {_STATUS_CLASS.get(status, "off")}">{_e(status)}</span>'
+def _status_html(status: str, text: str | None = None) -> str:
+    return (f'<span class="status {_STATUS_CLASS.get(status, "off")}">'
+            f'{_e(status if text is None else text)}</span>')
+
+
+def _row_status_html(v: Verdict) -> str:
+    """A row's status; a gated row reads inconclusive (not validated), its raw verdict beside."""
+    raw = f'<br><span class="muted">raw: {_e(v.raw_status)}</span>' if v.gated else ""
+    return _status_html(v.status, status_text(v)) + raw
+
+
+def _end_to_end_html(data: RunData, verdicts: list[Verdict]) -> list[str]:
+    """The "validated end to end" table: one row per prediction (:mod:`tangentlab.report.gating`)."""
+    rows = end_to_end_rows(data, verdicts)
+    if not rows:
+        return []
+    out = ['<h3 id="end-to-end">Validated end to end</h3>',
+           '<p class="muted">A prediction reads supported or not supported only where the '
+           "end-to-end battery (planted truths through the real pipeline) validated its row at "
+           "this run's setting; otherwise it reads inconclusive (not validated), its raw verdict "
+           "kept in the reason.</p>",
+           "<table><tr>" + "".join(f"<th>{_e(h)}</th>" for h in END_TO_END_HEADER) + "</tr>"]
+    for row in rows:
+        cls = "ok" if row[-1] == "yes" else "bad"
+        out.append("<tr>" + "".join(f"<td>{_e(x)}</td>" for x in row[:-1])
+                   + f'<td><span class="status {cls}">{_e(row[-1])}</span></td></tr>')
+    return out + ["</table>"]
 
 
 def _source_html(v: Verdict, base: str = "") -> str:
@@ -134,9 +160,11 @@ def render_html(data: RunData, verdicts: list[Verdict], pngs: dict[str, bytes], 
                    if v.depends_on else "")
             out.append(
                 f'<tr><td>{i}</td><td><a href="#row-{_e(v.key)}"><b>{_e(v.title)}</b></a>{dep}</td>'
-                f"<td>{_status_html(v.status)}</td><td>{_compact_html(v)}</td>"
+                f"<td>{_row_status_html(v)}</td><td>{_compact_html(v)}</td>"
                 f"<td>{_e(v.paper)}</td><td>{_source_html(v, link_base)}</td></tr>")
         out.append("</table>")
+        if section == "calibration":
+            out += _end_to_end_html(data, verdicts)
     # details: one sub-table per row
     out.append(f'<h2 id="details">{titles["details"]}</h2>')
     out.append('<p class="muted">Theory is drawn as a line, measurements as points with their '
@@ -144,7 +172,7 @@ def render_html(data: RunData, verdicts: list[Verdict], pngs: dict[str, bytes], 
                "(controls, shaded: their min-max range) and the step-0 value (dashed) are the references. "
                "A <i>range</i> is a spread over controls or checkpoints, never a confidence interval.</p>")
     for v in verdicts:
-        out.append(f'<div class="row" id="row-{_e(v.key)}"><h3>{_e(v.title)} {_status_html(v.status)}</h3>')
+        out.append(f'<div class="row" id="row-{_e(v.key)}"><h3>{_e(v.title)} {_row_status_html(v)}</h3>')
         out.append(f"<p><b>{'Prediction' if v.section == 'prediction' else 'Checks'}.</b> {_e(v.prediction)}</p>")
         if v.depends_on:
             out.append(f'<p class="dep">This row depends on the {_e(v.depends_on)} row: it is not an '
@@ -165,7 +193,7 @@ def render_html(data: RunData, verdicts: list[Verdict], pngs: dict[str, bytes], 
                            f"{'ok' if res == 'pass' else 'bad'}\">{_e(res)}</span></td>"
                            f"<td>{_e(mt)}</td><td>{_e(tol)}</td></tr>")
             out.append("</table>")
-        out.append(f"<p><b>Overall: {_status_html(v.status)}.</b> {_e(P.overall(v))}</p>")
+        out.append(f"<p><b>Overall: {_row_status_html(v)}.</b> {_e(P.overall(v))}</p>")
         out.append(f'<p><b>Rule.</b> <span class="muted">{_e(v.rule)}</span></p>')
         if v.numbers:
             out.append('<ul class="nums">' + "".join(f"<li><b>{_e(k)}</b>: {_e(val)}</li>" for k, val in v.numbers)

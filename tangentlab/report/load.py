@@ -11,7 +11,10 @@ External measurement runs (``tangentlab empirical measure`` outputs: ``results.c
 read relative to the run directory.
 
 A ``validate/`` directory (``results.csv`` + ``checks.json`` of ``tangentlab validate``) is read
-when the run has a ``validate`` stage record, or holds the directory without one.
+when the run has a ``validate`` stage record, or holds the directory without one. The end-to-end
+validation run (``tangentlab validate --end-to-end``) is read from :data:`END_TO_END_DIR` inside
+the run directory, or from the directory given as ``validation`` (``tangentlab report RUN
+--validation DIR``); the prediction rows are gated on it (:mod:`tangentlab.report.gating`).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tangentlab.contract import THEORY, VALIDATE
+from tangentlab.contract import END_TO_END_DIR, THEORY, VALIDATE
 from tangentlab.errors import DataError
 from tangentlab.runs import (
     CHECKS_NAME,
@@ -34,7 +37,8 @@ from tangentlab.runs import (
     read_stage_records,
 )
 
-__all__ = ["Source", "RunData", "EXTERNAL_PREFIX", "VALIDATE_STAGE", "parse_measure_args"]
+__all__ = ["Source", "RunData", "EXTERNAL_PREFIX", "VALIDATE_STAGE", "END_TO_END_DIR",
+           "parse_measure_args"]
 
 #: Stage-name prefix of the external measurement runs added to a report.
 EXTERNAL_PREFIX = "external/"
@@ -137,11 +141,16 @@ class RunData:
     #: Whether external measurement runs join our own verdicts (``--pool``); by default they
     #: are shown apart and never change them.
     pool: bool = False
+    #: An end-to-end validation run to read instead of the run's own :data:`END_TO_END_DIR`.
+    validation: Path | None = None
+    #: Gate the prediction rows on the end-to-end validation (set by :meth:`open`; a RunData
+    #: built in code, as the end-to-end battery builds one to decide, keeps the raw verdicts).
+    gate: bool = False
     _tables: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
     def open(cls, run_dir: str | Path, *, measures: dict[str, str | Path] | None = None,
-             pool: bool = False) -> RunData:
+             pool: bool = False, validation: str | Path | None = None) -> RunData:
         """Open ``run_dir``; it must hold a reproduce ``manifest.json``.
 
         Args:
@@ -151,6 +160,9 @@ class RunData:
             pool: judge the empirical rows by our own runs *and* the external ones together
                 (default: external runs get their own sub-tables and panels, and the verdicts
                 are our own runs' alone).
+            validation: an end-to-end validation run directory to gate the prediction rows on
+                (default: the run's own :data:`END_TO_END_DIR`, if it has one). DataError if it
+                is not an end-to-end run.
         """
         run_dir = Path(run_dir)
         if not run_dir.is_dir():
@@ -170,8 +182,27 @@ class RunData:
                 raise DataError(f"external measure {name}={str(d)!r} holds no {RESULTS_NAME}; pass a "
                                 "directory written by `tangentlab empirical measure`")
             resolved[name] = d
-        return cls(run_dir=run_dir, manifest=manifest, records=read_stage_records(run_dir),
-                   externals=resolved, pool=bool(pool))
+        data = cls(run_dir=run_dir, manifest=manifest, records=read_stage_records(run_dir),
+                   externals=resolved, pool=bool(pool),
+                   validation=Path(validation) if validation is not None else None, gate=True)
+        data.end_to_end()  # a --validation DIR that is not an end-to-end run fails here
+        return data
+
+    def end_to_end(self):
+        """The end-to-end validation run (:class:`~tangentlab.report.gating.EndToEnd`), or None.
+
+        Read from ``validation`` when given, else from the run's :data:`END_TO_END_DIR` when it
+        exists; None when there is none. Cached. DataError when the directory is not an
+        end-to-end validation run.
+        """
+        from tangentlab.report.gating import read_end_to_end
+
+        if "end-to-end" not in self._tables:
+            path = self.validation if self.validation is not None else self.run_dir / END_TO_END_DIR
+            given = self.validation is not None
+            self._tables["end-to-end"] = (read_end_to_end(path) if given or path.is_dir()
+                                          else None)
+        return self._tables["end-to-end"]
 
     # ---------------------------------------------------------------- stages
     def external_stages(self) -> list[str]:

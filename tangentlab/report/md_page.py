@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from tangentlab.report import page as P  # the parts both pages share
+from tangentlab.report.gating import END_TO_END_HEADER, end_to_end_rows, status_text
 from tangentlab.report.load import RunData
 from tangentlab.report.paper import PAPER_CITATION
 from tangentlab.report.verdicts import Verdict
@@ -27,6 +28,20 @@ def _source_md(v: Verdict, base: str = "") -> str:
         return f"[{s.path}]({base}{s.path}/) {facts}"
 
     return "; ".join(one(s) for s in v.sources)
+
+
+def _end_to_end_md(data: RunData, verdicts: list[Verdict]) -> list[str]:
+    """The "validated end to end" table: one row per prediction (:mod:`tangentlab.report.gating`)."""
+    rows = end_to_end_rows(data, verdicts)
+    if not rows:
+        return []
+    out = ["### Validated end to end", "",
+           "A prediction reads supported or not supported only where the end-to-end battery "
+           "(planted truths through the real pipeline) validated its row at this run's setting; "
+           "otherwise it reads inconclusive (not validated), its raw verdict kept in the reason.",
+           "", "| " + " | ".join(END_TO_END_HEADER) + " |", "|" + "---|" * len(END_TO_END_HEADER)]
+    out += ["| " + " | ".join(_md(x) for x in row) + " |" for row in rows]
+    return out + [""]
 
 
 def render_markdown(data: RunData, verdicts: list[Verdict], figures: dict[str, Path], lim: list[str], *,
@@ -51,16 +66,19 @@ def render_markdown(data: RunData, verdicts: list[Verdict], figures: dict[str, P
                 "|---|---|---|---|---|---|"]
         for i, v in enumerate((v for v in verdicts if v.section == section), 1):
             dep = f" (depends on {v.depends_on}: not an independent verdict)" if v.depends_on else ""
-            out.append(f"| {i} | **{_md(v.title)}**{dep} | **{v.status}** | {_md(P.compact(v))} "
-                       f"| {_md(v.paper)} | {_md(_source_md(v, link_base))} |")
+            raw = f" (raw: {v.raw_status})" if v.gated else ""
+            out.append(f"| {i} | **{_md(v.title)}**{dep} | **{status_text(v)}**{raw} | "
+                       f"{_md(P.compact(v))} | {_md(v.paper)} | {_md(_source_md(v, link_base))} |")
         out.append("")
+        if section == "calibration":
+            out += _end_to_end_md(data, verdicts)
     out += [f"## {titles['details']}", "",
             "Theory is drawn as a line, measurements as points with their confidence intervals; where "
             "there is no theory curve (the empirical rows), the null (controls, shaded: their min-max "
             "range) and the step-0 value (dashed) are the references. A *range* is a spread over "
             "controls or checkpoints, never a confidence interval.", ""]
     for v in verdicts:
-        out += [f"### {v.title}: {v.status}", "",
+        out += [f"### {v.title}: {status_text(v)}", "",
                 f"**{'Prediction' if v.section == 'prediction' else 'Checks'}.** {v.prediction}", ""]
         if v.depends_on:
             out += [f"_This row depends on the {v.depends_on} row: it is not an independent verdict._", ""]
@@ -75,7 +93,7 @@ def render_markdown(data: RunData, verdicts: list[Verdict], figures: dict[str, P
             out += [f"| {_md(a)}{' (' + _md(w) + ')' if w else ''} | {b} | {_md(c)} | {_md(d)} |"
                     for a, w, b, c, d in P.check_rows(v)]
             out.append("")
-        out += [f"- **Overall: {v.status}.** {P.overall(v)}", f"- **Rule.** {v.rule}"]
+        out += [f"- **Overall: {status_text(v)}.** {P.overall(v)}", f"- **Rule.** {v.rule}"]
         out += [f"- **{k}**: {val}" for k, val in v.numbers]
         out += [f"- **The paper reported.** {v.paper}", f"- **Source.** {_source_md(v, link_base)}; test: {v.test}", ""]
         if v.key in figures:

@@ -71,7 +71,11 @@ def limitations(data: RunData, verdicts: list[Verdict]) -> list[str]:
     for v in verdicts:
         if v.depends_on:
             out.append(f"'{v.title}' depends on '{v.depends_on}': it is not an independent verdict.")
-        if v.status == R.INCONCLUSIVE and v.units:
+        if v.gated:
+            out.append(f"'{v.title}' reads inconclusive (not validated): its rules said "
+                       f"{v.raw_status}, but it was not validated end to end at this run's "
+                       f"setting ({v.gated}).")
+        elif v.status == R.INCONCLUSIVE and v.units:
             undecided = [u.label for u in v.units if u.status == R.INCONCLUSIVE]
             out.append(f"'{v.title}' is inconclusive for {', '.join(undecided) or 'its unmeasured stages'} "
                        "(the reasons are in its sub-table).")

@@ -91,7 +91,7 @@ def produce(run_dir: str | Path) -> RenderResult:
 
 def render_report(run_dir: str | Path, *, rows: list[RowSpec] | None = None,
                   measures: dict[str, str | Path] | None = None, out: str | Path | None = None,
-                  pool: bool = False) -> RenderResult:
+                  pool: bool = False, validation: str | Path | None = None) -> RenderResult:
     """Write ``report.html``, ``report.md`` and ``figures/*.png`` into ``out`` (default ``run_dir``).
 
     Reads stored results only. A verdict rule that raises does not stop the report: the row is
@@ -110,12 +110,14 @@ def render_report(run_dir: str | Path, *, rows: list[RowSpec] | None = None,
             folders are made relative to it).
         pool: let the external runs' units decide the empirical rows together with ours
             (default: they are shown apart and never change our verdicts).
+        validation: an end-to-end validation run to gate the prediction rows on (default: the
+            run's own ``validate/end-to-end``; see :mod:`tangentlab.report.gating`).
 
     Raises:
         OutputPathError: the target folder cannot be written (nothing was changed).
         DataError: the run directory or a table it holds is missing or damaged.
     """
-    data = RunData.open(run_dir, measures=measures, pool=pool)
+    data = RunData.open(run_dir, measures=measures, pool=pool, validation=validation)
     run_dir = data.run_dir
     target = Path(out) if out is not None else run_dir
     base = "" if out is None else os.path.relpath(run_dir.resolve(), target.resolve())
@@ -157,7 +159,8 @@ SUMMARY_KEYS: tuple[str, ...] = ("visibility", "attenuation", "enrichment", "riv
 
 
 def summary_figure(run_dir: str | Path, path: str | Path, *, keys: tuple[str, ...] = SUMMARY_KEYS,
-                   ncols: int = 3, measures: dict[str, str | Path] | None = None) -> Path:
+                   ncols: int = 3, measures: dict[str, str | Path] | None = None,
+                   validation: str | Path | None = None) -> Path:
     """One PNG with the figures of a run's headline rows (default :data:`SUMMARY_KEYS`).
 
     Each panel is titled with its row's status word (e.g. for the README). Drawn from the stored
@@ -170,7 +173,7 @@ def summary_figure(run_dir: str | Path, path: str | Path, *, keys: tuple[str, ..
 
     from tangentlab.errors import DataError
 
-    data = RunData.open(run_dir, measures=measures)
+    data = RunData.open(run_dir, measures=measures, validation=validation)
     panels = []
     for v in build_verdicts(data):
         if v.key in keys:

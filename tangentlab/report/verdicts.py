@@ -28,6 +28,7 @@ from tangentlab.report import step_panels as SP
 from tangentlab.report import units as U
 from tangentlab.report.checks import CheckLine, check_lines, theory_check_lines
 from tangentlab.report.figures import Panel, Series
+from tangentlab.report.gating import gate
 from tangentlab.report.load import EXTERNAL_PREFIX, VALIDATE_STAGE, RunData, Source
 from tangentlab.report.paper import PAPER
 from tangentlab.report.synthetic_panels import PanelSpec, prediction_panels
@@ -97,6 +98,9 @@ class Verdict:
         external_status, external_reason: the external units combined on their own.
         external_panels: their figure, as data (kept apart from ``panels``).
         pooled: whether external runs were pooled into ``status`` (``--pool``).
+        gated: why the row's raw "supported"/"not supported" was gated to "inconclusive (not
+            validated)" (:mod:`tangentlab.report.gating`); empty when it was not.
+        raw_status: the status the rules gave before gating (empty when not gated).
     """
 
     key: str
@@ -121,6 +125,8 @@ class Verdict:
     external_reason: str = ""
     external_panels: tuple[Panel, ...] = ()
     pooled: bool = False
+    gated: str = ""
+    raw_status: str = ""
 
 
 @dataclass(frozen=True)
@@ -487,6 +493,9 @@ def _one(data: RunData, spec: RowSpec) -> Verdict:
 
 
 def build_verdicts(data: RunData, rows: Sequence[RowSpec] | None = None) -> list[Verdict]:
-    """One :class:`Verdict` per row spec (default :data:`ROWS`), in order."""
-    return [_one(data, spec) for spec in (rows if rows is not None else ROWS)]
+    """One :class:`Verdict` per row spec (default :data:`ROWS`), in order.
+
+    The prediction rows are gated on their end-to-end validation (:func:`tangentlab.report.gating.gate`).
+    """
+    return gate(data, [_one(data, spec) for spec in (rows if rows is not None else ROWS)])
 

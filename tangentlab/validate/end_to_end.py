@@ -24,7 +24,6 @@ bound checked (what the report's "validated end to end" rows need).
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import shutil
 import time
@@ -34,8 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from tangentlab.errors import ConfigError, DataError
+from tangentlab.validate.end_to_end_config import SETTINGS, EndToEndConfig, EndToEndMeasure
 
-__all__ = ["EndToEndConfig", "SimulationResult", "simulate", "decide", "summarize",
+__all__ = ["EndToEndConfig", "EndToEndMeasure", "SETTINGS", "END_TO_END_KIND", "SimulationResult", "simulate", "decide", "summarize",
            "write_end_to_end", "validated_rows", "WRONG_RATE_MAX", "WRONG_BOUND_MAX", "POWER_MIN",
            "STATUSES_NAME", "format_table", "read_statuses"]
 
@@ -47,91 +47,6 @@ STATUSES_NAME = "statuses.csv"
 _EXPERIMENT = "validate/end-to-end"
 #: The manifest ``kind`` of an end-to-end validation run directory.
 END_TO_END_KIND = _EXPERIMENT
-
-
-@dataclass(frozen=True)
-class EndToEndConfig:
-    """Settings of the end-to-end battery (``quick()`` runs in the test suite, ``full()`` reports).
-
-    Attributes:
-        seed: master seed.
-        scenarios: names from :data:`tangentlab.validate.planted_scenarios.SCENARIOS`.
-        sims: simulations per scenario.
-        units: independent planted trajectories per simulation (the units a row combines).
-        steps: checkpoint steps of every trajectory.
-        measure: ``measure`` overrides shared by every simulation (the sites, the batches, the
-            bootstrap; the rank is the scenario's planted rank unless it sets one).
-        vocab_size, corpus, max_train_tokens: the shared text (BPE size, built-in corpus,
-            training-split tokens counted).
-        keep_measures: keep every measure folder under ``simulations/`` (for re-deciding).
-    """
-
-    seed: int = 0
-    scenarios: tuple[str, ...] = ()
-    sims: int = 50
-    units: int = 2
-    steps: tuple[int, ...] = (0, 10, 20, 30, 45, 60, 80, 100)
-    measure: dict[str, Any] = dataclasses.field(default_factory=dict)
-    vocab_size: int = 512
-    corpus: str = "wikipedia"
-    max_train_tokens: int = 400_000
-    keep_measures: bool = False
-
-    @classmethod
-    def full(cls, seed: int = 0) -> EndToEndConfig:
-        """Every scenario, 50 simulations of 2 units each, 64 eval batches of 4 × 64 tokens."""
-        from tangentlab.validate.planted_scenarios import SCENARIOS
-
-        return cls(seed=seed, scenarios=tuple(SCENARIOS), measure={
-            "sites": ("blocks.-1.resid_post",), "n_batches": 64, "batch_size": 4,
-            "n_boot": 1000, "sample_rows": 4096, "causal_checkpoints": 2, "causal_batches": 8,
-            "threads": 1})
-
-    @classmethod
-    def standard(cls, seed: int = 0) -> EndToEndConfig:
-        """Every scenario, 4 simulations of one unit, 6 checkpoints, the quick measure settings.
-
-        Wide intervals (4 simulations per scenario): a screen of which (row, null) pairs fail,
-        not a certificate.
-        """
-        from tangentlab.validate.planted_scenarios import SCENARIOS
-
-        quick = cls.quick(seed)
-        return dataclasses.replace(quick, scenarios=tuple(SCENARIOS), sims=4,
-                                   steps=(0, 10, 20, 30, 60, 100), keep_measures=False)
-
-    @classmethod
-    def quick(cls, seed: int = 0) -> EndToEndConfig:
-        """Three scenarios, one simulation of one unit, 3 checkpoints, 16 eval batches.
-
-        Its rates rest on one simulation each: their Wilson intervals are wide, and its checks
-        judge the point rates only (nothing is certified).
-        """
-        from tangentlab.validate.planted_scenarios import QUICK_SCENARIOS
-
-        return cls(seed=seed, scenarios=QUICK_SCENARIOS, sims=1, units=1, steps=(0, 30, 100),
-                   max_train_tokens=100_000, keep_measures=True, measure={
-                       "sites": ("blocks.-1.resid_post",), "n_batches": 16, "batch_size": 4,
-                       "n_boot": 200, "sample_rows": 1024, "control_pool": 100,
-                       "causal_checkpoints": 2, "causal_batches": 4, "threads": 1})
-
-    def check(self) -> None:
-        """ConfigError for settings that cannot run."""
-        from tangentlab.validate.planted_scenarios import scenario
-
-        if not self.scenarios:
-            raise ConfigError("scenarios is empty; name at least one end-to-end scenario")
-        for name in self.scenarios:
-            scenario(name)
-        if self.sims < 1 or self.units < 1:
-            raise ConfigError(f"sims and units must be >= 1; got sims={self.sims}, "
-                              f"units={self.units}")
-
-    def budget_tokens(self) -> int:
-        """Tokens the eval windows read per checkpoint (n_batches × batch_size × seq_len)."""
-        m = self.measure
-        return (int(m.get("n_batches", 64)) * int(m.get("batch_size", 4))
-                * int(m.get("seq_len", 0) or 64))
 
 
 @dataclass(frozen=True)
@@ -206,7 +121,6 @@ def _job(args):
     cfg, name, sim, text_path, work = args
     import pickle
 
-    import tangentlab.validate.planted  # noqa: F401  (registers the family in a fresh worker)
     from tangentlab._runtime import torch_threads
 
     text = pickle.loads(Path(text_path).read_bytes())
@@ -318,7 +232,6 @@ def write_end_to_end(out_dir: str | Path, cfg: EndToEndConfig, *, quick: bool, n
     ``checks.json`` (one pass/fail per (row, null, criterion)), ``statuses.csv`` (one row per
     simulation and prediction row) and ``manifest.json``. Returns (path, every check passed).
     """
-    import tangentlab.validate.planted  # noqa: F401  (registers the planted family)
     from tangentlab.runs import (
         CHECKS_NAME,
         RESULTS_NAME,
@@ -357,7 +270,7 @@ def write_end_to_end(out_dir: str | Path, cfg: EndToEndConfig, *, quick: bool, n
             dtype="float32",
             timings={"shared_text": t_text, "simulations": sum(sims_s),
                      "total": time.perf_counter() - t0},
-            extra={"quick": bool(quick), "nproc": nproc,
+            extra={"quick": bool(quick), "nproc": nproc, "setting": cfg.setting(),
                    "zipf_slope_train_split": text.zipf,
                    "seconds_per_simulation": (sum(sims_s) / len(sims_s)) if sims_s else None,
                    "checks_passed": sum(bool(c["passed"]) for c in checks),

@@ -204,17 +204,50 @@ def write_measure_dir(path, rows: list[dict], *, n_controls: int = 20, extra: di
     """A `tangentlab empirical measure`-style output directory: results.csv + manifest.json."""
     path.mkdir(parents=True, exist_ok=True)
     write_results(rows, path / "results.csv")
-    write_manifest(path, build_manifest(kind="empirical/measure", config={"n_controls": n_controls},
-                                        seeds={"seed": 0}, device=device, extra=extra or {}))
+    config = {"n_controls": n_controls, "n_batches": 64, "batch_size": 4, "n_boot": 1000,
+              "rank": 8}
+    extra = {"hidden_size": 64, "eval_tokens_per_checkpoint": 64 * 4 * 64, **(extra or {})}
+    write_manifest(path, build_manifest(kind="empirical/measure", config=config,
+                                        seeds={"seed": 0}, device=device, extra=extra))
+    return path
+
+
+def write_end_to_end_run(path, *, passed: bool = True, sims: int = 50, rows=None,
+                         setting: dict | None = None):
+    """A hand-made end-to-end validation run: every prediction row's checks ``passed`` (or not),
+    at a setting stronger than any hand-made run's (``setting`` entries replace its fields)."""
+    from tangentlab.report.verdicts import ROWS
+    from tangentlab.validate.planted_scenarios import SCENARIOS
+
+    path.mkdir(parents=True, exist_ok=True)
+    keys = rows if rows is not None else [r.key for r in ROWS if r.section == "prediction"]
+    checks = [{"name": f"{k} / {n}: {m}", "row": k, "null": n, "metric": m, "passed": passed,
+               "measured": 0.0 if m.startswith("wrong") else 1.0, "ci_low": 0.0,
+               "ci_high": 0.07 if m.startswith("wrong") else 1.0, "bound_checked": sims >= 45,
+               "n": sims, "target": "", "detail": ""}
+              for k in keys for n in ("no-effect", "effect")
+              for m in (("wrong_supported", "wrong_not_supported") if n == "no-effect" else ("power",))]
+    atomic_write_json(path / "checks.json", checks)
+    full = {"name": "full", "sims": sims, "units": 64, "n_batches": 10**6, "batch_size": 4,
+            "seq_len": 64, "tokens_per_checkpoint": 10**9, "n_boot": 10**6,
+            "rank_over_dim": [1e-6, 1.0], "scenarios": list(SCENARIOS),
+            "scenarios_known": list(SCENARIOS), "bound_checked": sims >= 45}
+    write_manifest(path, build_manifest(kind="validate/end-to-end", config={}, seeds={"seed": 0},
+                                        extra={"setting": {**full, **(setting or {})}}))
     return path
 
 
 def write_run(root, measures: dict[str, list[dict]], *, config: dict | None = None,
               measure_extra: dict[str, dict] | None = None, stages: dict[str, dict] | None = None,
-              argv: list[str] | None = None, quick: bool = False):
+              argv: list[str] | None = None, quick: bool = False, validated: bool = True):
     """A reproduce run directory written by hand: manifest with stage records, one measure stage
-    per entry of ``measures`` (``measure/<name>``), and any extra ``stages`` records."""
+    per entry of ``measures`` (``measure/<name>``), and any extra ``stages`` records.
+
+    ``validated``: also write a passing end-to-end run at ``validate/end-to-end`` (so the
+    prediction rows read their raw verdicts; tests/report/test_gating.py tests the gating)."""
     root.mkdir(parents=True, exist_ok=True)
+    if validated:
+        write_end_to_end_run(root / "validate" / "end-to-end")
     records = {}
     for name, rows in measures.items():
         write_measure_dir(root / "measure" / name, rows, extra=(measure_extra or {}).get(name))

@@ -11,6 +11,8 @@ import re
 import numpy as np
 import pytest
 
+from tangentlab.report.gating import GATED_TEXT
+from tangentlab.report.load import END_TO_END_DIR
 from tangentlab.report.render import SECTIONS
 from tangentlab.report.verdicts import row_keys
 
@@ -56,8 +58,17 @@ def test_quick_reproduce_end_to_end(quick_reproduce):
     keys = [k for k in row_keys() if has_validate or k != "validation"]
     for key in keys:
         row = html.split(f'id="row-{key}"')[1].split('class="row"')[0]
-        status = re.search(r'class="status [a-z]+">([a-z ]+)<', row).group(1)
-        assert status in ("supported", "not supported", "inconclusive"), (key, status)
+        status = re.search(r'class="status [a-z]+">([a-z ()]+)<', row).group(1)
+        assert status in ("supported", "not supported", "inconclusive", GATED_TEXT), (key, status)
+    # the validate stage ran the quick end-to-end battery where the report reads it; a quick run
+    # certifies nothing, so every prediction the rules decided is gated, its raw verdict kept
+    assert (out / END_TO_END_DIR / "checks.json").is_file()
+    assert "Validated end to end" in html and "### Validated end to end" in md
+    from tangentlab.report import RunData, build_verdicts
+
+    preds = [v for v in build_verdicts(RunData.open(out)) if v.section == "prediction"]
+    assert all(v.status not in ("supported", "not supported") for v in preds)
+    assert all("point rates only" in v.gated for v in preds if v.gated)
     # no figure is empty: every decided row has at least one, decoded pixels vary
     imgs = re.findall(r'src="data:image/png;base64,([^"]+)"', html)
     assert len(imgs) >= len(keys)

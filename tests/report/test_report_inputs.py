@@ -107,7 +107,7 @@ def test_validation_battery_row_reads_validate_dir(tmp_path):
     v = next(v for v in build_verdicts(RunData.open(run)) if v.key == "validation")
     assert v.status == R.NOT_RUN and v.section == "calibration"
     d = run / "validate"
-    d.mkdir()
+    d.mkdir(exist_ok=True)  # write_run put its end-to-end run in validate/end-to-end
     write_results([{"metric": "false_positive_rate", "value": 0.05}], d / "results.csv")
     atomic_write_json(d / "checks.json", [
         {"name": "null false-positive rate", "measured": 0.051, "target": 0.05, "tolerance": 0.01,

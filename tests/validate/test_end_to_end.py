@@ -71,12 +71,14 @@ def test_validated_rows_needs_every_check_passed_with_its_bound(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def quick_run(tmp_path_factory):
-    from tangentlab.validate.end_to_end import write_end_to_end
+def quick_run(quick_reproduce):
+    """The quick end-to-end run the suite's quick reproduce wrote (its validate stage)."""
+    from tangentlab.report.load import END_TO_END_DIR
 
-    out = tmp_path_factory.mktemp("e2e") / "run"
-    path, passed = write_end_to_end(out, EndToEndConfig.quick(0), quick=True)
-    return path, passed
+    out, rc, err, _ = quick_reproduce(2)
+    path = out / END_TO_END_DIR
+    assert path.is_dir(), err[-3000:]
+    return path, all(c["passed"] for c in json.loads((path / CHECKS_NAME).read_text()))
 
 
 @pytest.mark.slow
@@ -95,6 +97,7 @@ def test_quick_run_writes_its_directory_and_checks(quick_run):
     assert ((df["ci_low"] <= df["value"]) & (df["value"] <= df["ci_high"])).all()
     manifest = json.loads((path / MANIFEST_NAME).read_text())
     assert manifest["kind"] == "validate/end-to-end" and manifest["quick"] is True
+    assert manifest["setting"] == cfg.setting() and manifest["setting"]["name"] == "quick"
     assert validated_rows(path) == {r: False for r in PREDICTION_ROWS}  # quick certifies nothing
     statuses = read_results(path / STATUSES_NAME)
     assert set(statuses["row"]) == set(PREDICTION_ROWS)
@@ -151,3 +154,24 @@ def test_cli_routes_end_to_end(tmp_path, capsys, monkeypatch):
     assert rc == 1 and seen["quick"] is True and seen["nproc"] == 2 and seen["sims"] == 1
     text = capsys.readouterr().out
     assert "FAIL  enrichment / no-effect" in text and "point rates only" in text
+
+
+def test_cli_setting_picks_the_named_end_to_end_setting(tmp_path, capsys, monkeypatch):
+    from tangentlab.cli import main
+    from tangentlab.validate import end_to_end
+
+    seen = {}
+
+    def fake(out, cfg, *, quick, nproc, on_result=None):
+        seen.update(name=cfg.setting_name(), quick=quick)
+        out.mkdir(parents=True)
+        (out / CHECKS_NAME).write_text("[]")
+        return out, True
+
+    monkeypatch.setattr(end_to_end, "write_end_to_end", fake)
+    assert main(["validate", "--end-to-end", "--setting", "standard", "--out",
+                 str(tmp_path / "a")]) == 0
+    assert seen == {"name": "standard", "quick": False}
+    assert main(["validate", "--end-to-end", "--quick", "--setting", "full", "--out",
+                 str(tmp_path / "b")]) == 2
+    assert "contradict" in capsys.readouterr().err

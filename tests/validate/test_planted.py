@@ -125,3 +125,29 @@ def test_pipeline_recovers_the_planted_factor_and_the_null(trajectory, tmp_path)
     assert last.ci_low < 3.0 < last.ci_high, last  # the planted factor, within its interval
     assert last.ci_low > 1.5
     assert null.ci_low < 1.0 < null.ci_high, null  # no effect at step 0: the CI covers 1
+
+
+def test_a_planted_checkpoint_loads_without_importing_validate_first(trajectory, monkeypatch):
+    """The family table knows where the planted classes live: with the family unregistered and
+    ``tangentlab.validate.planted`` not imported (a fresh interpreter), load_model still loads a
+    planted checkpoint (before: transformers did not recognise the model type ``planted``)."""
+    import sys
+
+    from transformers import AutoModelForCausalLM
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    from tangentlab.empirical.models import load_model
+    from tangentlab.empirical.site_table import FAMILIES
+    from tangentlab.empirical.trajectory import resolve_trajectory
+
+    path = resolve_trajectory(trajectory).checkpoints[0].path
+    assert FAMILIES["planted"].provider == "tangentlab.validate.planted"
+    # undo what importing tangentlab.validate.planted did (monkeypatch restores it afterwards)
+    monkeypatch.delitem(sys.modules, "tangentlab.validate.planted")
+    monkeypatch.delitem(CONFIG_MAPPING._extra_content, "planted")
+    models = AutoModelForCausalLM._model_mapping._extra_content
+    for key in [k for k in models if getattr(k, "model_type", "") == "planted"]:
+        monkeypatch.delitem(models, key)
+    lm = load_model(path)
+    assert (lm.family, type(lm.model).__name__) == ("planted", "PlantedForCausalLM")
+    assert "tangentlab.validate.planted" in sys.modules  # imported on first use, by the loader

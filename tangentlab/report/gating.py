@@ -1,0 +1,353 @@
+"""Gating: a prediction reads "supported" or "not supported" only where it was validated end to end.
+
+``tangentlab validate --end-to-end`` drives planted-truth trajectories through the real
+measurement and the report's own rules and bounds, per prediction row, the rate of every wrong
+status (:mod:`tangentlab.validate.end_to_end`). A reproduce keeps that run at
+:data:`~tangentlab.contract.END_TO_END_DIR` inside the run directory;
+``tangentlab report RUN --validation DIR`` reads another one instead (a full one you ran).
+
+A prediction row is **validated at the run's setting** when all of these hold:
+
+- the end-to-end run has checks for the row, and every one passed (each wrong-"supported" and
+  wrong-"not supported" rate ≤ 0.05 with its upper Wilson bound ≤ 0.08, power ≥ 0.8), with the
+  Wilson bound checked (≥ 45 simulations per null; a run with fewer judges point rates only
+  and certifies nothing);
+- it ran every scenario (null) the battery knows;
+- its measure settings are no weaker than the run's, for every measurement the row reads:
+  eval batches per checkpoint, eval tokens per checkpoint and bootstrap replicates at least the
+  run's, units per simulation at least the row's (model, site) units (``combine()`` decides
+  over more units), and the run's r/d inside the range of r/d its scenarios measured at.
+
+A row that is not validated (no end-to-end run at all counts as not passed) and whose rules said
+"supported" or "not supported" reads **inconclusive (not validated)** instead; its reason keeps
+the raw verdict (``raw: supported; ...``) and :attr:`Verdict.gated` says why. Rows whose rules
+said something else are not changed. Gating applies to runs opened with
+:meth:`RunData.open <tangentlab.report.load.RunData.open>` (the report and ``tangentlab
+summary``); a :class:`~tangentlab.report.load.RunData` built in code (the end-to-end battery's own
+decisions) keeps the raw verdicts.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tangentlab.errors import DataError
+from tangentlab.report import rules as R
+
+if TYPE_CHECKING:
+    from tangentlab.report.load import RunData
+
+__all__ = ["GATED_TEXT", "END_TO_END_HEADER", "Rate", "RowRecord", "EndToEnd", "RunSetting",
+           "read_end_to_end", "run_settings", "weaker", "gate_reason", "gate", "status_text",
+           "end_to_end_rows"]
+
+#: What a gated row's status reads.
+GATED_TEXT = "inconclusive (not validated)"
+#: The columns of the calibration section's "validated end to end" table.
+END_TO_END_HEADER = ("prediction", "end-to-end setting", "nulls", "worst wrong-status rate "
+                     "[Wilson 95%]", "power [Wilson 95%]", "bound checked", "validated at the "
+                     "run's setting")
+_KIND = "validate/end-to-end"
+_HINT = "pass a directory written by `tangentlab validate --end-to-end`"
+_BOUND_SIMS = 45
+
+
+@dataclass(frozen=True)
+class Rate:
+    """A rate with its Wilson 95% interval, and where it was measured (null, criterion)."""
+
+    value: float
+    low: float
+    high: float
+    null: str = ""
+    metric: str = ""
+
+    def text(self) -> str:
+        """``0.250 [0.046, 0.699]``, then ``(null, criterion)`` where known."""
+        where = ", ".join(x.replace("_", " ") for x in (self.null, self.metric) if x)
+        return f"{self.value:.3f} [{self.low:.3f}, {self.high:.3f}]" + (f" ({where})" if where else "")
+
+
+@dataclass(frozen=True)
+class RowRecord:
+    """One prediction row's end-to-end checks.
+
+    Attributes:
+        key: the row key (``enrichment``).
+        nulls: ``(null, every check of the row under it passed)`` per null, in battery order.
+        worst_wrong: the highest wrong-status rate (None: the row has no wrong-status check).
+        power: the power (None: no power check).
+        bound_checked: every check was judged with its Wilson bound.
+        failed: the failed checks, in words.
+    """
+
+    key: str
+    nulls: tuple[tuple[str, bool], ...]
+    worst_wrong: Rate | None
+    power: Rate | None
+    bound_checked: bool
+    failed: tuple[str, ...]
+
+    @property
+    def passed(self) -> bool:
+        """Every check passed, with its bound checked."""
+        return bool(self.nulls) and not self.failed and self.bound_checked
+
+
+@dataclass(frozen=True)
+class EndToEnd:
+    """An end-to-end validation run, as the report reads it.
+
+    Attributes:
+        path: its directory.
+        setting: the manifest's ``setting`` (sims, units, n_batches, tokens_per_checkpoint,
+            n_boot, rank_over_dim, scenarios, scenarios_known; empty when it recorded none).
+        rows: row key → :class:`RowRecord`.
+    """
+
+    path: Path
+    setting: Mapping[str, Any]
+    rows: Mapping[str, RowRecord]
+
+    def setting_text(self) -> str:
+        """The setting in words (``standard: 4 sims × 1 unit, 16 batches × 4 × 64 tokens, ...``)."""
+        s = self.setting
+        if not s:
+            return "setting not recorded"
+        lo, hi = (s.get("rank_over_dim") or [math.nan, math.nan])[:2]
+        return (f"{s.get('name', '?')}: {s.get('sims')} sims × {s.get('units')} unit(s), "
+                f"{s.get('n_batches')} batches × {s.get('batch_size')} × {s.get('seq_len')} tokens, "
+                f"{s.get('n_boot')} bootstrap, r/d {_frac(lo)}–{_frac(hi)}, "
+                f"{len(s.get('scenarios') or ())} of {len(s.get('scenarios_known') or ())} nulls")
+
+
+def _frac(x: Any) -> str:
+    try:
+        x = float(x)
+    except (TypeError, ValueError):
+        return "?"
+    if x > 0 and abs(1 / x - round(1 / x)) < 1e-9:
+        return f"1/{round(1 / x)}"
+    return f"{x:.3g}"
+
+
+def _num(x: Any) -> float:
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return math.nan
+    return v
+
+
+def _records(checks: Sequence[Mapping[str, Any]]) -> dict[str, RowRecord]:
+    rows: dict[str, list[Mapping[str, Any]]] = {}
+    for c in checks:
+        rows.setdefault(str(c["row"]), []).append(c)
+    out = {}
+    for key, mine in rows.items():
+        nulls: dict[str, bool] = {}
+        for c in mine:
+            nulls[str(c.get("null", ""))] = nulls.get(str(c.get("null", "")), True) and bool(c["passed"])
+        rates = [Rate(_num(c.get("measured")), _num(c.get("ci_low")), _num(c.get("ci_high")),
+                      str(c.get("null", "")), str(c.get("metric", "")))
+                 for c in mine if str(c.get("metric", "")).startswith("wrong")]
+        rates = [r for r in rates if not math.isnan(r.value)]
+        worst = max(rates, key=lambda r: (r.value, r.high)) if rates else None
+        powers = [Rate(_num(c.get("measured")), _num(c.get("ci_low")), _num(c.get("ci_high")),
+                       str(c.get("null", ""))) for c in mine if c.get("metric") == "power"]
+        power = min(powers, key=lambda r: r.value) if powers else None
+        failed = tuple(f"{c.get('null', '?')} {str(c.get('metric', '?')).replace('_', ' ')} "
+                       f"{_num(c.get('measured')):.2f}" for c in mine if not c["passed"])
+        out[key] = RowRecord(key, tuple(nulls.items()), worst, power,
+                             all(bool(c.get("bound_checked")) for c in mine), failed)
+    return out
+
+
+def read_end_to_end(path: str | Path) -> EndToEnd:
+    """Read an end-to-end validation run directory (``manifest.json`` and ``checks.json``).
+
+    Raises:
+        DataError: ``path`` is not a directory, holds no manifest or a run of another kind, or
+            its ``checks.json`` is missing or not a list of checks with ``row`` and ``passed``.
+    """
+    from tangentlab.readers import check_fields, read_json
+    from tangentlab.runs import CHECKS_NAME, MANIFEST_NAME
+
+    p = Path(path)
+    if not p.is_dir():
+        raise DataError(f"end-to-end validation run {str(p)!r} is not a directory; {_HINT}")
+    manifest = read_json(p / MANIFEST_NAME, hint=_HINT)
+    if manifest.get("kind") != _KIND:
+        raise DataError(f"{str(p)!r} holds a {manifest.get('kind')!r} run, not an end-to-end "
+                        f"validation run ({_KIND!r}); {_HINT}")
+    checks = read_json(p / CHECKS_NAME, expect=list, hint=_HINT)
+    for i, c in enumerate(checks):
+        check_fields(c, where=f"{str(p / CHECKS_NAME)!r} check #{i}",
+                     fields={"row": str, "passed": bool}, hint=_HINT)
+    setting = manifest.get("setting")
+    return EndToEnd(path=p, setting=setting if isinstance(setting, dict) else {},
+                    rows=_records(checks))
+
+
+@dataclass(frozen=True)
+class RunSetting:
+    """The settings of one measurement a row reads (from its ``manifest.json``)."""
+
+    stage: str
+    n_batches: float
+    tokens: float
+    n_boot: float
+    rank_over_dim: float
+
+
+def run_settings(data: RunData, stages: Sequence[str]) -> list[RunSetting]:
+    """The measure settings of each done stage in ``stages`` (NaN where one recorded none)."""
+    out = []
+    for stage in stages:
+        if data.status(stage) != "done":
+            continue
+        m = data.stage_manifest_or_empty(stage)
+        cfg = m.get("config") if isinstance(m.get("config"), dict) else {}
+        nb = _num(cfg.get("n_batches"))
+        tokens = _num(m.get("eval_tokens_per_checkpoint"))
+        if math.isnan(tokens):
+            tokens = nb * _num(cfg.get("batch_size")) * _num(m.get("seq_len") or cfg.get("seq_len"))
+        dim = _num(m.get("hidden_size"))
+        out.append(RunSetting(stage, nb, tokens, _num(cfg.get("n_boot")),
+                              _num(cfg.get("rank")) / dim if dim > 0 else math.nan))
+    return out
+
+
+def weaker(setting: Mapping[str, Any], settings: Sequence[RunSetting], n_units: int) -> list[str]:
+    """Why the end-to-end ``setting`` does not cover the runs' ``settings`` (empty: it does)."""
+    out = []
+    for attr, key, word in (("n_batches", "n_batches", "eval batches"),
+                            ("tokens", "tokens_per_checkpoint", "eval tokens per checkpoint"),
+                            ("n_boot", "n_boot", "bootstrap replicates")):
+        e2e = _num(setting.get(key))
+        known = [s for s in settings if not math.isnan(getattr(s, attr))]
+        worst = max(known, key=lambda s: getattr(s, attr), default=None)
+        if worst is not None and (math.isnan(e2e) or e2e < getattr(worst, attr)):
+            out.append(f"{word} {_g(e2e)} < the run's {_g(getattr(worst, attr))} ({worst.stage})")
+        unknown = [s.stage for s in settings if math.isnan(getattr(s, attr))]
+        if unknown:  # a setting nobody recorded cannot be shown to be covered
+            out.append(f"the run's {word} not recorded ({', '.join(unknown)})")
+    units = _num(setting.get("units"))
+    if math.isnan(units) or units < n_units:
+        out.append(f"units {_g(units)} < the row's {n_units}")
+    lo, hi = (list(setting.get("rank_over_dim") or []) + [math.nan, math.nan])[:2]
+    for s in settings:
+        rd = s.rank_over_dim
+        if math.isnan(rd):
+            out.append(f"the run's r/d not recorded ({s.stage})")
+        elif not (_num(lo) - 1e-12 <= rd <= _num(hi) + 1e-12):
+            out.append(f"the run's r/d {_frac(rd)} ({s.stage}) outside the measured "
+                       f"{_frac(lo)}–{_frac(hi)}")
+    return out
+
+
+def _g(x: float) -> str:
+    return "?" if math.isnan(x) else f"{x:g}"
+
+
+def gate_reason(e2e: EndToEnd | None, key: str, settings: Sequence[RunSetting],
+                n_units: int) -> str:
+    """Why row ``key`` is not validated at the run's setting ("" when it is)."""
+    if e2e is None:
+        return ("no end-to-end validation run (a reproduce writes it to validate/end-to-end; "
+                "`tangentlab report RUN --validation DIR` reads another)")
+    rec = e2e.rows.get(key)
+    if rec is None:
+        return "the end-to-end run has no check of this row"
+    why = []
+    if rec.failed:
+        more = f" and {len(rec.failed) - 3} more" if len(rec.failed) > 3 else ""
+        why.append("checks failed: " + ", ".join(rec.failed[:3]) + more)
+    if not rec.bound_checked:
+        why.append(f"point rates only ({e2e.setting.get('sims', '?')} simulation(s) per null; "
+                   f"the Wilson bound needs >= {_BOUND_SIMS})")
+    s = e2e.setting
+    if not s:
+        why.append("its manifest records no setting (rerun `tangentlab validate --end-to-end`)")
+    else:
+        left = [n for n in s.get("scenarios_known") or () if n not in (s.get("scenarios") or ())]
+        if left:
+            why.append(f"{len(left)} null(s) not run ({', '.join(left[:3])}"
+                       + (", ..." if len(left) > 3 else "") + ")")
+        why += [f"setting weaker: {w}" for w in weaker(s, settings, n_units)]
+    return "; ".join(why)
+
+
+def _judged(v: Any, *, external: bool) -> list[str]:
+    if external:
+        return [s.stage for s in v.sources if s.external]
+    return [s.stage for s in v.sources if v.pooled or not s.external]
+
+
+def gate(data: RunData, verdicts: Sequence[Any]) -> list[Any]:
+    """The verdicts, each prediction row gated on its end-to-end validation (see the module).
+
+    A no-op unless ``data.gate`` (runs opened with ``RunData.open``).
+    """
+    if not getattr(data, "gate", False):
+        return list(verdicts)
+    e2e = data.end_to_end()
+    out = []
+    for v in verdicts:
+        if v.section != "prediction":
+            out.append(v)
+            continue
+        if v.status in (R.SUPPORTED, R.NOT_SUPPORTED):
+            why = gate_reason(e2e, v.key, run_settings(data, _judged(v, external=False)),
+                              len(v.units))
+            if why:
+                v = replace(v, status=R.INCONCLUSIVE, raw_status=v.status, gated=why,
+                            reason=f"not validated end to end ({why}); raw: {v.status}; {v.reason}")
+        if v.external_status in (R.SUPPORTED, R.NOT_SUPPORTED):
+            why = gate_reason(e2e, v.key, run_settings(data, _judged(v, external=True)),
+                              len(v.external_units))
+            if why:
+                v = replace(v, external_status=R.INCONCLUSIVE,
+                            external_reason=f"not validated end to end ({why}); raw: "
+                                            f"{v.external_status}; {v.external_reason}")
+        out.append(v)
+    return out
+
+
+def status_text(v: Any) -> str:
+    """What a row's status reads: :data:`GATED_TEXT` for a gated row, else its status word."""
+    return GATED_TEXT if getattr(v, "gated", "") else v.status
+
+
+def end_to_end_rows(data: RunData, verdicts: Sequence[Any]) -> list[tuple[str, ...]]:
+    """One row per prediction verdict for the "validated end to end" table (:data:`END_TO_END_HEADER`)."""
+    e2e = data.end_to_end() if hasattr(data, "end_to_end") else None
+    out = []
+    for v in verdicts:
+        if v.section != "prediction":
+            continue
+        rec = e2e.rows.get(v.key) if e2e is not None else None
+        why = v.gated or gate_reason(e2e, v.key, run_settings(data, _judged(v, external=False)),
+                                     len(v.units))
+        if not why:
+            result = "yes"
+        elif v.gated:
+            result = f"no: gated ({v.gated}); raw {v.raw_status}"
+        else:
+            result = f"no ({why}); the rules said {v.status}, which gating leaves as it is"
+        if rec is None:
+            out.append((v.title, e2e.setting_text() if e2e is not None else "no end-to-end run",
+                        "no check of this row" if e2e is not None else "", "", "", "", result))
+            continue
+        n_ok = sum(ok for _, ok in rec.nulls)
+        bad = [n for n, ok in rec.nulls if not ok]
+        nulls = f"{n_ok}/{len(rec.nulls)} pass" + (f"; fail: {', '.join(bad)}" if bad else "")
+        out.append((v.title, e2e.setting_text(), nulls,
+                    rec.worst_wrong.text() if rec.worst_wrong else "n/a",
+                    rec.power.text() if rec.power else "n/a",
+                    "yes" if rec.bound_checked else "no (point rates only)", result))
+    return out

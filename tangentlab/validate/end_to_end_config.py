@@ -1,0 +1,223 @@
+"""The end-to-end battery's settings: :class:`EndToEndConfig` and its measure settings.
+
+Both are :class:`~tangentlab.config.Config` classes with declared bounds (a bad value is a
+ConfigError naming the key, the bound and the value). The named settings (:data:`SETTINGS`):
+``quick`` (in the test suite, inside the quick reproduce), ``standard`` (a default reproduce's
+validate stage), ``full`` (the defaults: the one that certifies). :meth:`EndToEndConfig.setting`
+is what a run's manifest records and the report compares against a run's own measure settings
+(:mod:`tangentlab.report.gating`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tangentlab.config import Config, check_config, config_from_mapping, config_to_dict, option
+from tangentlab.errors import ConfigError
+
+__all__ = ["EndToEndConfig", "EndToEndMeasure", "SETTINGS"]
+
+_MEASURE_KEYS = ("sites", "n_batches", "batch_size", "seq_len", "n_boot", "rank", "sample_rows",
+                 "control_pool", "n_controls", "causal_checkpoints", "causal_controls",
+                 "causal_batches", "interval", "threads")
+
+
+@dataclass(frozen=True)
+class EndToEndMeasure(Config, Mapping):
+    """The ``measure`` settings every simulation of an end-to-end run shares.
+
+    A field left at ``None`` is not overridden: the measurement's own default applies (for
+    ``rank``: the scenario's planted rank). The object reads as a mapping of the fields that
+    are set (``{**cfg.measure}`` gives the measure overrides), so it goes straight to
+    :func:`tangentlab.empirical.protocol.measure_trajectory`. The bounds are those of
+    :class:`tangentlab.empirical.measure_config.MeasureConfig`.
+
+    Attributes:
+        sites: the sites measured.
+        n_batches, batch_size, seq_len: the eval windows per checkpoint (``seq_len`` 0 or None:
+            the planted model's 64).
+        n_boot: bootstrap replicates of every interval.
+        rank: the proxy rank (None: each scenario's planted rank).
+        sample_rows, control_pool, n_controls: rows and controls of the energy test.
+        causal_checkpoints, causal_controls, causal_batches: the causal check.
+        interval: the interval method.
+        threads: torch threads per measurement.
+    """
+
+    sites: tuple[str, ...] | None = option(("blocks.-1.resid_post",), min_len=1, unique=True)
+    n_batches: int | None = option(64, ge=4, integer=True)
+    batch_size: int | None = option(4, ge=1, integer=True)
+    seq_len: int | None = option(None, ge=0, integer=True)
+    n_boot: int | None = option(1000, ge=2, integer=True)
+    rank: int | None = option(None, ge=1, integer=True)
+    sample_rows: int | None = option(4096, ge=16, integer=True)
+    control_pool: int | None = option(None, ge=1, integer=True)
+    n_controls: int | None = option(None, ge=1, integer=True)
+    causal_checkpoints: int | None = option(2, ge=1, integer=True)
+    causal_controls: int | None = option(None, ge=1, integer=True)
+    causal_batches: int | None = option(8, ge=1, integer=True)
+    interval: str | None = option(None, choices=(None, "studentized", "bootstrap", "bca",
+                                                 "jackknife"))
+    threads: int | None = option(1, ge=0, integer=True)
+
+    def _set(self) -> list[str]:
+        return [k for k in _MEASURE_KEYS if getattr(self, k) is not None]
+
+    def __getitem__(self, key: str) -> Any:
+        """The value of a set field (KeyError for a field left at None or an unknown key)."""
+        if key not in _MEASURE_KEYS or getattr(self, key) is None:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __iter__(self):
+        """The names of the fields that are set."""
+        return iter(self._set())
+
+    def __len__(self) -> int:
+        """How many fields are set."""
+        return len(self._set())
+
+
+def _scenario_names() -> tuple[str, ...]:
+    from tangentlab.validate.planted_scenarios import SCENARIOS
+
+    return tuple(SCENARIOS)
+
+
+@dataclass(frozen=True)
+class EndToEndConfig(Config):
+    """Settings of the end-to-end battery (the defaults are the full setting, :meth:`full`).
+
+    ``quick()`` runs in the test suite (inside the quick reproduce), ``standard()`` in a default
+    reproduce, ``full()`` (the defaults) certifies. Bounds are declared on the fields; a bad
+    value is a ConfigError naming the key, the bound and the value.
+
+    Attributes:
+        seed: master seed.
+        scenarios: names from :data:`tangentlab.validate.planted_scenarios.SCENARIOS`.
+        sims: simulations per scenario.
+        units: independent planted trajectories per simulation (the units a row combines).
+        steps: checkpoint steps of every trajectory (increasing, from 0).
+        measure: the measure settings shared by every simulation (:class:`EndToEndMeasure`).
+        vocab_size, corpus, max_train_tokens: the shared text (BPE size, built-in corpus,
+            training-split tokens counted).
+        keep_measures: keep every measure folder under ``simulations/`` (for re-deciding).
+    """
+
+    seed: int = option(0, ge=0, integer=True)
+    scenarios: tuple[str, ...] = option(_scenario_names(), min_len=1, unique=True,
+                                        choices=_scenario_names())
+    sims: int = option(50, ge=1, integer=True)
+    units: int = option(2, ge=1, integer=True)
+    steps: tuple[int, ...] = option((0, 10, 20, 30, 45, 60, 80, 100), ge=0, integer=True,
+                                    min_len=2, unique=True)
+    measure: EndToEndMeasure = dataclasses.field(default_factory=EndToEndMeasure)
+    vocab_size: int = option(512, ge=64, integer=True)
+    corpus: str = option("wikipedia", choices=("wikipedia", "bible", "shakespeare"))
+    max_train_tokens: int = option(400_000, ge=1000, integer=True)
+    keep_measures: bool = False
+
+    def __post_init__(self) -> None:
+        if isinstance(self.measure, Mapping) and not isinstance(self.measure, EndToEndMeasure):
+            object.__setattr__(self, "measure", config_from_mapping(
+                EndToEndMeasure, {**config_to_dict(EndToEndMeasure()), **self.measure},
+                where="measure"))
+        super().__post_init__()
+
+    def relations(self) -> list[tuple[bool, str]]:
+        """The steps start at 0 and increase."""
+        steps = list(self.steps)
+        return [(steps[0] == 0 and steps == sorted(steps),
+                 f"config key 'steps' must start at 0 and increase; got {steps}")]
+
+    @classmethod
+    def full(cls, seed: int = 0) -> EndToEndConfig:
+        """Every scenario, 50 simulations of 2 units each, 64 eval batches of 4 × 64 tokens."""
+        return cls(seed=seed)
+
+    @classmethod
+    def standard(cls, seed: int = 0) -> EndToEndConfig:
+        """Every scenario, 4 simulations of one unit, 6 checkpoints, the quick measure settings.
+
+        Wide intervals (4 simulations per scenario): a screen of which (row, null) pairs fail,
+        not a certificate.
+        """
+        quick = cls.quick(seed)
+        return dataclasses.replace(quick, scenarios=_scenario_names(), sims=4,
+                                   steps=(0, 10, 20, 30, 60, 100), keep_measures=False)
+
+    @classmethod
+    def quick(cls, seed: int = 0) -> EndToEndConfig:
+        """Three scenarios, one simulation of one unit, 3 checkpoints, 16 eval batches.
+
+        Its rates rest on one simulation each: their Wilson intervals are wide, and its checks
+        judge the point rates only (nothing is certified).
+        """
+        from tangentlab.validate.planted_scenarios import QUICK_SCENARIOS
+
+        return cls(seed=seed, scenarios=QUICK_SCENARIOS, sims=1, units=1, steps=(0, 30, 100),
+                   max_train_tokens=100_000, keep_measures=True, measure=EndToEndMeasure(
+                       n_batches=16, batch_size=4, n_boot=200, sample_rows=1024,
+                       control_pool=100, causal_checkpoints=2, causal_batches=4, threads=1))
+
+    @classmethod
+    def preset(cls, name: str, seed: int = 0) -> EndToEndConfig:
+        """The named setting: ``quick``, ``standard`` or ``full`` (ConfigError for another)."""
+        if name not in SETTINGS:
+            raise ConfigError(f"end-to-end setting must be one of {', '.join(SETTINGS)}; "
+                              f"got {name!r}")
+        return getattr(cls, name)(seed)
+
+    def setting_name(self) -> str:
+        """``quick``, ``standard`` or ``full`` when this is that preset (any seed), else ``custom``."""
+        for name in SETTINGS:
+            if dataclasses.replace(self, seed=0) == getattr(type(self), name)(0):
+                return name
+        return "custom"
+
+    def check(self) -> None:
+        """ConfigError for settings that cannot run (the bounds are checked on creation)."""
+        check_config(self)
+
+    def seq_len(self) -> int:
+        """The eval window length (the measure's ``seq_len``, else the planted model's 64)."""
+        from tangentlab.validate.planted_trajectories import PlantedSpec
+
+        return int(self.measure.seq_len or PlantedSpec().seq_len)
+
+    def budget_tokens(self) -> int:
+        """Tokens the eval windows read per checkpoint (n_batches × batch_size × seq_len)."""
+        m = self.measure
+        return int(m.get("n_batches", 64)) * int(m.get("batch_size", 4)) * self.seq_len()
+
+    def setting(self) -> dict[str, Any]:
+        """What the report compares against a run's measure settings (the manifest's ``setting``).
+
+        The eval batches, tokens per checkpoint and bootstrap replicates every simulation used,
+        the range of r/d its scenarios measured at, the simulations and units, the scenarios
+        run and the scenarios known.
+        """
+        from tangentlab.validate.planted_scenarios import scenario
+        from tangentlab.validate.planted_trajectories import PlantedSpec
+
+        rds = []
+        for name in self.scenarios:
+            sc = scenario(name)
+            spec = PlantedSpec(**{k: v for k, v in sc.spec.items()
+                                  if k in {f.name for f in dataclasses.fields(PlantedSpec)}})
+            rank = sc.measure.get("rank", self.measure.rank or spec.m)
+            rds.append(rank / spec.d)
+        return {"name": self.setting_name(), "sims": self.sims, "units": self.units,
+                "n_batches": int(self.measure.get("n_batches", 64)),
+                "batch_size": int(self.measure.get("batch_size", 4)), "seq_len": self.seq_len(),
+                "tokens_per_checkpoint": self.budget_tokens(),
+                "n_boot": int(self.measure.get("n_boot", 1000)),
+                "rank_over_dim": [min(rds), max(rds)], "scenarios": list(self.scenarios),
+                "scenarios_known": list(_scenario_names()), "bound_checked": self.sims >= 45}
+
+
+#: The named end-to-end settings, weakest first.
+SETTINGS = ("quick", "standard", "full")

@@ -1,0 +1,165 @@
+"""Gating: a prediction reads supported / not supported only where it was validated end to end."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tangentlab.errors import DataError
+from tangentlab.report import rules as R
+from tangentlab.report.gating import GATED_TEXT, read_end_to_end, status_text
+from tangentlab.report.load import END_TO_END_DIR, RunData
+from tangentlab.report.verdicts import build_verdicts
+from tests.report.fixtures import measure_rows, write_end_to_end_run, write_run
+
+#: what a default-like measurement records (64 batches of 4 x 128 tokens, 1000 replicates, r/d 1/8)
+_MEASURED = {"n_batches": 64, "batch_size": 4, "seq_len": 128, "n_boot": 1000, "rank": 8,
+             "n_controls": 20}
+
+
+def _run(tmp_path, **kw):
+    run = write_run(tmp_path / "run", {"decoder": measure_rows("decoder")}, **kw)
+    path = run / "measure" / "decoder" / "manifest.json"
+    m = json.loads(path.read_text())
+    m.update(config=_MEASURED, hidden_size=64, eval_tokens_per_checkpoint=64 * 4 * 128)
+    path.write_text(json.dumps(m))
+    return run
+
+
+def _by(run, **kw):
+    return {v.key: v for v in build_verdicts(RunData.open(run, **kw))}
+
+
+def _e2e(run, **kw):
+    return write_end_to_end_run(run / END_TO_END_DIR, **kw)
+
+
+def test_a_validated_row_keeps_its_verdict(tmp_path):
+    v = _by(_run(tmp_path))["enrichment"]
+    assert v.status == R.SUPPORTED and not v.gated and status_text(v) == R.SUPPORTED
+
+
+def test_no_end_to_end_run_gates_every_decided_prediction_and_keeps_the_raw_verdict(tmp_path):
+    by = _by(_run(tmp_path, validated=False))
+    v = by["enrichment"]
+    assert v.status == R.INCONCLUSIVE and v.raw_status == R.SUPPORTED
+    assert status_text(v) == GATED_TEXT
+    assert "no end-to-end validation run" in v.gated
+    assert "raw: supported;" in v.reason and v.units[0].status == R.SUPPORTED  # nothing hidden
+    decided = [v for v in by.values() if v.section == "prediction" and v.raw_status]
+    assert decided and all(v.status == R.INCONCLUSIVE for v in decided)
+    assert all(not v.gated for v in by.values() if v.section == "calibration")
+
+
+@pytest.mark.parametrize("setting, words", [
+    ({"n_batches": 16}, "eval batches 16 < the run's 64"),
+    ({"tokens_per_checkpoint": 4096}, "eval tokens per checkpoint 4096 < the run's 32768"),
+    ({"n_boot": 200}, "bootstrap replicates 200 < the run's 1000"),
+    ({"units": 0}, "units 0 < the row's 1"),
+    ({"rank_over_dim": [0.25, 0.5]}, "r/d 1/8 (measure/decoder) outside the measured 1/4"),
+    ({"scenarios": ["no-effect"]}, "null(s) not run"),
+])
+def test_an_end_to_end_run_weaker_than_the_run_gates(tmp_path, setting, words):
+    run = _run(tmp_path, validated=False)
+    _e2e(run, setting=setting)
+    v = _by(run)["enrichment"]
+    assert v.status == R.INCONCLUSIVE and words in v.gated, v.gated
+
+
+def test_failed_checks_and_point_rates_only_gate(tmp_path):
+    run = _run(tmp_path, validated=False)
+    _e2e(run, passed=False)
+    assert "checks failed: no-effect wrong supported" in _by(run)["enrichment"].gated
+    _e2e(run, sims=4)
+    assert "point rates only (4 simulation(s)" in _by(run)["enrichment"].gated
+    _e2e(run, rows=["weakens-late"])
+    assert _by(run)["enrichment"].gated == "the end-to-end run has no check of this row"
+
+
+def test_a_raw_inconclusive_row_is_left_as_it_is(tmp_path):
+    run = write_run(tmp_path / "run", {"decoder": measure_rows("decoder", enrich_last=1.0)},
+                    validated=False)
+    v = _by(run)["enrichment"]
+    assert v.status != R.SUPPORTED and not v.gated
+
+
+def test_validation_dir_replaces_the_runs_own(tmp_path):
+    run = _run(tmp_path, validated=False)
+    _e2e(run, passed=False)
+    good = write_end_to_end_run(tmp_path / "full")
+    assert _by(run)["enrichment"].gated
+    assert _by(run, validation=good)["enrichment"].status == R.SUPPORTED
+
+
+def test_a_directory_that_is_not_an_end_to_end_run_is_a_typed_error(tmp_path, capsys):
+    from tangentlab.cli import main
+
+    run = _run(tmp_path)
+    with pytest.raises(DataError, match="not a directory"):
+        RunData.open(run, validation=tmp_path / "nowhere")
+    with pytest.raises(DataError, match="holds a 'reproduce' run, not an end-to-end"):
+        RunData.open(run, validation=run)
+    bad = write_end_to_end_run(tmp_path / "bad")
+    (bad / "checks.json").write_text(json.dumps([{"row": "enrichment"}]))
+    with pytest.raises(DataError, match="no field 'passed'"):
+        read_end_to_end(bad)
+    assert main(["report", str(run), "--validation", str(run / "measure" / "decoder")]) == 2
+    assert "validate --end-to-end" in capsys.readouterr().err
+
+
+def test_a_runs_data_built_in_code_keeps_the_raw_verdicts(tmp_path):
+    """The end-to-end battery decides through a RunData it builds itself: never gated."""
+    run = _run(tmp_path, validated=False)
+    opened = RunData.open(run)
+    data = RunData(run_dir=run, manifest=opened.manifest, records=opened.records)
+    assert {v.key: v for v in build_verdicts(data)}["enrichment"].status == R.SUPPORTED
+
+
+def test_page_and_summary_show_the_gated_rows(tmp_path, capsys):
+    from tangentlab.cli import main
+    from tangentlab.report.html_page import render_html
+    from tangentlab.report.md_page import render_markdown
+
+    run = _run(tmp_path, validated=False)
+    _e2e(run, setting={"name": "standard", "n_batches": 16})
+    data = RunData.open(run)
+    verdicts = build_verdicts(data)
+    md, html = render_markdown(data, verdicts, {}, []), render_html(data, verdicts, {}, [])
+    for page in (md, html):
+        assert "Validated end to end" in page and GATED_TEXT in page
+        assert "eval batches 16 &lt; the run" in page or "eval batches 16 < the run" in page
+        assert "standard: 50 sims" in page
+    assert "| **inconclusive (not validated)** (raw: supported) |" in md
+    assert main(["summary", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert f"enrichment: {GATED_TEXT}  [raw: supported; gated: setting weaker" in out
+
+
+def test_external_runs_are_gated_on_their_own_settings_and_the_limitations_say_why(tmp_path):
+    from tangentlab.report.page import limitations
+    from tests.report.fixtures import write_measure_dir
+
+    run = _run(tmp_path, validated=False)
+    ext = write_measure_dir(tmp_path / "suite", measure_rows("decoder"))
+    data = RunData.open(run, measures={"suite": ext})
+    v = {v.key: v for v in build_verdicts(data)}["enrichment"]
+    assert v.external_status == R.INCONCLUSIVE and "raw: supported" in v.external_reason
+    lim = " ".join(limitations(data, build_verdicts(data)))
+    assert "reads inconclusive (not validated): its rules said supported" in lim
+
+
+def test_the_strongest_measurement_of_a_row_decides_and_unrecorded_settings_gate(tmp_path):
+    from tangentlab.report.gating import RunSetting, weaker
+
+    nan = float("nan")
+    setting = {"n_batches": 32, "tokens_per_checkpoint": 10**6, "n_boot": 10**6, "units": 9,
+               "rank_over_dim": [0.01, 0.5]}
+    runs = [RunSetting("measure/a", nan, nan, nan, nan), RunSetting("measure/b", 64, 1, 1, 0.25),
+            RunSetting("measure/c", 16, 1, 1, 0.25)]
+    assert weaker(setting, runs[1:], 2) == ["eval batches 32 < the run's 64 (measure/b)"]
+    assert weaker(setting, runs[:0:-1], 2) == ["eval batches 32 < the run's 64 (measure/b)"]
+    # a setting nobody recorded cannot be shown to be covered
+    assert weaker(setting, runs[:1], 2) == [
+        f"the run's {w} not recorded (measure/a)" for w in
+        ("eval batches", "eval tokens per checkpoint", "bootstrap replicates", "r/d")]

@@ -1,0 +1,60 @@
+"""EndToEndConfig is a Config: declared bounds, typed errors, presets, the recorded setting."""
+
+from __future__ import annotations
+
+import pytest
+
+from tangentlab.config import config_hash, load_config
+from tangentlab.errors import ConfigError
+from tangentlab.validate.end_to_end_config import SETTINGS, EndToEndConfig, EndToEndMeasure
+from tangentlab.validate.planted_scenarios import QUICK_SCENARIOS, SCENARIOS
+
+
+@pytest.mark.parametrize("kw, words", [
+    ({"sims": 0}, "'sims' must be a whole number >= 1; got 0"),
+    ({"units": 1.5}, "'units' must be a whole number"),
+    ({"scenarios": ("nope",)}, "has item 'nope', which must be one of 'effect'"),
+    ({"scenarios": ()}, "'scenarios' needs at least 1 item"),
+    ({"scenarios": ("flat", "flat")}, "must not list an item twice"),
+    ({"steps": (5, 10)}, "'steps' must start at 0 and increase"),
+    ({"corpus": "nowhere"}, "'corpus' must be one of 'wikipedia'"),
+    ({"measure": {"n_boot": 1}}, "'n_boot' must be a whole number >= 2"),
+    ({"measure": {"n_batchs": 8}}, "unknown measure key(s) 'n_batchs'"),
+])
+def test_bad_values_are_config_errors_naming_key_and_bound(kw, words):
+    with pytest.raises(ConfigError) as err:
+        EndToEndConfig(**kw)
+    assert words in str(err.value)
+
+
+def test_presets_and_their_names():
+    full = EndToEndConfig()
+    assert full == EndToEndConfig.full() and full.scenarios == tuple(SCENARIOS)
+    assert EndToEndConfig.quick(3).scenarios == QUICK_SCENARIOS
+    assert [EndToEndConfig.preset(n, seed=7).setting_name() for n in SETTINGS] == list(SETTINGS)
+    assert EndToEndConfig(sims=3).setting_name() == "custom"
+    with pytest.raises(ConfigError, match="one of quick, standard, full"):
+        EndToEndConfig.preset("huge")
+    # TOML / --set style overrides reach the nested measure settings, coerced
+    cfg = load_config(EndToEndConfig, overrides={"measure.n_batches": "32", "sims": "3"},
+                      base=EndToEndConfig.quick())
+    assert cfg.measure.n_batches == 32 and cfg.measure.n_boot == 200 and cfg.sims == 3
+    assert config_hash(cfg) != config_hash(EndToEndConfig.quick())
+
+
+def test_measure_reads_as_the_overrides_it_sets():
+    m = EndToEndMeasure(rank=None, control_pool=100)
+    assert "rank" not in m and m["control_pool"] == 100 and m.get("seq_len") is None
+    assert {"rank": 4, **m}["rank"] == 4  # a scenario's planted rank stays unless set
+    assert dict(EndToEndMeasure(rank=2))["rank"] == 2
+
+
+def test_setting_records_what_the_report_compares():
+    s = EndToEndConfig.standard().setting()
+    assert s["name"] == "standard" and s["sims"] == 4 and s["units"] == 1
+    assert s["tokens_per_checkpoint"] == 16 * 4 * 64 and s["n_boot"] == 200
+    assert s["rank_over_dim"] == [1 / 64, 1 / 4]  # the r/d nulls widen the range
+    assert s["scenarios"] == s["scenarios_known"] and not s["bound_checked"]
+    q = EndToEndConfig.quick().setting()
+    assert q["rank_over_dim"] == [4 / 32, 4 / 32] and q["scenarios"] == list(QUICK_SCENARIOS)
+    assert EndToEndConfig().setting()["bound_checked"]

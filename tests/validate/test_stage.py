@@ -1,0 +1,46 @@
+"""The reproduce validate stage: the battery, then the end-to-end battery where the report reads it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tangentlab.validate import battery, end_to_end
+from tangentlab.validate.stage import write_validation
+
+
+def _record(monkeypatch):
+    calls = []
+
+    def fake_battery(out, cfg, *, quick):
+        calls.append(("battery", Path(out), quick))
+        return Path(out), True
+
+    def fake_e2e(out, cfg, *, quick, nproc=1, on_result=None):
+        calls.append(("end-to-end", Path(out), cfg.setting_name()))
+        return Path(out), False
+
+    monkeypatch.setattr(battery, "write_battery", fake_battery)
+    monkeypatch.setattr(end_to_end, "write_end_to_end", fake_e2e)
+    return calls
+
+
+def test_quick_runs_the_quick_setting_and_a_default_the_standard_one(tmp_path, monkeypatch):
+    calls = _record(monkeypatch)
+    assert write_validation(tmp_path / "v", tmp_path / "v" / "e2e", quick=True) == (True, False)
+    write_validation(tmp_path / "v", tmp_path / "v" / "e2e", quick=False, seed=3)
+    assert calls == [("battery", tmp_path / "v", True), ("end-to-end", tmp_path / "v" / "e2e", "quick"),
+                     ("battery", tmp_path / "v", False),
+                     ("end-to-end", tmp_path / "v" / "e2e", "standard")]
+
+
+def test_the_reproduce_stage_writes_at_the_reports_path(tmp_path, monkeypatch):
+    from tangentlab.pipeline.reproduce import QUICK, _run_validate
+    from tangentlab.pipeline.stages import StageContext
+    from tangentlab.report.load import END_TO_END_DIR
+
+    calls = _record(monkeypatch)
+    ctx = StageContext(run_dir=tmp_path, output=tmp_path / "validate")
+    _run_validate(QUICK, ctx)
+    assert calls[-1] == ("end-to-end", tmp_path / END_TO_END_DIR, "quick")
+    assert END_TO_END_DIR == "validate/end-to-end"
+    assert end_to_end.END_TO_END_KIND == "validate/end-to-end"  # what the report checks
