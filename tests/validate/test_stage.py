@@ -34,13 +34,15 @@ def test_quick_runs_the_quick_setting_and_a_default_the_standard_one(tmp_path, m
 
 
 def test_the_reproduce_stage_writes_at_the_reports_path(tmp_path, monkeypatch):
-    from tangentlab.pipeline.reproduce import QUICK, _run_validate
+    from tangentlab.contract import END_TO_END_DIR, VALIDATE
+    from tangentlab.pipeline.producers import run_producer
+    from tangentlab.pipeline.reproduce import QUICK, producers
     from tangentlab.pipeline.stages import StageContext
-    from tangentlab.report.load import END_TO_END_DIR
 
     calls = _record(monkeypatch)
     ctx = StageContext(run_dir=tmp_path, output=tmp_path / "validate")
-    _run_validate(QUICK, ctx)
+    row = next(p for p in producers(QUICK) if p.name == VALIDATE)
+    run_producer(row, ctx)  # the stage function every row of the table uses
     assert calls[-1] == ("end-to-end", tmp_path / END_TO_END_DIR, "quick")
     assert END_TO_END_DIR == "validate/end-to-end"
     assert end_to_end.END_TO_END_KIND == "validate/end-to-end"  # what the report checks
