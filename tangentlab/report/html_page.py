@@ -7,6 +7,7 @@ import html
 import json
 
 from tangentlab.report import rules as R
+from tangentlab.report import theory_numbers
 from tangentlab.report.load import RunData
 from tangentlab.report.page import (
     EXTERNAL_HEADING,
@@ -211,6 +212,7 @@ def render_html(data: RunData, verdicts: list[Verdict], pngs: dict[str, bytes], 
         if v.error:
             out.append(f"<pre>{_e(v.error)}</pre>")
         out.append("</div>")
+    out += theory_numbers.html_section(data, pngs)  # theory against measurement (issue 20)
     # stages
     out.append(f'<h2 id="stages">{titles["stages"]}</h2>')
     out.append("<table><tr><th>stage</th><th>status</th><th>seconds (CPU)</th><th>config hash</th>"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tangentlab.report import theory_numbers
 from tangentlab.report.load import RunData
 from tangentlab.report.page import (
     EXTERNAL_HEADING,
@@ -110,6 +111,7 @@ def render_markdown(data: RunData, verdicts: list[Verdict], figures: dict[str, P
                 out += [f"![{v.title}: external measurements](figures/{figures[key].name})", ""]
         if v.error:
             out += ["```", v.error, "```", ""]
+    out += theory_numbers.markdown_section(data, figures)  # theory against measurement (issue 20)
     out += [f"## {titles['stages']}", "", "| stage | status | seconds (CPU) | config hash | output | note |",
             "|---|---|---|---|---|---|"]
     out += [f"| {_md(n)} | {s} | {secs} | `{h}` | [{_md(link)}]({link_base}{link}) | {_md(note)} |"
