@@ -53,7 +53,7 @@ from tangentlab.empirical.bridge_rules import (
 )
 from tangentlab.errors import InsufficientSamplesError, ValidationError
 
-__all__ = ["COLUMNS", "BridgeSettings", "SiteArrays", "site_bridge"]
+__all__ = ["COLUMNS", "BridgeSettings", "SiteArrays", "site_bridge", "zipf_inputs"]
 
 #: Columns of a bridge row (``bridge.csv`` adds model, arch, site, phase, checkpoint, step).
 COLUMNS = ("quantity", "bucket", "role", "predicted", "predicted_low", "predicted_high",
@@ -372,12 +372,23 @@ def _baselines(sample: np.ndarray, with_id: bool = True) -> list[dict]:
     return out
 
 
-def site_bridge(arrays: SiteArrays, settings: BridgeSettings | None = None) -> list[dict]:
+def zipf_inputs(arrays: SiteArrays, settings: BridgeSettings | None = None):
+    """(the Zipf fit the predictions use or None, its input rows) of a measurement's tables.
+
+    The same for every site and checkpoint (the training table and the eval text do not
+    change), so :func:`site_bridge` can take it precomputed.
+    """
+    return _zipf(arrays, settings or BridgeSettings())
+
+
+def site_bridge(arrays: SiteArrays, settings: BridgeSettings | None = None,
+                zipf: tuple | None = None) -> list[dict]:
     """Inputs, closed-form predictions, measurements and peer baselines of one (site, checkpoint).
 
     Args:
         arrays: the activations and tables (:class:`SiteArrays`).
         settings: :class:`BridgeSettings` (defaults when None).
+        zipf: :func:`zipf_inputs` of the same tables, to skip refitting it (None: fit here).
 
     Returns:
         Rows with the keys :data:`COLUMNS` (module docstring).
@@ -391,7 +402,8 @@ def site_bridge(arrays: SiteArrays, settings: BridgeSettings | None = None) -> l
                               f"{a.H.shape}, {a.tokens.size}, {a.docs.size}")
     ranks = token_ranks(a.counts)
     order = np.argsort(ranks)  # token ids, most frequent in training first
-    zipf, rows = _zipf(a, st)
+    zipf, zrows = _zipf(a, st) if zipf is None else zipf
+    rows = [dict(r) for r in zrows]
     pins, prows = _pinning(a, ranks, st)
     rows += prows
     rows += _curvature_rows(a, ranks, order, zipf, pins, st)

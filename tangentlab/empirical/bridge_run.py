@@ -145,7 +145,7 @@ def write_bridge(out_dir: str | Path, *, setup: Any, checkpoints: Sequence[Any],
         load: ``load(checkpoint) -> loaded model``.
         model: the model name written in each row.
     """
-    from tangentlab.empirical.bridge import BridgeSettings, site_bridge
+    from tangentlab.empirical.bridge import BridgeSettings, site_bridge, zipf_inputs
     from tangentlab.empirical.collect import collect_fit_half
 
     steps = [int(c.step) for c in checkpoints]
@@ -156,13 +156,15 @@ def write_bridge(out_dir: str | Path, *, setup: Any, checkpoints: Sequence[Any],
                               seed=int(cfg.seed))
     out: list[dict] = []
     results: dict[tuple[int, str], list[dict]] = {}
+    zipf = None  # the training table and eval text are the same at every site and checkpoint
     for i in needed:
         lm = load(checkpoints[i])
         fit = collect_fit_half(lm, setup.sites, setup.eval_data, setup.plans, setup.uniq)
         for site in setup.sites:
             if any(j == i for j, _ in plan[site].values()):
-                results[(i, site)] = site_bridge(site_arrays(fit[site], setup.eval_data),
-                                                 settings)
+                arrays = site_arrays(fit[site], setup.eval_data)
+                zipf = zipf_inputs(arrays, settings) if zipf is None else zipf
+                results[(i, site)] = site_bridge(arrays, settings, zipf)
     arch = setup.first.arch
     for site in setup.sites:
         for phase in PHASES:
