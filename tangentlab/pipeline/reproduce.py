@@ -384,6 +384,13 @@ def build_stages(cfg: ReproduceConfig) -> list[Stage]:
                     "overrides": _scoped(cfg.synthetic_overrides, name, "synthetic_overrides")},
             description=f"synthetic experiment {name}" + (" (quick)" if cfg.quick else ""),
         ))
+    from tangentlab.empirical import bridge_pretrained as BP  # optional stage (issue 20)
+
+    if (smol := BP.configured_path()) is not None:  # SmolLM2 through the bridge, when named
+        stages.append(Stage(name="pretrained/smollm2", check=BP.check_pretrained,
+                            func=partial(BP.run_stage, smol, cfg.device, cfg.seed),
+                            params={"seed": cfg.seed, "model": smol, "measure": BP.PRETRAINED_MEASURE},
+                            description="SmolLM2-135M through the theory-against-measurement table"))
     stages.append(Stage(name="report", func=_run_report, output="report.html", check=_check_report,
                         after=tuple(s.name for s in stages), always=True,
                         description="render report.html and report.md"))

@@ -71,10 +71,19 @@ def _num(x: str | None) -> float:
         return float("nan")
 
 
+#: Written by the optional pretrained stage when it could not run (``empirical.bridge_pretrained``).
+NOT_RUN_FILE = "not_run.json"
+#: Shown when a run has no pretrained stage at all.
+NO_PRETRAINED = ("SmolLM2-135M: not run (the optional stage pretrained/smollm2 is built when "
+                 "TANGENTLAB_SMOLLM2 names its GGUF file; it needs the gguf extra)")
+
+
 def _stages(data: Any) -> list[tuple[str, str]]:
     own = [s for s in data.records if s.startswith("measure/")]
-    return [(s, s.split("/", 1)[1]) for s in own] + [
-        (s, f"{s.split('/', 1)[1]} (external)") for s in data.external_stages()]
+    pre = [s for s in data.records if s.startswith("pretrained/")]
+    return ([(s, s.split("/", 1)[1]) for s in own]
+            + [(s, f"{s.split('/', 1)[1]} (pretrained)") for s in pre]
+            + [(s, f"{s.split('/', 1)[1]} (external)") for s in data.external_stages()])
 
 
 def read_lines(data: Any) -> tuple[list[Line], list[str]]:
@@ -84,6 +93,16 @@ def read_lines(data: Any) -> tuple[list[Line], list[str]]:
         if data.status(stage) != "done":
             continue
         path = Path(data.stage_dir(stage)) / BRIDGE_FILE
+        not_run = path.parent / NOT_RUN_FILE
+        if not path.is_file() and not_run.is_file():
+            import json
+
+            try:
+                reason = str(json.loads(not_run.read_text()).get("reason", "not run"))
+            except (OSError, ValueError, AttributeError):
+                reason = "not run"
+            missing.append(f"{label}: {reason}")
+            continue
         if not path.is_file():
             missing.append(f"{label}: no {BRIDGE_FILE} (measured without the bridge, or before "
                            "it existed)")
@@ -100,6 +119,8 @@ def read_lines(data: Any) -> tuple[list[Line], list[str]]:
                     measured=tuple(_num(r.get(k)) for k in ("measured", "measured_low",
                                                             "measured_high")),
                     status=r.get("status", ""), note=r.get("note", "")))
+    if not any(s.startswith("pretrained/") for s in data.records) and data.records:
+        missing.append(NO_PRETRAINED)
     return lines, missing
 
 
