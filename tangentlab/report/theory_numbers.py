@@ -133,8 +133,16 @@ def _fmt(v: tuple[float, float, float], status: str) -> str:
     return f"{x:.3g}"
 
 
+#: Table order of the quantities (others after them, by name).
+_QUANTITY_ORDER = {q: i for i, q in enumerate((
+    "attenuation_raw", "attenuation_direction", "relative_visibility", "bucket_visibility",
+    "zipf_s", "zipf_s_eval", "pinning_beta_raw", "pinning_beta_direction", "local_dimension_m",
+    "ii_norm_sq", "rankme", "alpha_req", "twonn", "gride", "isoscore"))}
+
+
 def _order(line: Line) -> tuple:
-    return (line.source, line.site, _PHASE_ORDER.get(line.phase, 9), line.quantity, line.bucket)
+    return (line.source, line.site, _PHASE_ORDER.get(line.phase, 9),
+            _QUANTITY_ORDER.get(line.quantity, 99), line.quantity, line.bucket)
 
 
 def table_rows(lines: list[Line]) -> list[tuple[str, str, str, str, str, str, str]]:

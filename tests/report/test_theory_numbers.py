@@ -53,7 +53,8 @@ def test_report_shows_the_table_for_an_external_measurement(tmp_path):
     nm = [r for r in rows if r[3] == "bucket_visibility [f1]"][0]
     assert nm[4] == "not measurable here" and nm[6] == "not measurable here"
     ctx = TN.context_rows(lines)
-    assert [r[3] for r in ctx] == ["rankme (peer baseline)", "zipf_s"]
+    assert [r[3] for r in ctx] == ["zipf_s", "rankme (peer baseline)"]  # inputs first
+    assert [r[3] for r in rows][:2] == ["attenuation_raw", "relative_visibility [f1]"]
 
     # the pages' hooks, without building every verdict row (the full render is the CLI's test)
     from tangentlab.report.html_page import render_html
