@@ -7,35 +7,16 @@ import math
 import numpy as np
 import pytest
 
-from tangentlab.empirical.bridge import BridgeSettings, SiteArrays, _theory_pool, site_bridge
+from tangentlab.empirical.bridge import BridgeSettings, _theory_pool, site_bridge
 from tangentlab.empirical.bridge_rules import NOT_MEASURABLE, agreement, trust
 
 S, BETA, V = 1.1, 0.4, 20
 
 
-def planted(V=V, k=200, m=2, d=10, s=S, beta=BETA, t0=0.05, noise=1e-4, seed=0):
-    """V tokens on one quadratic chart (‖II‖² = 1), spreads t0 r^beta, Zipf(s) counts and text."""
-    rng = np.random.default_rng(seed)
-    A = rng.standard_normal((d - m, m, m))
-    A = (A + A.transpose(0, 2, 1)) / 2
-    A /= np.sqrt(np.sum(A ** 2))
-    Q, _ = np.linalg.qr(rng.standard_normal((d, d)))
-    offset = 3.0 * Q[:, 0] + 2.0 * Q[:, -1]  # away from the origin: direction-only is not degenerate
-    H, tok, doc = [], [], []
-    for r in range(1, V + 1):
-        u = rng.standard_normal((k, m)) * t0 * r ** beta
-        v = 0.5 * np.einsum("ki,aij,kj->ka", u, A, u)
-        H.append(np.hstack([u, v]) @ Q.T + offset + rng.standard_normal((k, d)) * noise)
-        tok += [r - 1] * k
-        doc += list(range(k))
-    counts = np.round(1e6 * np.arange(1, V + 1.0) ** -s)
-    p = np.arange(1, V + 1.0) ** -s
-    stream = rng.choice(V, size=40_000, p=p / p.sum())
-    H = np.vstack(H)
-    edges = np.quantile(np.log1p(counts), [0.25, 0.5, 0.75])
-    return SiteArrays(H, np.array(tok), np.array(doc), counts, edges, ("f1", "f2", "f3", "f4"),
-                      stream, np.repeat(np.arange(400), 100),
-                      H[rng.choice(H.shape[0], min(600, H.shape[0]), replace=False)])
+def planted(**kw):
+    from tangentlab.empirical.bridge_planted import planted_site
+
+    return planted_site(**{"V": V, "s": S, "beta": BETA, **kw})
 
 
 @pytest.fixture(scope="module")
