@@ -168,8 +168,9 @@ def context_rows(lines: list[Line]) -> list[tuple[str, str, str, str, str, str]]
 
 def figure_key(source: str) -> str:
     """The figure's key (``figures/<key>.png``) of one measurement."""
-    safe = "".join(c if c.isalnum() or c in "-_" else "-" for c in source)
-    return f"theory-numbers--{safe}"
+    import re
+
+    return "theory-numbers--" + re.sub(r"[^A-Za-z0-9_]+", "-", source).strip("-")
 
 
 def panels(lines: list[Line]) -> dict[str, list[Any]]:
