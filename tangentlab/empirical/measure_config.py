@@ -71,6 +71,9 @@ class MeasureConfig(Config):
     recorded, else torch's default), ``dtype`` (the forward pass's precision; gradients and
     statistics are float32 or wider whatever the checkpoint stores), ``frequency_table`` (an
     external ``token_id,count`` table replacing the eval-text count), ``seed``.
+    Theory against measurement (``bridge.csv``, :mod:`tangentlab.empirical.bridge_run`):
+    ``bridge`` on/off, ``bridge_boot`` (bootstrap replicates of every input and prediction,
+    20-2000), ``bridge_tokens`` (the most frequent tokens fitted for m and ‖II‖², 3-2000).
     Each key is the CLI flag of the same name (``--eval-text`` ↔ ``eval_text``); the old keys
     ``corpus`` and ``frequency_file`` still work, with a DeprecationWarning (``renamed_keys``).
     Bad values raise ConfigError naming the key, the bound and the value (``n_batches`` >= 4: a
@@ -113,6 +116,9 @@ class MeasureConfig(Config):
     dtype: str = option("float32", choices=("float32", "bfloat16", "float16"))
     frequency_table: str = ""
     on_duplicate: str = option("warn", choices=("warn", "error", "skip"))  # empirical.integrity
+    bridge: bool = True  # bridge.csv: theory against measurement (empirical.bridge_run)
+    bridge_boot: int = option(200, ge=20, le=2000, integer=True)
+    bridge_tokens: int = option(200, ge=3, le=2000, integer=True)
     seed: int = option(0, ge=0, integer=True)
 
     #: old key → new key (each still accepted, with a DeprecationWarning; tangentlab.config)
@@ -127,7 +133,7 @@ class MeasureConfig(Config):
         default's), 200 bootstrap replicates, the causal check on 2 checkpoints and 4 batches.
         """
         return cls(n_batches=16, batch_size=4, sample_rows=1024, n_boot=200,
-                   causal_checkpoints=2, causal_batches=4)
+                   causal_checkpoints=2, causal_batches=4, bridge_boot=50, bridge_tokens=40)
 
     def relations(self) -> list[tuple[bool, str]]:
         """Constraints between fields (checked with the field bounds, see tangentlab.config)."""

@@ -417,6 +417,8 @@ def _run(cfg: MeasureConfig, traj, cks, out_dir, trajectory, partial, dev: str, 
         t_start, t_end = dist.pop("t_start"), time.perf_counter()  # rank 0's clock
         dist.update(mode=mode.name, wall_s=round(t_end - t_start, 3),
                     measure_s=round(t_end - t_measure, 3))
+        from tangentlab.empirical.bridge_run import maybe_write_bridge  # bridge.csv (issue 20)
+        maybe_write_bridge(tmp, setup, cks, rows, cfg, timer, lambda ck: _load(setup, ck, dev), traj)
         _write_outputs(tmp, rows, scatter, setup, schedule, cfg, trajectory, traj, ck_info,
                        dev, timer, RESULTS_NAME, dist, integrity, fixed)
 

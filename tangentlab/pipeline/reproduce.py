@@ -287,6 +287,14 @@ def producers(cfg: ReproduceConfig) -> list[Producer]:
         check={"kind": synthetic_stage(name)},
         description=f"synthetic experiment {name}{quick}",
     ) for name in synthetic]
+    from tangentlab.empirical import bridge_pretrained as BP  # optional stage (issue 20)
+
+    if (smol := BP.configured_path()) is not None:  # SmolLM2 through the bridge, when named
+        table.append(Producer(
+            name=BP.STAGE, target="tangentlab.empirical.bridge_pretrained:run_pretrained",
+            params={"seed": cfg.seed, "model_path": smol, "measure": BP.PRETRAINED_MEASURE},
+            runtime=device, check={"rows": False},
+            description="SmolLM2-135M through the theory-against-measurement table"))
     table.append(Producer(
         name=REPORT, target="tangentlab.report.render:produce", out_arg=None,
         inputs={"run_dir": "."}, output="report.html", after_all=True,

@@ -8,6 +8,7 @@ import json
 
 from tangentlab.report import page as P  # the parts both pages share
 from tangentlab.report import rules as R
+from tangentlab.report import theory_numbers
 from tangentlab.report.gating import END_TO_END_HEADER, end_to_end_rows, status_text
 from tangentlab.report.load import RunData
 from tangentlab.report.paper import PAPER_CITATION
@@ -225,6 +226,7 @@ def render_html(data: RunData, verdicts: list[Verdict], pngs: dict[str, bytes], 
         if v.error:
             out.append(f"<pre>{_e(v.error)}</pre>")
         out.append("</div>")
+    out += theory_numbers.html_section(data, pngs)  # theory against measurement (issue 20)
     # stages
     out.append(f'<h2 id="stages">{titles["stages"]}</h2>')
     out.append("<table><tr><th>stage</th><th>status</th><th>seconds (CPU)</th><th>config hash</th>"

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from tangentlab.report import page as P  # the parts both pages share
+from tangentlab.report import theory_numbers
 from tangentlab.report.gating import END_TO_END_HEADER, end_to_end_rows, status_text
 from tangentlab.report.load import RunData
 from tangentlab.report.paper import PAPER_CITATION
@@ -114,6 +115,7 @@ def render_markdown(data: RunData, verdicts: list[Verdict], figures: dict[str, P
                 out += [f"![{v.title}: external measurements](figures/{figures[key].name})", ""]
         if v.error:
             out += ["```", v.error, "```", ""]
+    out += theory_numbers.markdown_section(data, figures)  # theory against measurement (issue 20)
     out += [f"## {titles['stages']}", "", "| stage | status | seconds (CPU) | config hash | output | note |",
             "|---|---|---|---|---|---|"]
     out += [f"| {_md(n)} | {s} | {secs} | `{h}` | [{_md(link)}]({link_base}{link}) | {_md(note)} |"

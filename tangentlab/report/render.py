@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tangentlab.progress import log
+from tangentlab.report import theory_numbers
 from tangentlab.report.figures import panel_has_data, render_png
 from tangentlab.report.html_page import render_html
 from tangentlab.report.load import RunData
@@ -144,6 +145,7 @@ def render_report(run_dir: str | Path, *, rows: list[RowSpec] | None = None,
                 name = f"{v.key}--{src.name}"
                 atomic_write_bytes(fig_dir / name, src.read_bytes())
                 figures[name] = target / FIGURES_DIR / name
+        theory_numbers.write_figures(data, fig_dir, target, pngs, figures)  # issue 20's table
         lim = limitations(data, verdicts)
         atomic_write_text(staging / "report.html", render_html(data, verdicts, pngs, lim, link_base=base))
         atomic_write_text(staging / "report.md", render_markdown(data, verdicts, figures, lim, link_base=base))

@@ -1,0 +1,298 @@
+"""The report's "theory against measurement, in numbers" table, its context table and figures.
+
+Reads ``bridge.csv`` of every measurement stage (ours and the external runs of
+``tangentlab report RUN --measure NAME=DIR``; see :mod:`tangentlab.empirical.bridge_run`) and
+lays out:
+
+- the **table**: one line per (model, site, phase, quantity), columns quantity, predicted
+  [interval], measured [interval], agreement (the rule :data:`AGREEMENT_RULE`, decided when the
+  measurement was written); a cell the calibration does not trust reads "not measurable here";
+- the **context table**: the measured inputs (s, beta, m, ‖II‖²) and the peer baselines
+  (RankMe, alpha-ReQ, TwoNN, GRIDE, IsoScore) per checkpoint, without verdicts;
+- a **figure per model**: the relative visibility per frequency bucket, measured points with
+  intervals and the closed form drawn through them, one panel per (site, phase).
+
+It never changes a verdict. :func:`html_section` and :func:`markdown_section` are the pages'
+one-call hooks; :func:`write_figures` draws the PNGs into the report's figure folder.
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["TITLE", "AGREEMENT_RULE", "BRIDGE_FILE", "Line", "read_lines", "table_rows",
+           "context_rows", "panels", "write_figures", "html_section", "markdown_section",
+           "figure_key"]
+
+TITLE = "Theory against measurement, in numbers"
+#: The measurement's file (``tangentlab.empirical.bridge_run.BRIDGE_NAME``).
+BRIDGE_FILE = "bridge.csv"
+#: The agreement rule, as ``tangentlab.empirical.bridge_rules.AGREEMENT_RULE`` states it (a test
+#: keeps the two equal; report imports nothing from empirical).
+AGREEMENT_RULE = ("agree: the predicted and measured intervals overlap and predicted/measured "
+                  "lies in [1/1.2, 1.2]; disagree: otherwise; 'not measurable here': either side "
+                  "is not measurable (calibration or data)")
+NOT_MEASURABLE = "not measurable here"
+_PHASE_ORDER = {"step0": 0, "peak": 1, "last": 2}
+
+
+@dataclass(frozen=True)
+class Line:
+    """One row of a ``bridge.csv``, with the measurement it came from (``source``)."""
+
+    source: str
+    model: str
+    site: str
+    phase: str
+    step: str
+    quantity: str
+    bucket: str
+    role: str
+    predicted: tuple[float, float, float]
+    measured: tuple[float, float, float]
+    status: str
+    note: str
+
+    @property
+    def name(self) -> str:
+        """``quantity`` or ``quantity [bucket]``."""
+        return self.quantity if self.bucket in ("", "all") else f"{self.quantity} [{self.bucket}]"
+
+
+def _num(x: str | None) -> float:
+    try:
+        return float(x) if x not in (None, "") else float("nan")
+    except ValueError:
+        return float("nan")
+
+
+#: Written by the optional pretrained stage when it could not run (``empirical.bridge_pretrained``).
+NOT_RUN_FILE = "not_run.json"
+#: Shown when a run has no pretrained stage at all.
+NO_PRETRAINED = ("SmolLM2-135M: not run (the optional stage pretrained/smollm2 is built when "
+                 "TANGENTLAB_SMOLLM2 names its GGUF file; it needs the gguf extra)")
+
+
+def _stages(data: Any) -> list[tuple[str, str]]:
+    own = [s for s in data.records if s.startswith("measure/")]
+    pre = [s for s in data.records if s.startswith("pretrained/")]
+    return ([(s, s.split("/", 1)[1]) for s in own]
+            + [(s, f"{s.split('/', 1)[1]} (pretrained)") for s in pre]
+            + [(s, f"{s.split('/', 1)[1]} (external)") for s in data.external_stages()])
+
+
+def read_lines(data: Any) -> tuple[list[Line], list[str]]:
+    """(every line of every measurement's ``bridge.csv``, why a measurement has none)."""
+    lines, missing = [], []
+    for stage, label in _stages(data):
+        if data.status(stage) != "done":
+            continue
+        path = Path(data.stage_dir(stage)) / BRIDGE_FILE
+        not_run = path.parent / NOT_RUN_FILE
+        if not path.is_file() and not_run.is_file():
+            import json
+
+            try:
+                reason = str(json.loads(not_run.read_text()).get("reason", "not run"))
+            except (OSError, ValueError, AttributeError):
+                reason = "not run"
+            missing.append(f"{label}: {reason}")
+            continue
+        if not path.is_file():
+            missing.append(f"{label}: no {BRIDGE_FILE} (measured without the bridge, or before "
+                           "it existed)")
+            continue
+        with path.open(newline="") as fh:
+            for r in csv.DictReader(fh):
+                lines.append(Line(
+                    source=label, model=r.get("model", ""), site=r.get("site", ""),
+                    phase=r.get("phase", ""), step=r.get("step", ""),
+                    quantity=r.get("quantity", ""), bucket=r.get("bucket", ""),
+                    role=r.get("role", ""),
+                    predicted=tuple(_num(r.get(k)) for k in ("predicted", "predicted_low",
+                                                             "predicted_high")),
+                    measured=tuple(_num(r.get(k)) for k in ("measured", "measured_low",
+                                                            "measured_high")),
+                    status=r.get("status", ""), note=r.get("note", "")))
+    if not any(s.startswith("pretrained/") for s in data.records) and data.records:
+        missing.append(NO_PRETRAINED)
+    return lines, missing
+
+
+def _fmt(v: tuple[float, float, float], status: str) -> str:
+    x, lo, hi = v
+    if not math.isfinite(x):
+        return NOT_MEASURABLE if status == NOT_MEASURABLE else "–"
+    if math.isfinite(lo) and math.isfinite(hi):
+        return f"{x:.3g} [{lo:.3g}, {hi:.3g}]"
+    return f"{x:.3g}"
+
+
+#: Table order of the quantities (others after them, by name).
+_QUANTITY_ORDER = {q: i for i, q in enumerate((
+    "attenuation_raw", "attenuation_direction", "relative_visibility", "bucket_visibility",
+    "zipf_s", "zipf_s_eval", "pinning_beta_raw", "pinning_beta_direction", "local_dimension_m",
+    "ii_norm_sq", "rankme", "alpha_req", "twonn", "gride", "isoscore"))}
+
+
+def _order(line: Line) -> tuple:
+    return (line.source, line.site, _PHASE_ORDER.get(line.phase, 9),
+            _QUANTITY_ORDER.get(line.quantity, 99), line.quantity, line.bucket)
+
+
+def table_rows(lines: list[Line]) -> list[tuple[str, str, str, str, str, str, str]]:
+    """(model, site, phase, quantity, predicted [interval], measured [interval], agreement)."""
+    out = []
+    for ln in sorted((x for x in lines if x.role == "comparison"), key=_order):
+        pred = _fmt(ln.predicted, ln.status) if math.isfinite(ln.predicted[0]) else NOT_MEASURABLE
+        meas = _fmt(ln.measured, ln.status) if math.isfinite(ln.measured[0]) else NOT_MEASURABLE
+        out.append((ln.source, ln.site, f"{ln.phase} (step {ln.step})", ln.name, pred, meas,
+                    ln.status))
+    return out
+
+
+def context_rows(lines: list[Line]) -> list[tuple[str, str, str, str, str, str]]:
+    """(model, site, phase, quantity, value [interval], note) of the inputs and peer baselines."""
+    out = []
+    for ln in sorted((x for x in lines if x.role in ("input", "baseline")), key=_order):
+        val = _fmt(ln.measured, ln.status) if math.isfinite(ln.measured[0]) else NOT_MEASURABLE
+        out.append((ln.source, ln.site, f"{ln.phase} (step {ln.step})",
+                    ln.name + (" (peer baseline)" if ln.role == "baseline" else ""), val, ln.note))
+    return out
+
+
+def figure_key(source: str) -> str:
+    """The figure's key (``figures/<key>.png``) of one measurement."""
+    import re
+
+    return "theory-numbers--" + re.sub(r"[^A-Za-z0-9_]+", "-", source).strip("-")
+
+
+def panels(lines: list[Line]) -> dict[str, list[Any]]:
+    """``{source: [Panel]}``: relative visibility per bucket, one panel per (site, phase)."""
+    from tangentlab.report.figures import Panel, Series
+
+    out: dict[str, list[Any]] = {}
+    rel = [x for x in lines if x.quantity == "relative_visibility"]
+    groups: dict[tuple[str, str, str], list[Line]] = {}
+    for ln in rel:
+        groups.setdefault((ln.source, ln.site, ln.phase), []).append(ln)
+    for (source, site, phase), lns in sorted(groups.items(),
+                                              key=lambda kv: (kv[0][0], kv[0][1],
+                                                              _PHASE_ORDER.get(kv[0][2], 9))):
+        lns = sorted(lns, key=lambda x: x.bucket)
+        x = tuple(float(i) for i in range(len(lns)))
+        meas = Series("measured (token bootstrap)", "points", x, tuple(v.measured[0] for v in lns),
+                      tuple(v.measured[1] for v in lns), tuple(v.measured[2] for v in lns),
+                      color=0)
+        pred = Series("closed form (s, beta measured)", "line", x,
+                      tuple(v.predicted[0] for v in lns), style="tick", color=0)
+        band = Series("closed form interval", "band", x, (), tuple(v.predicted[1] for v in lns),
+                      tuple(v.predicted[2] for v in lns), color=0)
+        step = lns[0].step
+        out.setdefault(source, []).append(Panel(
+            title=f"{source} {site}\n{phase} (step {step})", xlabel="frequency bucket (rarest first)",
+            ylabel="bucket / all visibility", series=(band, pred, meas),
+            categories=tuple(v.bucket for v in lns)))
+    return out
+
+
+def write_figures(data: Any, fig_dir: Path, target: Path, pngs: dict[str, bytes] | None = None,
+                  paths: dict[str, Path] | None = None) -> tuple[dict[str, bytes], dict[str, Path]]:
+    """Draw one PNG per measurement with a measured panel into ``fig_dir``.
+
+    Adds ``{key: png bytes}`` to ``pngs`` and ``{key: target/figures/key.png}`` to ``paths`` (new
+    dicts when None) and returns both.
+    """
+    from tangentlab.report.figures import panel_has_data, render_png
+    from tangentlab.runs import atomic_write_bytes
+
+    lines, _ = read_lines(data)
+    pngs = {} if pngs is None else pngs
+    paths = {} if paths is None else paths
+    for source, ps in panels(lines).items():
+        ps = [p for p in ps if panel_has_data(p)]
+        if not ps:
+            continue
+        key = figure_key(source)
+        png = render_png(ps, ncols=min(len(ps), 3))
+        atomic_write_bytes(Path(fig_dir) / f"{key}.png", png)
+        pngs[key], paths[key] = png, Path(target) / Path(fig_dir).name / f"{key}.png"
+    return pngs, paths
+
+
+_INTRO = ("The closed forms' inputs measured on the activations (at most one occurrence per "
+          "document and token), the predictions they give, and the same quantities measured "
+          "directly, at step 0, at the enrichment peak and at the last checkpoint. Context "
+          "only: these lines decide no verdict.")
+
+
+def html_section(data: Any, pngs: dict[str, bytes]) -> list[str]:
+    """The section's HTML (heading, rule, table, figures, context table)."""
+    import base64
+
+    e = html.escape
+    lines, missing = read_lines(data)
+    out = [f'<h2 id="theory-numbers">{e(TITLE)}</h2>', f"<p>{e(_INTRO)}</p>",
+           f'<p><b>Agreement rule.</b> <span class="muted">{e(AGREEMENT_RULE)}</span></p>']
+    rows = table_rows(lines)
+    if rows:
+        out.append("<table><tr><th>model</th><th>site</th><th>phase</th><th>quantity</th>"
+                   "<th>predicted [interval]</th><th>measured [interval]</th><th>agreement</th></tr>")
+        out += [f"<tr><td>{e(a)}</td><td>{e(b)}</td><td>{e(c)}</td><td>{e(d)}</td>"
+                f'<td class="num">{e(p)}</td><td class="num">{e(m)}</td><td>{e(s)}</td></tr>'
+                for a, b, c, d, p, m, s in rows]
+        out.append("</table>")
+    else:
+        out.append("<p>No measurement wrote a bridge table.</p>")
+    out += [f'<p class="muted">{e(x)}</p>' for x in missing]
+    for source in sorted({ln.source for ln in lines}):
+        key = figure_key(source)
+        if key in pngs:
+            b64 = base64.b64encode(pngs[key]).decode("ascii")
+            out.append(f'<img alt="{e(TITLE)}: {e(source)}" src="data:image/png;base64,{b64}">')
+    ctx = context_rows(lines)
+    if ctx:
+        out.append("<h3>Inputs and peer baselines (context, no verdicts)</h3>")
+        out.append("<table><tr><th>model</th><th>site</th><th>phase</th><th>quantity</th>"
+                   "<th>value [interval]</th><th>note</th></tr>")
+        out += [f"<tr><td>{e(a)}</td><td>{e(b)}</td><td>{e(c)}</td><td>{e(d)}</td>"
+                f'<td class="num">{e(v)}</td><td class="muted">{e(n)}</td></tr>'
+                for a, b, c, d, v, n in ctx]
+        out.append("</table>")
+    return out
+
+
+def _md(x: str) -> str:
+    return str(x).replace("|", "\\|").replace("\n", " ")
+
+
+def markdown_section(data: Any, figures: dict[str, Path]) -> list[str]:
+    """The section's Markdown lines (the twin of :func:`html_section`)."""
+    lines, missing = read_lines(data)
+    out = [f"## {TITLE}", "", _INTRO, "", f"**Agreement rule.** {AGREEMENT_RULE}", ""]
+    rows = table_rows(lines)
+    if rows:
+        out += ["| model | site | phase | quantity | predicted [interval] | measured [interval] "
+                "| agreement |", "|---|---|---|---|---|---|---|"]
+        out += [f"| {' | '.join(_md(x) for x in r)} |" for r in rows]
+    else:
+        out.append("No measurement wrote a bridge table.")
+    out += ["", *[f"- {_md(x)}" for x in missing]]
+    for source in sorted({ln.source for ln in lines}):
+        key = figure_key(source)
+        if key in figures:
+            out += [f"![{TITLE}: {source}](figures/{figures[key].name})", ""]
+    ctx = context_rows(lines)
+    if ctx:
+        out += ["", "### Inputs and peer baselines (context, no verdicts)", "",
+                "| model | site | phase | quantity | value [interval] | note |",
+                "|---|---|---|---|---|---|"]
+        out += [f"| {' | '.join(_md(x) for x in r)} |" for r in ctx]
+    out.append("")
+    return out

@@ -1,0 +1,81 @@
+"""The "theory against measurement, in numbers" table, with an external measurement (issue 20)."""
+
+from __future__ import annotations
+
+from tangentlab.empirical.bridge_run import BRIDGE_NAME, write_bridge_csv
+from tangentlab.report import theory_numbers as TN
+from tangentlab.report.load import RunData
+from tests.report.fixtures import measure_rows, trajectory_rows, write_measure_dir, write_run
+
+NAN = float("nan")
+
+
+def _bridge_rows(model: str) -> list[dict]:
+    base = {"model": model, "arch": "decoder", "site": "blocks.2.resid_post", "phase": "last",
+            "checkpoint": "step_001000", "step": 1000}
+    rows = [
+        {"quantity": "attenuation_raw", "bucket": "all", "role": "comparison", "predicted": 0.72,
+         "predicted_low": 0.70, "predicted_high": 0.74, "measured": 0.71, "measured_low": 0.60,
+         "measured_high": 0.85, "status": "agree", "n": 30},
+        {"quantity": "bucket_visibility", "bucket": "f1", "role": "comparison", "predicted": NAN,
+         "measured": 0.01, "measured_low": 0.009, "measured_high": 0.011,
+         "status": "not measurable here", "note": "not measurable here: the calibration trusts"},
+        {"quantity": "zipf_s", "bucket": "all", "role": "input", "measured": 1.1,
+         "measured_low": 1.09, "measured_high": 1.11, "status": "measured"},
+        {"quantity": "rankme", "bucket": "all", "role": "baseline", "measured": 12.5,
+         "status": "context", "note": "Li et al. 2025"},
+    ]
+    for lab, m, p in (("f1", 1.3, 1.31), ("f2", 0.95, 0.97), ("f3", 0.6, 0.66)):
+        rows.append({"quantity": "relative_visibility", "bucket": lab, "role": "comparison",
+                     "predicted": p, "predicted_low": p - 0.05, "predicted_high": p + 0.05,
+                     "measured": m, "measured_low": m - 0.1, "measured_high": m + 0.1,
+                     "status": "agree"})
+    return [{**base, **r} for r in rows]
+
+
+def test_rule_text_is_the_measurements_rule():
+    from tangentlab.empirical.bridge_rules import AGREEMENT_RULE
+
+    assert TN.AGREEMENT_RULE == AGREEMENT_RULE
+
+
+def test_report_shows_the_table_for_an_external_measurement(tmp_path):
+    run = write_run(tmp_path / "run", {"decoder": measure_rows("decoder")})
+    ext = write_measure_dir(tmp_path / "ext" / "a", trajectory_rows(
+        "suite-a", {0: 1.0, 100: 0.6, 1000: 0.5}, site="blocks.2.resid_post"))
+    write_bridge_csv(_bridge_rows("suite-a"), ext / BRIDGE_NAME)
+    lines, missing = TN.read_lines(RunData.open(run, measures={"a": ext}))
+    assert {ln.source for ln in lines} == {"a (external)"}
+    assert any("measure/decoder" in m or "decoder" in m for m in missing)  # ours has no bridge
+    rows = TN.table_rows(lines)
+    att = [r for r in rows if r[3] == "attenuation_raw"][0]
+    assert att[4] == "0.72 [0.7, 0.74]" and att[5] == "0.71 [0.6, 0.85]" and att[6] == "agree"
+    nm = [r for r in rows if r[3] == "bucket_visibility [f1]"][0]
+    assert nm[4] == "not measurable here" and nm[6] == "not measurable here"
+    ctx = TN.context_rows(lines)
+    assert [r[3] for r in ctx] == ["zipf_s", "rankme (peer baseline)"]  # inputs first
+    assert [r[3] for r in rows][:2] == ["attenuation_raw", "relative_visibility [f1]"]
+
+    # the pages' hooks, without building every verdict row (the full render is the CLI's test)
+    from tangentlab.report.html_page import render_html
+    from tangentlab.report.md_page import render_markdown
+
+    data = RunData.open(run, measures={"a": ext})
+    (run / "figures").mkdir()
+    pngs, figs = TN.write_figures(data, run / "figures", run)
+    html = render_html(data, [], pngs, [])
+    md = render_markdown(data, [], figs, [])
+    sec = html.split('id="theory-numbers"')[1].split("<h2")[0]
+    assert "0.71 [0.6, 0.85]" in sec and "relative_visibility [f2]" in sec
+    assert "peer baseline" in sec and TN.AGREEMENT_RULE.split(";")[0] in sec
+    key = TN.figure_key("a (external)")
+    assert (run / "figures" / f"{key}.png").is_file()
+    assert f"![{TN.TITLE}: a (external)](figures/{key}.png)" in md
+    assert "| a (external) | blocks.2.resid_post | last (step 1000) | attenuation_raw |" in md
+
+
+def test_no_bridge_anywhere_says_so(tmp_path):
+    run = write_run(tmp_path / "run", {"decoder": measure_rows("decoder")})
+    data = RunData.open(run)
+    assert TN.read_lines(data)[0] == []
+    assert any("No measurement wrote a bridge table" in x for x in TN.html_section(data, {}))
