@@ -116,26 +116,6 @@ def _ckpt_name(step: int) -> str:
     return f"step_{step:06d}"
 
 
-def _build_optimizers(model, cfg: TrainConfig):
-    import torch
-
-    if cfg.optimizer == "adamw":
-        return [torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95),
-                                  weight_decay=cfg.weight_decay)]
-    emb_ids = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Embedding)}
-    out_emb = model.get_output_embeddings()
-    if out_emb is not None:
-        emb_ids.add(id(out_emb.weight))
-    hidden, rest = [], []
-    for _, p in model.named_parameters():
-        (hidden if p.ndim == 2 and id(p) not in emb_ids else rest).append(p)
-    return [
-        torch.optim.Muon(hidden, lr=cfg.lr, weight_decay=cfg.weight_decay,
-                         adjust_lr_fn="match_rms_adamw"),
-        torch.optim.AdamW(rest, lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay),
-    ]
-
-
 def _save_checkpoint(run_dir: Path, step: int, model, tokenizer, optimizers, state: dict) -> Path:
     import torch
 
@@ -394,7 +374,7 @@ def _train(
     )
     model.to(dev)
     ddp, probe = train_step.wrap_ddp(model, world, options, timer)  # DDP on several ranks
-    optimizers = _build_optimizers(model, cfg)
+    optimizers = train_step.build_optimizers(model, cfg)
     schedule = checkpoint_schedule(cfg.steps, cfg.n_checkpoints, cfg.late_checkpoints)
     start, tokens_seen, log_rows = 0, 0, []
 
@@ -466,59 +446,20 @@ def _train(
                   "seed": cfg.seed, "mask_id": tokenizer.mask_token_id, "vocab_size": vocab,
                   "mlm_probability": cfg.mlm_probability, "special_ids": special}
     step_tokens = cfg.batch_size * cfg.seq_len
+    stepper = train_step.Stepper(
+        model=model, ddp=ddp, probe=probe, optimizers=optimizers, scaler=scaler, world=world,
+        cfg=cfg, device=dev, autocast=autocast, options=options, timer=timer, stream=stream,
+        batch_args=batch_args, lr_at=lambda step: cfg.lr * _lr_factor(step, cfg))
     losses = train_step.LossLog(world)
     t0 = time.perf_counter()
     with phases("train"):
         for step in bar:
             timer.begin_step(step)
-            with timer.section("data"):
-                if world.distributed and options.shard_batch:  # this rank's rows only
-                    x, y, n_all = train_step.shard_batch(stream, step, world, **batch_args)
-                else:
-                    x, y, _ = make_batch(stream, step, **batch_args)
-                    if world.distributed:  # the whole batch, then this rank's rows
-                        n_all = parallel.n_targets(y, cfg.arch)
-                        x, y = parallel.shard_rows(world, x, y)
-                x, y = x.to(dev), y.to(dev)
-                factor = _lr_factor(step, cfg)
-                for o in optimizers:
-                    for g in o.param_groups:
-                        g["lr"] = cfg.lr * factor
-            with timer.section("forward"):
-                if world.distributed:  # gradient of the global mean loss
-                    with parallel.autocast(dev, autocast):
-                        part = parallel.shard_loss(ddp, x, y, cfg.arch, n_all)
-                    loss = part * world.size  # DDP averages gradients over the ranks
-                    logged = part.detach().double()
-                else:
-                    with parallel.autocast(dev, autocast):
-                        out = model(input_ids=x, labels=y)
-                    loss = out.loss.float()
-                    logged = loss.detach()
-            with timer.section("optimizer"):
-                for o in optimizers:
-                    o.zero_grad(set_to_none=True)
-            if probe is not None:
-                probe.reset()
-            with timer.section("backward"):
-                scaler.scale(loss).backward()  # the identity unless fp16
-            if probe is not None:  # the backward's wait for the all-reduce, apart
-                timer.add("allreduce_wait", probe.wait_s())
-                timer.add("backward", -probe.wait_s())
-                timer.add("allreduce_bytes", probe.nbytes)
-            with timer.section("optimizer"):
-                if scaler.is_enabled():
-                    for o in optimizers:
-                        scaler.unscale_(o)
-                if cfg.grad_clip > 0:
-                    torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-                for o in optimizers:
-                    scaler.step(o)  # o.step() unless fp16 (which skips a step with inf gradients)
-                scaler.update()
+            logged, lr = stepper(step)  # data, forward, backward (+ all-reduce), optimizer
             tokens_seen += step_tokens
             done = step + 1
-            losses.add(done, logged, {"lr": cfg.lr * factor, "tokens_seen": tokens_seen})
-            due = (any(_callback_due(cb, done, cfg.steps) for cb in user_callbacks)
+            losses.add(done, logged, {"lr": lr, "tokens_seen": tokens_seen})
+            due = (any(train_step.callback_due(cb, done, cfg.steps) for cb in user_callbacks)
                    or (cfg.measure_every > 0
                        and (done % cfg.measure_every == 0 or done == cfg.steps)))
             lv = math.nan  # known on the steps that reduce the pending losses
@@ -563,14 +504,6 @@ def _train(
     if world.is_main:
         write_manifest(run_dir, manifest)
     return run_dir
-
-
-def _callback_due(cb, step: int, final_step: int) -> bool:
-    """Whether callback ``cb`` acts at ``step``: always, unless it says ``every`` (an int)."""
-    every = getattr(cb, "every", None)
-    if not isinstance(every, int):
-        return True
-    return every > 0 and (step % every == 0 or step == final_step)
 
 
 def _is_tied_key(key: str) -> bool:

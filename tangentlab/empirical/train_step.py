@@ -33,7 +33,7 @@ from tangentlab.errors import ConfigError
 
 __all__ = [
     "DDPOptions", "StepTimer", "NO_TIMER", "RecordingStepTimer", "LossLog", "shard_batch",
-    "wrap_ddp", "first_non_finite",
+    "wrap_ddp", "first_non_finite", "build_optimizers", "Stepper", "callback_due",
 ]
 
 
@@ -105,6 +105,8 @@ NO_TIMER = StepTimer()
 class RecordingStepTimer(StepTimer):
     """Records each step's phases: ``steps`` is a list of ``{phase: seconds or bytes}``.
 
+    ``threads``: torch's intra-op threads when the first step began.
+
     >>> t = RecordingStepTimer()
     >>> t.begin_step(0)
     >>> with t.section("forward"):
@@ -120,9 +122,14 @@ class RecordingStepTimer(StepTimer):
         self.steps: list[dict[str, float]] = []
         self._cur: dict[str, float] | None = None
         self._t0 = 0.0
+        self.threads: int | None = None
 
     def begin_step(self, step: int) -> None:
         """Start recording step ``step`` (its wall time is ``step``: begin to end)."""
+        if self.threads is None:
+            import torch
+
+            self.threads = torch.get_num_threads()
         self._cur = {}
         self._t0 = time.perf_counter()
 
@@ -160,7 +167,8 @@ class _CommProbe:
         self.finished: list[float] = []
         self.nbytes = 0
 
-    def __call__(self, state, bucket):  # noqa: ARG002 - the hook signature
+    def allreduce(self, bucket):
+        """Average ``bucket`` over the ranks (what DDP's built-in hook does), timed."""
         import torch.distributed as dist
 
         buf = bucket.buffer()
@@ -179,6 +187,11 @@ class _CommProbe:
         if not self.launched or not self.finished:
             return 0.0
         return max(0.0, max(self.finished) - max(self.launched))
+
+
+def _probe_hook(state: _CommProbe, bucket):
+    """The DDP communication hook: ``state`` is the :class:`_CommProbe`."""
+    return state.allreduce(bucket)
 
 
 def wrap_ddp(model, world, options: DDPOptions, timer: StepTimer = NO_TIMER):
@@ -204,7 +217,7 @@ def wrap_ddp(model, world, options: DDPOptions, timer: StepTimer = NO_TIMER):
     probe = None
     if timer.records:
         probe = _CommProbe(world.size)
-        ddp.register_comm_hook(None, probe)
+        ddp.register_comm_hook(probe, _probe_hook)
     return ddp, probe
 
 
@@ -291,3 +304,120 @@ def first_non_finite(rows: list[tuple[int, float, dict]]) -> tuple[int, float] |
         if not math.isfinite(value):
             return step, value
     return None
+
+
+def build_optimizers(model, cfg) -> list:
+    """The optimizers of ``cfg.optimizer`` for ``model``.
+
+    AdamW on every parameter, or Muon on the 2-D hidden weights with AdamW on the embeddings,
+    head, biases and norms.
+    """
+    import torch
+
+    if cfg.optimizer == "adamw":
+        return [torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95),
+                                  weight_decay=cfg.weight_decay)]
+    emb_ids = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Embedding)}
+    out_emb = model.get_output_embeddings()
+    if out_emb is not None:
+        emb_ids.add(id(out_emb.weight))
+    hidden, rest = [], []
+    for _, p in model.named_parameters():
+        (hidden if p.ndim == 2 and id(p) not in emb_ids else rest).append(p)
+    return [
+        torch.optim.Muon(hidden, lr=cfg.lr, weight_decay=cfg.weight_decay,
+                         adjust_lr_fn="match_rms_adamw"),
+        torch.optim.AdamW(rest, lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay),
+    ]
+
+
+class Stepper:
+    """One optimizer step of the training loop: ``logged, lr = stepper(step)``.
+
+    Builds the step's batch (this rank's rows under DDP), runs the forward, the backward (with
+    DDP's all-reduce) and the optimizers at learning rate ``lr_at(step)``, each phase inside
+    ``timer.section``. Returns the detached loss to log (one process: the float32 mean loss;
+    several ranks: this rank's float64 part of the global mean, see :class:`LossLog`) and the
+    learning rate. One process computes the Hugging Face models' own loss; several ranks
+    compute Σ (shard token losses) / (global targets) × ranks, whose DDP-averaged gradient is
+    the global mean loss's (:func:`tangentlab.empirical.parallel.shard_loss`).
+    """
+
+    def __init__(self, *, model, ddp, probe, optimizers, scaler, world, cfg, device: str,
+                 autocast: str | None, options: DDPOptions, timer: StepTimer, stream,
+                 batch_args: dict, lr_at) -> None:
+        self.model, self.ddp, self.probe = model, ddp, probe
+        self.optimizers, self.scaler, self.world, self.cfg = optimizers, scaler, world, cfg
+        self.device, self.autocast, self.options, self.timer = device, autocast, options, timer
+        self.stream, self.batch_args, self.lr_at = stream, batch_args, lr_at
+
+    def batch(self, step: int):
+        """``(input_ids, labels, global targets or None)`` of this rank for ``step``."""
+        from tangentlab.empirical import parallel
+        from tangentlab.empirical.data import make_batch
+
+        world = self.world
+        if world.distributed and self.options.shard_batch:  # this rank's rows only
+            return shard_batch(self.stream, step, world, **self.batch_args)
+        x, y, _ = make_batch(self.stream, step, **self.batch_args)
+        if not world.distributed:
+            return x, y, None
+        n_all = parallel.n_targets(y, self.batch_args["arch"])  # the whole batch, then a share
+        x, y = parallel.shard_rows(world, x, y)
+        return x, y, n_all
+
+    def __call__(self, step: int):
+        """Run step ``step`` (0-based); returns ``(loss to log, learning rate)``."""
+        import torch
+
+        from tangentlab.empirical import parallel
+
+        timer, world, dev = self.timer, self.world, self.device
+        with timer.section("data"):
+            x, y, n_all = self.batch(step)
+            x, y = x.to(dev), y.to(dev)
+            lr = self.lr_at(step)
+            for o in self.optimizers:
+                for g in o.param_groups:
+                    g["lr"] = lr
+        with timer.section("forward"):
+            if world.distributed:
+                with parallel.autocast(dev, self.autocast):
+                    part = parallel.shard_loss(self.ddp, x, y, self.cfg.arch, n_all)
+                loss = part * world.size  # DDP averages gradients over the ranks
+                logged = part.detach().double()
+            else:
+                with parallel.autocast(dev, self.autocast):
+                    out = self.model(input_ids=x, labels=y)
+                loss = out.loss.float()
+                logged = loss.detach()
+        with timer.section("optimizer"):
+            for o in self.optimizers:
+                o.zero_grad(set_to_none=True)
+        if self.probe is not None:
+            self.probe.reset()
+        with timer.section("backward"):
+            self.scaler.scale(loss).backward()  # the identity unless fp16
+        if self.probe is not None:  # the backward's wait for the all-reduce, apart
+            wait = self.probe.wait_s()
+            timer.add("allreduce_wait", wait)
+            timer.add("backward", -wait)
+            timer.add("allreduce_bytes", self.probe.nbytes)
+        with timer.section("optimizer"):
+            if self.scaler.is_enabled():
+                for o in self.optimizers:
+                    self.scaler.unscale_(o)
+            if self.cfg.grad_clip > 0:
+                torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
+            for o in self.optimizers:
+                self.scaler.step(o)  # o.step() unless fp16 (which skips a step with inf grads)
+            self.scaler.update()
+        return logged, lr
+
+
+def callback_due(cb, step: int, final_step: int) -> bool:
+    """Whether callback ``cb`` acts at ``step``: always, unless it says ``every`` (an int)."""
+    every = getattr(cb, "every", None)
+    if not isinstance(every, int):
+        return True
+    return every > 0 and (step % every == 0 or step == final_step)
