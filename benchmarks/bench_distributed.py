@@ -73,6 +73,8 @@ WIDTHS = {128: {"n_layers": 4, "n_heads": 4, "steps": 40},
           256: {"n_layers": 6, "n_heads": 4, "steps": 24},
           512: {"n_layers": 8, "n_heads": 8, "steps": 12}}
 DEFAULT_WIDTH = 256
+#: The preset each width's runs start from (its model is the width's; others: ``small``).
+PRESET_OF = {128: "small", 256: "medium"}
 TRAIN = {"max_docs": 40, "warmup_steps": 5, "n_checkpoints": 2, "late_checkpoints": 0,
          "measure_every": 0}
 PHASES = ("data", "forward", "backward", "allreduce_wait", "optimizer", "logging", "other")
@@ -199,7 +201,7 @@ def train_overrides(width: int, steps: int | None = None) -> dict:
     if width not in WIDTHS:
         raise SystemExit(f"--width must be one of {', '.join(map(str, WIDTHS))}; got {width}")
     shape = WIDTHS[width]
-    return {**TRAIN, "d_model": width, "n_layers": shape["n_layers"], "n_heads": shape["n_heads"],
+    return {**TRAIN, "preset": PRESET_OF.get(width, "small"), "d_model": width, "n_layers": shape["n_layers"], "n_heads": shape["n_heads"],
             "steps": steps or shape["steps"]}
 
 
@@ -214,8 +216,9 @@ def _worker(spec_path: str) -> int:
         from tangentlab.empirical.train_step import DDPOptions, RecordingStepTimer
 
         timer = RecordingStepTimer()
-        train_model("decoder", spec["out"], preset="small", device="cpu",
-                    overrides=spec["overrides"], ddp_options=DDPOptions(**spec["options"]),
+        overrides = dict(spec["overrides"])
+        train_model("decoder", spec["out"], preset=overrides.pop("preset"), device="cpu",
+                    overrides=overrides, ddp_options=DDPOptions(**spec["options"]),
                     step_timer=timer)
         rank = distributed.current().rank
         Path(spec["timings"], f"rank{rank}.json").write_text(json.dumps(
@@ -292,7 +295,7 @@ def bench_train(work: Path, widths: list[int], repeats: int, options: dict, one_
     for width in widths:
         ov = train_overrides(width, steps)
         print(f"width d = {width}: {ov['n_layers']} layers, {ov['n_heads']} heads, {ov['steps']} "
-              "steps, batch 16 x 128 (preset small)", flush=True)
+              f"steps, batch 16 x 128 (preset {ov['preset']} and {TRAIN})", flush=True)
         ratios, step_ratios, cmd_ratios, withheld = [], [], [], []
         for rep in range(repeats):
             got, loaded = {}, False
