@@ -42,12 +42,13 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tangentlab._runtime import threads_per_rank
 from tangentlab.errors import ConfigError, TangentlabError
 
 __all__ = [
     "World", "DistributedError", "current", "launched", "is_main_process", "init", "ensure",
     "shutdown", "resolve_device", "backend_for", "shard_bounds", "shard", "choose_mode",
-    "free_port", "fault_point", "launch", "run_rank", "threads_per_rank", "DEVICE_CHOICES_HELP",
+    "free_port", "fault_point", "launch", "run_rank", "DEVICE_CHOICES_HELP",
 ]
 
 #: What ``--device`` accepts (documented in every command's help).
@@ -268,32 +269,6 @@ def launched() -> bool:
         return int(os.environ.get("WORLD_SIZE", "1")) > 1
     except ValueError:
         return False
-
-
-def threads_per_rank(cores: int | None = None, local_size: int | None = None) -> int:
-    """Torch intra-op threads for one rank: this node's cores shared by its ranks (at least 1).
-
-    ``cores`` defaults to the CPUs this process may run on, ``local_size`` to torchrun's
-    ``LOCAL_WORLD_SIZE`` (else ``WORLD_SIZE``, else 1). Two ranks on two cores: 1 thread each;
-    one rank on two cores: 2.
-
-    >>> threads_per_rank(cores=2, local_size=2), threads_per_rank(cores=2, local_size=1)
-    (1, 2)
-    >>> threads_per_rank(cores=2, local_size=3)
-    1
-    """
-    if cores is None:
-        try:
-            cores = len(os.sched_getaffinity(0))
-        except (AttributeError, OSError):
-            cores = os.cpu_count() or 1
-    if local_size is None:
-        try:
-            local_size = int(os.environ.get("LOCAL_WORLD_SIZE") or os.environ.get("WORLD_SIZE")
-                             or 1)
-        except ValueError:
-            local_size = 1
-    return max(1, int(cores) // max(1, int(local_size)))
 
 
 # -- devices and backends ----------------------------------------------------------------------
@@ -640,10 +615,8 @@ def launch(argv: Sequence[str], nproc: int, *, port: int | None = None) -> int:
     Run ``python -m tangentlab ARGV`` as ``nproc`` ranks on this node through torch's elastic
     launcher (what ``torchrun --nproc-per-node N --master-addr 127.0.0.1 -m tangentlab`` does).
 
-    Each rank gets ``cores // nproc`` threads (:func:`threads_per_rank`; at least 1) unless
-    ``OMP_NUM_THREADS`` is set. Returns the run's exit code: 0, or the
-    first failing rank's code; rank 0 has printed the error line (when rank 0 itself was killed,
-    this launcher prints it).
+    ``cores // nproc`` threads per rank unless ``OMP_NUM_THREADS`` is set. Returns 0 or the first
+    failing rank's code; rank 0 (or this launcher, if rank 0 was killed) printed the error.
     """
     if nproc < 1:
         raise ConfigError(f"--nproc must be >= 1; got {nproc}")

@@ -213,7 +213,7 @@ def train_model(
     ``step_timer`` (:class:`~tangentlab.empirical.train_step.StepTimer`, default: a no-op):
     per-step phase timings (``benchmarks/bench_distributed.py`` passes a recording one).
     Under a launch with ``threads = 0``, each rank uses ``cores // ranks on this node`` torch
-    threads (:func:`tangentlab.distributed.threads_per_rank`).
+    threads (:func:`tangentlab._runtime.threads_per_rank`).
 
     Raises:
         ConfigError: bad config values, or ``resume`` with a config differing from the saved one.
@@ -229,7 +229,7 @@ def train_model(
     import contextlib
 
     from tangentlab import crash, distributed
-    from tangentlab._runtime import torch_threads
+    from tangentlab._runtime import threads_per_rank, torch_threads
     from tangentlab.config import config_to_dict
     from tangentlab.runs import check_output_dir, run_lock
 
@@ -240,7 +240,7 @@ def train_model(
     check_inloop(cfg)  # a bad in-loop site or rank fails now, not at step measure_every
     lock = (run_lock(out_dir, command=f"empirical train --arch {cfg.arch}") if main
             else contextlib.nullcontext())
-    threads = cfg.threads or (distributed.threads_per_rank() if distributed.launched() else 0)
+    threads = cfg.threads or (threads_per_rank() if distributed.launched() else 0)
     with lock, torch_threads(threads):
         return _train(cfg, out_dir, device=device, resume=resume, callbacks=callbacks,
                       autocast=autocast, options=ddp_options or DDPOptions(),
