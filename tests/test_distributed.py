@@ -171,5 +171,7 @@ def test_ddp_training_reduces_the_loss_every_n_steps_and_times_each_phase(tmp_pa
             parts = sum(s[p] for p in ("data", "forward", "backward", "allreduce_wait",
                                        "optimizer", "logging") if p in s)
             assert parts <= s["step"] * (1 + 1e-9)
+    man = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert man["ddp_options"]["log_every"] == 3 and man["ddp_options"]["shard_batch"] is True
     losses = (tmp_path / "run" / "train_log.csv").read_text().splitlines()[1:]
     assert [int(x.split(",")[0]) for x in losses] == [1, 2, 3, 4, 5, 6]

@@ -499,7 +499,8 @@ def _train(
                "checkpoint_steps": [s for s, _ in ckpts], "train_tokens": int(stream_np.size),
                "eval_documents": n_eval_docs, "train_documents": n_train_docs,
                "resumed_from": start if resume else None, "distributed": dist_record,
-               "autocast": autocast or None},
+               "autocast": autocast or None,
+               "ddp_options": options.record() if world.distributed else None},
     )
     if world.is_main:
         write_manifest(run_dir, manifest)
