@@ -276,7 +276,9 @@ def print_split(ranks: list[dict]) -> float:
             parts.append(f"{phase} {q2:.1f} [{q1:.1f}-{q3:.1f}]{count}")
         q1, q2, q3 = _quartiles([1e3 * s["step"] for s in steps])
         mb = [s["allreduce_bytes"] / 2**20 for s in steps if "allreduce_bytes" in s]
-        reduced = f"; all-reduced {statistics.median(mb):.2f} MB/step" if mb else ""
+        nb = [s["allreduce_buckets"] for s in steps if "allreduce_buckets" in s]
+        reduced = (f"; all-reduced {statistics.median(mb):.2f} MB/step in "
+                   f"{statistics.median(nb):.0f} bucket(s)" if mb else "")
         print(f"    rank {rec['rank']} ({rec['threads']} thread(s)), ms/step median [q1-q3] over "
               f"{len(steps)} steps: step {q2:.1f} [{q1:.1f}-{q3:.1f}]; {'; '.join(parts)}"
               f"{reduced}", flush=True)

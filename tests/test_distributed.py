@@ -168,6 +168,7 @@ def test_ddp_training_reduces_the_loss_every_n_steps_and_times_each_phase(tmp_pa
                 assert s[phase] >= 0.0, (k, phase, s)
             assert ("logging" in s) == (k in (3, 6)), (k, s)
             assert s["allreduce_bytes"] == rec["grad_bytes"]  # every gradient, once per step
+            assert s["allreduce_buckets"] >= 1
             parts = sum(s[p] for p in ("data", "forward", "backward", "allreduce_wait",
                                        "optimizer", "logging") if p in s)
             assert parts <= s["step"] * (1 + 1e-9)

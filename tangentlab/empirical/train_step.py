@@ -12,6 +12,7 @@
   :class:`RecordingStepTimer` records, per step: ``data``, ``forward``, ``backward`` (the
   backward's compute), ``allreduce_wait`` (from the last gradient bucket being ready to the end
   of the last all-reduce: what the backward waits for the ranks), ``allreduce_bytes``,
+  ``allreduce_buckets``,
   ``optimizer`` and ``logging`` (the loss collective, on the steps that reduce it).
 - :class:`LossLog`: each step's loss stays on the device; every ``log_every`` steps (and before
   every checkpoint and due callback) the pending losses are reduced in **one** collective and
@@ -404,6 +405,7 @@ class Stepper:
             timer.add("allreduce_wait", wait)
             timer.add("backward", -wait)
             timer.add("allreduce_bytes", self.probe.nbytes)
+            timer.add("allreduce_buckets", len(self.probe.launched))
         with timer.section("optimizer"):
             if self.scaler.is_enabled():
                 for o in self.optimizers:
