@@ -7,9 +7,11 @@ use it without importing each other (this is what keeps ``empirical`` free of im
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 
-__all__ = ["torch_threads", "single_blas_thread", "single_thread", "quiet_transformers"]
+__all__ = ["torch_threads", "threads_per_rank", "single_blas_thread", "single_thread",
+           "quiet_transformers"]
 
 
 @contextlib.contextmanager
@@ -24,6 +26,32 @@ def torch_threads(n: int) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(old)
+
+
+def threads_per_rank(cores: int | None = None, local_size: int | None = None) -> int:
+    """Torch intra-op threads for one rank: this node's cores shared by its ranks (at least 1).
+
+    ``cores`` defaults to the CPUs this process may run on, ``local_size`` to torchrun's
+    ``LOCAL_WORLD_SIZE`` (else ``WORLD_SIZE``, else 1). Two ranks on two cores: 1 thread each;
+    one rank on two cores: 2.
+
+    >>> threads_per_rank(cores=2, local_size=2), threads_per_rank(cores=2, local_size=1)
+    (1, 2)
+    >>> threads_per_rank(cores=2, local_size=3)
+    1
+    """
+    if cores is None:
+        try:
+            cores = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            cores = os.cpu_count() or 1
+    if local_size is None:
+        try:
+            local_size = int(os.environ.get("LOCAL_WORLD_SIZE") or os.environ.get("WORLD_SIZE")
+                             or 1)
+        except ValueError:
+            local_size = 1
+    return max(1, int(cores) // max(1, int(local_size)))
 
 
 @contextlib.contextmanager

@@ -42,6 +42,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tangentlab._runtime import threads_per_rank
 from tangentlab.errors import ConfigError, TangentlabError
 
 __all__ = [
@@ -614,9 +615,8 @@ def launch(argv: Sequence[str], nproc: int, *, port: int | None = None) -> int:
     Run ``python -m tangentlab ARGV`` as ``nproc`` ranks on this node through torch's elastic
     launcher (what ``torchrun --nproc-per-node N --master-addr 127.0.0.1 -m tangentlab`` does).
 
-    One thread per rank unless ``OMP_NUM_THREADS`` is set. Returns the run's exit code: 0, or the
-    first failing rank's code; rank 0 has printed the error line (when rank 0 itself was killed,
-    this launcher prints it).
+    ``cores // nproc`` threads per rank unless ``OMP_NUM_THREADS`` is set. Returns 0 or the first
+    failing rank's code; rank 0 (or this launcher, if rank 0 was killed) printed the error.
     """
     if nproc < 1:
         raise ConfigError(f"--nproc must be >= 1; got {nproc}")
@@ -625,7 +625,7 @@ def launch(argv: Sequence[str], nproc: int, *, port: int | None = None) -> int:
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ.setdefault("OMP_NUM_THREADS", str(threads_per_rank(local_size=nproc)))
     logging.getLogger("torch.distributed.elastic").setLevel(logging.CRITICAL)
     logging.getLogger("torch.distributed.launcher").setLevel(logging.CRITICAL)
     port = port or free_port()

@@ -52,6 +52,7 @@ MODEL_TESTS = (
     "tests/test_cli.py::test_a_killed_attempts_half_built_run_is_cleared_by_the_next",
     "tests/empirical/test_capture.py::test_gradients_equal_autograd_of_the_same_loss",
     "tests/test_bad_input.py::test_weights_of_another_width_under_an_unchanged_config_are_exit_2",
+    "tests/test_distributed.py::test_ddp_training_reduces_the_loss_every_n_steps_and_times_each_phase",
 )
 
 

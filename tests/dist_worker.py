@@ -5,7 +5,10 @@
 - ``collectives``: exercises every :class:`tangentlab.distributed.World` collective; rank 0
   writes what it saw to ``OUT`` (JSON), the other ranks write nothing;
 - ``fail-rank-1``: rank 1 raises a ConfigError after a barrier, the others wait in a collective;
-- ``kill-rank-1``: rank 1 kills itself with SIGKILL part-way.
+- ``kill-rank-1``: rank 1 kills itself with SIGKILL part-way;
+- ``train``: a tiny DDP training run into ``OUT/run`` with a recording step timer and
+  ``DDPOptions(log_every=3)``, counting the loss collectives and the tokenizer trainings of each
+  rank; every rank writes ``OUT/rank{r}.json``.
 """
 
 from __future__ import annotations
@@ -70,6 +73,43 @@ def _fail(args) -> int:
     return 0
 
 
+def _train(args) -> int:
+    from pathlib import Path
+
+    from tangentlab import distributed
+    from tangentlab.empirical import tokenizer as tok
+    from tangentlab.empirical import train_model
+    from tangentlab.empirical.train_step import DDPOptions, RecordingStepTimer
+
+    calls = {"sum_float64": 0, "train_tokenizer": 0}
+    world_cls = distributed.World
+    real_sum, real_tok = world_cls.sum_float64, tok.train_tokenizer
+
+    def counted_sum(self, array):
+        calls["sum_float64"] += 1
+        return real_sum(self, array)
+
+    def counted_tok(*a, **k):
+        calls["train_tokenizer"] += 1
+        return real_tok(*a, **k)
+
+    world_cls.sum_float64, tok.train_tokenizer = counted_sum, counted_tok
+    timer = RecordingStepTimer()
+    run = train_model("decoder", Path(args.out) / "run", preset="tiny", device="cpu",
+                      overrides={"measure_every": 0, "steps": 6, "n_checkpoints": 2},
+                      ddp_options=DDPOptions(log_every=3), step_timer=timer)
+    w = distributed.current()
+    from safetensors.numpy import load_file
+
+    weights = load_file(str(run / "checkpoints" / "step_000006" / "model.safetensors"))
+    # the gradients DDP reduces: every parameter once (tied embeddings are one parameter)
+    grad_bytes = 4 * sum(v.size for k, v in weights.items() if k != "lm_head.weight")
+    with open(Path(args.out) / f"rank{w.rank}.json", "w") as f:
+        json.dump({"calls": calls, "steps": timer.steps, "threads": timer.threads,
+                   "grad_bytes": grad_bytes}, f)
+    return 0
+
+
 def main() -> int:
     from tangentlab import distributed
 
@@ -78,7 +118,7 @@ def main() -> int:
     p.add_argument("out")
     p.add_argument("--device", default="cpu")
     args = p.parse_args()
-    func = _collectives if args.mode == "collectives" else _fail
+    func = {"collectives": _collectives, "train": _train}.get(args.mode, _fail)
     return distributed.run_rank(func, args)
 
 

@@ -148,3 +148,31 @@ def test_autocast_region_keeps_float64_statistics():
         autocast("cpu", "fp16")
     with pytest.raises(ConfigError, match="bf16, fp16"):
         autocast("cpu", "int8")
+
+
+@pytest.mark.slow
+def test_ddp_training_reduces_the_loss_every_n_steps_and_times_each_phase(tmp_path):
+    """Two gloo ranks, 6 steps, log_every=3: two loss collectives (not one per step), the
+    tokenizer trained on rank 0 only, and every step's phases recorded with the bytes reduced."""
+    r = _torchrun(2, "train", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    ranks = [json.loads((tmp_path / f"rank{k}.json").read_text()) for k in range(2)]
+    for rank, rec in enumerate(ranks):
+        assert rec["calls"]["sum_float64"] == 2, rec["calls"]  # steps 3 and 6, not 1..6
+        assert rec["calls"]["train_tokenizer"] == (1 if rank == 0 else 0), rec["calls"]
+        assert rec["threads"] == 1  # OMP_NUM_THREADS=1 and the tiny preset's threads = 1
+        steps = rec["steps"]
+        assert len(steps) == 6
+        for k, s in enumerate(steps, 1):
+            for phase in ("data", "forward", "backward", "allreduce_wait", "optimizer"):
+                assert s[phase] >= 0.0, (k, phase, s)
+            assert ("logging" in s) == (k in (3, 6)), (k, s)
+            assert s["allreduce_bytes"] == rec["grad_bytes"]  # every gradient, once per step
+            assert s["allreduce_buckets"] >= 1
+            parts = sum(s[p] for p in ("data", "forward", "backward", "allreduce_wait",
+                                       "optimizer", "logging") if p in s)
+            assert parts <= s["step"] * (1 + 1e-9)
+    man = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert man["ddp_options"]["log_every"] == 3 and man["ddp_options"]["shard_batch"] is True
+    losses = (tmp_path / "run" / "train_log.csv").read_text().splitlines()[1:]
+    assert [int(x.split(",")[0]) for x in losses] == [1, 2, 3, 4, 5, 6]

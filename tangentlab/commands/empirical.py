@@ -196,7 +196,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     t = verbs.add_parser("train", help="train an encoder (MLM) or decoder (causal LM) trajectory")
     t.add_argument("--arch", required=True, choices=["encoder", "decoder"])
-    t.add_argument("--preset", default="small", help="tiny | small | base (default: small)")
+    t.add_argument("--preset", default="small", help="tiny | small | medium | base (default: small)")
     t.add_argument("--corpus", default="wikipedia",
                    help="wikipedia | bible | shakespeare | a .txt/.jsonl file or directory")
     t.add_argument("--out", required=True, help="run directory to create")

@@ -10,7 +10,7 @@ the paper's tangent-proxy protocol over a checkpoint trajectory.
   file, or a Hub id with revisions (``resolve_trajectory("EleutherAI/pythia-160m",
   revisions="log:12")``) → a :class:`Trajectory` of :class:`Checkpoint` records;
   :func:`list_revisions` and :func:`select_revisions` list and pick a Hub model's refs;
-- :data:`PRESETS` (``tiny``, ``small``, ``base``), :class:`TrainConfig`, :class:`MeasureConfig`;
+- :data:`PRESETS` (``tiny``, ``small``, ``medium``, ``base``), :class:`TrainConfig`, :class:`MeasureConfig`;
 - :func:`load_model`, :func:`capture_batch` (keyed by the site names you pass) and the site
   names of :mod:`tangentlab.empirical.sites` (:func:`available_sites`).
 

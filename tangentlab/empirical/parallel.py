@@ -3,9 +3,11 @@
 The process group, sharding and ordered collectives live in :mod:`tangentlab.distributed`; this
 module holds what is specific to our models.
 
-**DDP training** keeps the single-process run's global batch and data order: every rank draws
-the whole batch of step s (:func:`tangentlab.empirical.train.make_batch` is a pure function of
-the seed and the step) and takes its contiguous share of the rows (:func:`shard_rows`). Each rank's
+**DDP training** keeps the single-process run's global batch and data order: each rank takes
+its contiguous share of the rows of step s's batch (a pure function of the seed and the step),
+built alone (:func:`tangentlab.empirical.train_step.shard_batch`, the default) or sliced from
+the whole batch (:func:`shard_rows`). The DDP wrapper the training loop uses is
+:func:`tangentlab.empirical.train_step.wrap_ddp` (:func:`wrap_ddp` here is no longer called). Each rank's
 loss is the sum of its shard's token losses divided by the *global* number of targets
 (:func:`shard_loss`), times the world size because ``DistributedDataParallel`` averages the
 gradients over ranks. The averaged gradient is then exactly the gradient of the global mean loss,

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tangentlab.empirical import train_step
 from tangentlab.empirical.checkpoints import list_checkpoints
 from tangentlab.empirical.data import make_batch
 from tangentlab.empirical.train_config import (
@@ -49,6 +50,7 @@ from tangentlab.empirical.train_config import (
     check_inloop,
     resolve_train_config,
 )
+from tangentlab.empirical.train_step import NO_TIMER, DDPOptions, StepTimer
 from tangentlab.errors import CheckpointError, ConfigError
 from tangentlab.runs import TRAIN_CONFIG_NAME
 
@@ -67,7 +69,13 @@ __all__ = [
 
 @dataclass
 class TrainState:
-    """What a training callback sees after each optimizer step."""
+    """What a training callback sees after each optimizer step.
+
+    ``loss`` is the global mean loss of the step, or NaN on a step whose loss is still pending
+    on the device (the loop reduces it every ``DDPOptions.log_every`` steps). A callback that
+    needs the loss every ``k`` steps says so with an int attribute ``every`` (it then sees the
+    loss at multiples of ``k`` and at the last step); one without ``every`` sees it every step.
+    """
 
     step: int
     loss: float
@@ -106,26 +114,6 @@ def _lr_factor(step: int, cfg: TrainConfig) -> float:
 
 def _ckpt_name(step: int) -> str:
     return f"step_{step:06d}"
-
-
-def _build_optimizers(model, cfg: TrainConfig):
-    import torch
-
-    if cfg.optimizer == "adamw":
-        return [torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95),
-                                  weight_decay=cfg.weight_decay)]
-    emb_ids = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Embedding)}
-    out_emb = model.get_output_embeddings()
-    if out_emb is not None:
-        emb_ids.add(id(out_emb.weight))
-    hidden, rest = [], []
-    for _, p in model.named_parameters():
-        (hidden if p.ndim == 2 and id(p) not in emb_ids else rest).append(p)
-    return [
-        torch.optim.Muon(hidden, lr=cfg.lr, weight_decay=cfg.weight_decay,
-                         adjust_lr_fn="match_rms_adamw"),
-        torch.optim.AdamW(rest, lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay),
-    ]
 
 
 def _save_checkpoint(run_dir: Path, step: int, model, tokenizer, optimizers, state: dict) -> Path:
@@ -204,6 +192,8 @@ def train_model(
     resume: bool = False,
     callbacks: Sequence[Callable[[TrainState], None]] = (),
     autocast: str | None = None,
+    ddp_options: DDPOptions | None = None,
+    step_timer: StepTimer | None = None,
 ) -> Path:
     """Train ``arch`` (``encoder`` | ``decoder``) from scratch and save its trajectory in ``out_dir``.
 
@@ -217,6 +207,13 @@ def train_model(
     that dtype; weights, gradients and optimizer states stay float32 (``fp16``, GPU only, adds a
     ``torch.amp.GradScaler``; a resumed ``fp16`` run starts its loss scale afresh). Recorded in
     the manifest (``autocast``).
+
+    ``ddp_options`` (:class:`~tangentlab.empirical.train_step.DDPOptions`, default: the fast
+    settings): how several ranks train; never changes the numbers beyond float32 reduction order.
+    ``step_timer`` (:class:`~tangentlab.empirical.train_step.StepTimer`, default: a no-op):
+    per-step phase timings (``benchmarks/bench_distributed.py`` passes a recording one).
+    Under a launch with ``threads = 0``, each rank uses ``cores // ranks on this node`` torch
+    threads (:func:`tangentlab._runtime.threads_per_rank`).
 
     Raises:
         ConfigError: bad config values, or ``resume`` with a config differing from the saved one.
@@ -232,7 +229,7 @@ def train_model(
     import contextlib
 
     from tangentlab import crash, distributed
-    from tangentlab._runtime import torch_threads
+    from tangentlab._runtime import threads_per_rank, torch_threads
     from tangentlab.config import config_to_dict
     from tangentlab.runs import check_output_dir, run_lock
 
@@ -243,9 +240,11 @@ def train_model(
     check_inloop(cfg)  # a bad in-loop site or rank fails now, not at step measure_every
     lock = (run_lock(out_dir, command=f"empirical train --arch {cfg.arch}") if main
             else contextlib.nullcontext())
-    with lock, torch_threads(cfg.threads):
+    threads = cfg.threads or (threads_per_rank() if distributed.launched() else 0)
+    with lock, torch_threads(threads):
         return _train(cfg, out_dir, device=device, resume=resume, callbacks=callbacks,
-                      autocast=autocast)
+                      autocast=autocast, options=ddp_options or DDPOptions(),
+                      timer=step_timer or NO_TIMER)
 
 
 def _train(
@@ -256,6 +255,8 @@ def _train(
     resume: bool,
     callbacks: Sequence[Callable[[TrainState], None]],
     autocast: str | None = None,
+    options: DDPOptions,
+    timer: StepTimer,
 ) -> Path:
     import torch
 
@@ -290,7 +291,7 @@ def _train(
     parallel.autocast(dev, autocast)  # a bad choice fails before any work
     scaler = torch.amp.GradScaler(dev.split(":")[0], enabled=autocast == "fp16")
     run_dir = Path(out_dir)
-    timer = Timer()
+    phases = Timer()
     cfg_dict = config_to_dict(cfg)
     chash = config_hash(cfg_dict)
 
@@ -323,23 +324,29 @@ def _train(
 
     world.barrier()  # every rank has checked the folder before rank 0 writes into it
     # Data and tokenizer (validated before anything is written).
-    with timer("data"):
-        docs = load_texts(cfg.corpus, max_docs=cfg.max_docs)
-        split = split_texts(docs, cfg.eval_fraction, seed=cfg.seed)
-        if resume and (run_dir / "tokenizer" / "tokenizer.json").is_file():
-            tokenizer = load_tokenizer(run_dir / "tokenizer")
-        else:
-            tokenizer = train_tokenizer(split.train, cfg.vocab_size)
-        stream_np = encode_stream(tokenizer, split.train, max_tokens=cfg.max_train_tokens)
-        if stream_np.size <= cfg.seq_len + 1:
-            raise ConfigError(
-                f"the training stream has only {stream_np.size} tokens, fewer than seq_len "
-                f"{cfg.seq_len}; use a larger corpus or a smaller seq_len"
-            )
-        vocab = len(tokenizer)
-        counts = frequency_table(stream_np, vocab)
-    if world.distributed:  # every rank trains on rank 0's tokenizer and stream
-        tokenizer, stream_np, counts = world.broadcast_object((tokenizer, stream_np, counts))
+    # Under DDP rank 0 alone builds them (options.rank0_data) and broadcasts: the other ranks
+    # would only compete with it for the cores.
+    split, data = None, None
+    with phases("data"):
+        if world.is_main or not options.rank0_data:
+            docs = load_texts(cfg.corpus, max_docs=cfg.max_docs)
+            split = split_texts(docs, cfg.eval_fraction, seed=cfg.seed)
+            if resume and (run_dir / "tokenizer" / "tokenizer.json").is_file():
+                tokenizer = load_tokenizer(run_dir / "tokenizer")
+            else:
+                tokenizer = train_tokenizer(split.train, cfg.vocab_size)
+            stream_np = encode_stream(tokenizer, split.train, max_tokens=cfg.max_train_tokens)
+            if stream_np.size <= cfg.seq_len + 1:
+                raise ConfigError(
+                    f"the training stream has only {stream_np.size} tokens, fewer than seq_len "
+                    f"{cfg.seq_len}; use a larger corpus or a smaller seq_len"
+                )
+            counts = frequency_table(stream_np, len(tokenizer))
+            data = (tokenizer, stream_np, counts, len(split.train), len(split.eval))
+        if world.distributed:  # every rank trains on rank 0's tokenizer and stream
+            data = world.broadcast_object(data)
+    tokenizer, stream_np, counts, n_train_docs, n_eval_docs = data
+    vocab = len(tokenizer)
     stream = torch.from_numpy(stream_np)
 
     # The run's inputs, the config first (it marks the folder as a training run). On resume,
@@ -366,8 +373,8 @@ def _train(
         pad_token_id=tokenizer.pad_token_id or 0, seed=cfg.seed,
     )
     model.to(dev)
-    ddp = parallel.wrap_ddp(model, world)  # DistributedDataParallel on several ranks
-    optimizers = _build_optimizers(model, cfg)
+    ddp, probe = train_step.wrap_ddp(model, world, options, timer)  # DDP on several ranks
+    optimizers = train_step.build_optimizers(model, cfg)
     schedule = checkpoint_schedule(cfg.steps, cfg.n_checkpoints, cfg.late_checkpoints)
     start, tokens_seen, log_rows = 0, 0, []
 
@@ -402,7 +409,8 @@ def _train(
 
     special = [i for i in (tokenizer.pad_token_id, tokenizer.eos_token_id) if i is not None]
     callbacks = list(callbacks)
-    if cfg.measure_every > 0:
+    user_callbacks = list(callbacks)  # the same on every rank: when to reduce the logged loss
+    if cfg.measure_every > 0 and world.is_main:  # rank 0 alone measures in-loop
         from tangentlab.empirical.inloop import InLoopMeasure
 
         ev = torch.from_numpy(encode_stream(tokenizer, split.eval,
@@ -424,7 +432,7 @@ def _train(
     def save(step: int, loss: float) -> None:
         if not world.is_main:
             return
-        with timer("checkpoints"):
+        with phases("checkpoints"):
             _save_checkpoint(run_dir, step, model, tokenizer, optimizers,
                              {**state_base, "step": step, "tokens_seen": tokens_seen, "loss": loss})
             _write_log(run_dir, log_rows)
@@ -434,53 +442,43 @@ def _train(
 
     model.train()
     bar = progress(range(start, cfg.steps), total=cfg.steps, initial=start, desc=f"train {cfg.arch}")
+    batch_args = {"batch_size": cfg.batch_size, "seq_len": cfg.seq_len, "arch": cfg.arch,
+                  "seed": cfg.seed, "mask_id": tokenizer.mask_token_id, "vocab_size": vocab,
+                  "mlm_probability": cfg.mlm_probability, "special_ids": special}
+    step_tokens = cfg.batch_size * cfg.seq_len
+    stepper = train_step.Stepper(
+        model=model, ddp=ddp, probe=probe, optimizers=optimizers, scaler=scaler, world=world,
+        cfg=cfg, device=dev, autocast=autocast, options=options, timer=timer, stream=stream,
+        batch_args=batch_args, lr_at=lambda step: cfg.lr * _lr_factor(step, cfg))
+    losses = train_step.LossLog(world)
     t0 = time.perf_counter()
-    with timer("train"):
+    with phases("train"):
         for step in bar:
-            inputs, labels, _ = make_batch(
-                stream, step, batch_size=cfg.batch_size, seq_len=cfg.seq_len, arch=cfg.arch,
-                seed=cfg.seed, mask_id=tokenizer.mask_token_id, vocab_size=vocab,
-                mlm_probability=cfg.mlm_probability, special_ids=special,
-            )
-            factor = _lr_factor(step, cfg)
-            for o in optimizers:
-                for g in o.param_groups:
-                    g["lr"] = cfg.lr * factor
-            if world.distributed:  # this rank's rows; gradient of the global mean loss
-                n_all = parallel.n_targets(labels, cfg.arch)
-                x, y = parallel.shard_rows(world, inputs, labels)
-                with parallel.autocast(dev, autocast):
-                    part = parallel.shard_loss(ddp, x.to(dev), y.to(dev), cfg.arch, n_all)
-                loss = part * world.size  # DDP averages gradients over the ranks
-                global_loss = float(world.sum_float64(part.detach().double().cpu()))
-            else:
-                with parallel.autocast(dev, autocast):
-                    out = model(input_ids=inputs.to(dev), labels=labels.to(dev))
-                loss = out.loss.float()
-                global_loss = None
-            if not math.isfinite(float(loss.item()) if global_loss is None else global_loss):
-                raise ConfigError(f"training diverged at step {step} (loss {loss.item()}); lower lr")
-            for o in optimizers:
-                o.zero_grad(set_to_none=True)
-            scaler.scale(loss).backward()  # the identity unless fp16
-            if scaler.is_enabled():
-                for o in optimizers:
-                    scaler.unscale_(o)
-            if cfg.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-            for o in optimizers:
-                scaler.step(o)  # o.step() unless fp16 (which skips a step with inf gradients)
-            scaler.update()
-            tokens_seen += inputs.numel()
-            lv = float(loss.item()) if global_loss is None else global_loss
+            timer.begin_step(step)
+            logged, lr = stepper(step)  # data, forward, backward (+ all-reduce), optimizer
+            tokens_seen += step_tokens
             done = step + 1
-            log_rows.append({"step": done, "loss": lv, "lr": cfg.lr * factor, "tokens_seen": tokens_seen})
-            rate = (done - start) * inputs.numel() / max(1e-9, time.perf_counter() - t0)
-            bar.set_postfix(loss=f"{lv:.3f}", tok_s=f"{rate:.0f}")
+            losses.add(done, logged, {"lr": lr, "tokens_seen": tokens_seen})
+            due = (any(train_step.callback_due(cb, done, cfg.steps) for cb in user_callbacks)
+                   or (cfg.measure_every > 0
+                       and (done % cfg.measure_every == 0 or done == cfg.steps)))
+            lv = math.nan  # known on the steps that reduce the pending losses
+            if (len(losses) >= options.log_every or done in schedule or done == cfg.steps
+                    or due):
+                with timer.section("logging"):
+                    rows = losses.flush()  # one collective (and host sync) for the pending steps
+                bad = train_step.first_non_finite(rows)
+                if bad is not None:
+                    raise ConfigError(f"training diverged at step {bad[0] - 1} (loss {bad[1]}); "
+                                      "lower lr")
+                log_rows.extend({"step": s, "loss": v, **extra} for s, v, extra in rows)
+                lv = rows[-1][1]
+                rate = (done - start) * step_tokens / max(1e-9, time.perf_counter() - t0)
+                bar.set_postfix(loss=f"{lv:.3f}", tok_s=f"{rate:.0f}")
             st = TrainState(step=done, loss=lv, model=model, config=cfg, run_dir=run_dir,
                             tokens_seen=tokens_seen)
             for cb in callbacks:
-                with timer("callbacks"):
+                with phases("callbacks"):
                     model.eval()
                     cb(st)
                     model.train()
@@ -488,19 +486,21 @@ def _train(
                 model.eval()
                 save(done, lv)
                 model.train()
+            timer.end_step()
             distributed.fault_point("train_step", done)  # test hook (TANGENTLAB_FAULT)
     model.eval()
 
     ckpts = list_checkpoints(run_dir)
     manifest = build_manifest(
         kind="empirical/train", config=cfg, seeds={"seed": cfg.seed}, device=dev, dtype="float32",
-        timings=timer.as_dict(),
+        timings=phases.as_dict(),
         extra={"arch": cfg.arch, "family": model.config.model_type,
                "tie_embeddings": cfg.tie_embeddings, "vocab_size": vocab,
                "checkpoint_steps": [s for s, _ in ckpts], "train_tokens": int(stream_np.size),
-               "eval_documents": len(split.eval), "train_documents": len(split.train),
+               "eval_documents": n_eval_docs, "train_documents": n_train_docs,
                "resumed_from": start if resume else None, "distributed": dist_record,
-               "autocast": autocast or None},
+               "autocast": autocast or None,
+               "ddp_options": options.record() if world.distributed else None},
     )
     if world.is_main:
         write_manifest(run_dir, manifest)

@@ -87,7 +87,10 @@ class TrainConfig(Config):
 #: enough to reach the late phase of training (1000 steps of 16 x 128 tokens, about 2.7 passes
 #: over the Wikipedia sample's training split, 12 log-spaced checkpoints plus 6 in the second
 #: half; one torch thread, since reproduce trains the two models side by side on two cores and a
-#: second thread barely helps at this size); ``base``: for a GPU.
+#: second thread barely helps at this size); ``medium``: the ``small`` run at d = 256, 6 layers,
+#: 4 heads, on every core (``threads = 0``: one process takes all of them, each of N ranks
+#: ``cores // N``), the size of ``benchmarks/bench_distributed.py``'s DDP training;
+#: ``base``: for a GPU.
 PRESETS: dict[str, TrainConfig] = {
     "tiny": TrainConfig(
         preset="tiny", max_docs=20, max_train_tokens=60_000, vocab_size=512, d_model=32,
@@ -96,6 +99,8 @@ PRESETS: dict[str, TrainConfig] = {
     ),
     "small": TrainConfig(steps=1000, batch_size=16, warmup_steps=50, late_checkpoints=6,
                          threads=1),
+    "medium": TrainConfig(preset="medium", d_model=256, n_layers=6, n_heads=4, steps=1000,
+                          batch_size=16, warmup_steps=50, late_checkpoints=6, threads=0),
     "base": TrainConfig(
         preset="base", vocab_size=8192, d_model=256, n_layers=6, n_heads=8, seq_len=256,
         batch_size=64, steps=5000, warmup_steps=200, lr=6e-4, n_checkpoints=20,
