@@ -178,9 +178,10 @@ def test_a_manifest_that_is_not_an_object_is_a_data_error(tmp_path):
 
 
 @pytest.mark.parametrize(("where", "text", "says"), [
-    ("theory/verify.json", "[]", "verify.json' must hold an object"),
-    ("theory/verify.json", '{"passed": "yes"}', "field 'passed' must be true or false"),
-    ("validate/checks.json", '["x"]', "criterion 0"),
+    # the exit code's one reader is each stage's checks.json (tangentlab.contract.failed_checks)
+    ("theory/checks.json", "{}", "checks.json' must hold a list"),
+    ("theory/checks.json", '[{"name": "x", "passed": "yes"}]', "field 'passed' must be true or false"),
+    ("validate/checks.json", '["x"]', "check 0"),
 ])
 def test_reproduce_reads_its_stage_outputs_for_their_shape(tmp_path, capsys, monkeypatch, where,
                                                            text, says):

@@ -45,8 +45,10 @@ def _reproduce(args: argparse.Namespace) -> int:
             continue
         try:
             failed = failed_checks(summary.run_dir / name)
-        except DataError as exc:
-            failed = [f"(unreadable: {exc})"]
+        except DataError as exc:  # say what is wrong with the file, whichever stage wrote it
+            sys.stderr.write(f"tangentlab: the {name} stage's {CHECKS_NAME} is unreadable: {exc}\n")
+            rc = 1
+            continue
         if failed:
             detail = ", ".join(failed) if what.endswith(": ") else ""
             sys.stderr.write(f"tangentlab: {what}{detail}\n")
