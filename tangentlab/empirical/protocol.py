@@ -496,6 +496,9 @@ def measure_trajectory(
     dist = dict(parallel.world_record(world, dev), autocast=autocast or None, t_start=t_start)
     parallel.autocast(dev, autocast)  # a bad choice fails before any work
     resolve_dtype(cfg.dtype, dev)  # a dtype the device cannot run fails before loading
+    from tangentlab.measure.precision import precision_scope, resolve_precision
+
+    resolve_precision(cfg.stats_dtype, dev)  # so does a statistics dtype it cannot run
     from tangentlab.empirical.integrity import check_trajectory  # hashes, duplicates, order
 
     dist["integrity"] = check_trajectory(cks, on_duplicate=cfg.on_duplicate)
@@ -508,8 +511,9 @@ def measure_trajectory(
                if world.is_main else parallel.NoPartial())  # rank 0 alone writes
 
     try:
-        _run(cfg, traj, cks, out_dir, trajectory, partial, dev, timer, threads, on_checkpoint,
-             world, dist, pf)
+        with precision_scope(cfg.stats_dtype):  # the statistics' dtype (measure/precision.py)
+            _run(cfg, traj, cks, out_dir, trajectory, partial, dev, timer, threads,
+                 on_checkpoint, world, dist, pf)
     except distributed.DistributedError:
         raise  # another rank stopped: like a kill, keep the partial folder for --resume
     except TangentlabError:
@@ -622,6 +626,7 @@ def _write_outputs(tmp, rows, scatter, setup: _Setup, schedule, cfg: MeasureConf
     from tangentlab.empirical.preflight import proxy_manifest
     from tangentlab.empirical.proxy_schedule import step_spans, weighted_median
     from tangentlab.empirical.sites import site_info, site_semantics
+    from tangentlab.measure.precision import resolve_precision
     from tangentlab.runs import build_manifest, write_manifest, write_results
 
     first, sites, eval_data = setup.first, list(setup.sites), setup.eval_data
@@ -656,7 +661,7 @@ def _write_outputs(tmp, rows, scatter, setup: _Setup, schedule, cfg: MeasureConf
             "sites": {s: {"semantics": site_semantics(first.model, s),
                           **site_info(first.model, s).to_dict()} for s in sites},
             "stored_dtype": str(first.stored_dtype).replace("torch.", ""),
-            "statistics_dtype": "float64 accumulators over float32-or-wider gradients",
+            "statistics_dtype": resolve_precision(cfg.stats_dtype, dev).manifest(),
             "fit_window": schedule.manifest(),
             "early_late_cut_step": cut,
             "phases": phases,
