@@ -65,6 +65,7 @@ from tangentlab.empirical.metrics import (
 )
 from tangentlab.empirical.records import EvalBatch, RowBase, RowPlan, SiteStats
 from tangentlab.errors import CheckpointError, TangentlabError
+from tangentlab.measure.precision import precision_scope, resolve_precision
 
 __all__ = [
     "MeasureConfig",
@@ -496,9 +497,6 @@ def measure_trajectory(
     dist = dict(parallel.world_record(world, dev), autocast=autocast or None, t_start=t_start)
     parallel.autocast(dev, autocast)  # a bad choice fails before any work
     resolve_dtype(cfg.dtype, dev)  # a dtype the device cannot run fails before loading
-    from tangentlab.measure.precision import precision_scope, resolve_precision
-
-    resolve_precision(cfg.stats_dtype, dev)  # so does a statistics dtype it cannot run
     from tangentlab.empirical.integrity import check_trajectory  # hashes, duplicates, order
 
     dist["integrity"] = check_trajectory(cks, on_duplicate=cfg.on_duplicate)
@@ -511,7 +509,7 @@ def measure_trajectory(
                if world.is_main else parallel.NoPartial())  # rank 0 alone writes
 
     try:
-        with precision_scope(cfg.stats_dtype):  # the statistics' dtype (measure/precision.py)
+        with precision_scope(cfg.stats_dtype, dev):  # checked for dev before any work
             _run(cfg, traj, cks, out_dir, trajectory, partial, dev, timer, threads,
                  on_checkpoint, world, dist, pf)
     except distributed.DistributedError:
@@ -626,7 +624,6 @@ def _write_outputs(tmp, rows, scatter, setup: _Setup, schedule, cfg: MeasureConf
     from tangentlab.empirical.preflight import proxy_manifest
     from tangentlab.empirical.proxy_schedule import step_spans, weighted_median
     from tangentlab.empirical.sites import site_info, site_semantics
-    from tangentlab.measure.precision import resolve_precision
     from tangentlab.runs import build_manifest, write_manifest, write_results
 
     first, sites, eval_data = setup.first, list(setup.sites), setup.eval_data

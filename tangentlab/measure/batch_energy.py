@@ -248,8 +248,9 @@ class EnergyStream:
     def _ungrouped(self, g):
         """Projected energies of every basis column over all rows: ``(M,)``."""
         M = self._bases.shape[1]
+        n, d = g.shape
         gc = g.to(self._bases_c.dtype)
-        if M > self.d:  # via the batch's Gram matrix: n d^2 + d^2 M instead of n d M
+        if n * d * d + d * d * M < n * d * M:  # via the batch's Gram matrix, when cheaper
             S = (gc.T @ gc).to(self._bases.dtype)
             return ((S @ self._bases) * self._bases).sum(0)
         return ((gc @ self._bases_c).to(self._bases.dtype) ** 2).sum(0)
@@ -309,7 +310,7 @@ def batch_energies(Q: ArrayLike, controls: ArrayLike, grad_batches: Iterable[Arr
             dtype, relative error about 1e-7 per batch).
 
     Cost per batch: ``n_b d (K + 1) r`` multiply-adds (or ``n_b d^2 + d^2 (K + 1) r`` when that
-    is smaller); measured 5.2 s for 64 batches of 128 rows at d = 2048, r = 8, K = 200 on one
+    is smaller; ``benchmarks/cost_model.py`` counts both); measured 5.2 s for 64 batches of 128 rows at d = 2048, r = 8, K = 200 on one
     loaded core (float64). Memory ``O(B K)`` for the result (100 KB there) plus the pool and one
     batch (about 90 MB peak there), against 2 GB for 64 per-batch ``(d, d)`` float64 sums.
     """

@@ -112,11 +112,16 @@ def current_request() -> str:
 
 
 @contextlib.contextmanager
-def precision_scope(requested: str) -> Iterator[None]:
-    """Run the code inside with ``stats_dtype = requested`` (checked: ConfigError if unknown)."""
+def precision_scope(requested: str, device: Any = None) -> Iterator[None]:
+    """Run the code inside with ``stats_dtype = requested``.
+
+    ConfigError at once if the name is unknown, or (with ``device``) if the device cannot run it.
+    """
     if requested not in STATS_DTYPES:
         raise ConfigError(
             f"stats_dtype must be one of {', '.join(STATS_DTYPES)}; got {requested!r}")
+    if device is not None:
+        resolve_precision(requested, device)
     token = _REQUEST.set(requested)
     try:
         yield

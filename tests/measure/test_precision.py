@@ -42,6 +42,9 @@ def test_scope_sets_and_restores_the_request():
     with pytest.raises(ConfigError):
         with precision_scope("half"):
             pass
+    with pytest.raises(ConfigError, match="no float64"):  # checked before any work
+        with precision_scope("float64", "mps"):
+            pass
 
 
 def test_compensated_sum_keeps_one_rounding_where_a_plain_float32_sum_drifts():
