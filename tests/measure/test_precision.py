@@ -17,6 +17,15 @@ from tangentlab.measure.precision import (
 )
 
 
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    """Many tiny torch ops: on the 2 shared cores two threads made them 40x slower (measured)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 def test_auto_is_float64_where_the_device_has_it_and_compensated_float32_on_mps():
     assert resolve_precision("auto", "cpu").name == "float64"
     assert resolve_precision("auto", "cuda:1").name == "float64"
