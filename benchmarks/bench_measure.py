@@ -5,7 +5,8 @@ Prints, in one process:
 1. plain forward+backward over N tokens (the floor: one backward pass) against a full measure of
    one checkpoint over the same N tokens (all default sites, 20 controls, oracle, frequency
    buckets with the batch bootstrap, IsoScore*, fixed and refit proxies, frequency-geometry);
-   target ratio <= 1.3;
+   target ratio <= 1.3; the split (the passes alone, the statistics) beside the prediction of
+   :mod:`tangentlab.measure.cost_model` at this CPU's rates (timed by ``calibrate``);
 2. the causal check (ablation + steering, extra forward passes by design): cost per control;
 3. training tokens/s with the in-loop measurement every k steps against none (target <= 10%).
 
