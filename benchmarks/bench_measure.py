@@ -5,7 +5,8 @@ Prints, in one process:
 1. plain forward+backward over N tokens (the floor: one backward pass) against a full measure of
    one checkpoint over the same N tokens (all default sites, 20 controls, oracle, frequency
    buckets with the batch bootstrap, IsoScore*, fixed and refit proxies, frequency-geometry);
-   target ratio <= 1.3;
+   target ratio <= 1.3; the split (the passes alone, the statistics) beside the prediction of
+   :mod:`tangentlab.measure.cost_model` at this CPU's rates (timed by ``calibrate``);
 2. the causal check (ablation + steering, extra forward passes by design): cost per control;
 3. training tokens/s with the in-loop measurement every k steps against none (target <= 10%).
 
@@ -99,6 +100,26 @@ def main() -> None:
           f"({100 * (per_ckpt - passes) / per_ckpt:.0f}% of the measure)")
     print(f"  whole measure call incl. load {t1.get('load', 0):.2f}, data {t1.get('data', 0):.2f}, "
           f"figures {t1.get('figures', 0):.2f} s")
+    print(f"  statistics precision: {man1['statistics_dtype']['dtype']}")
+
+    # the cost model's prediction for this model, these batches and this CPU (rates timed now)
+    from tangentlab.measure.cost_model import ModelShape, StatsShape, calibrate, predict
+
+    mcfg = model.config
+    d = int(getattr(mcfg, "hidden_size", None) or mcfg.n_embd)
+    layers = int(getattr(mcfg, "num_hidden_layers", None) or mcfg.n_layer)
+    shape = ModelShape("small", d, layers, sum(p.numel() for p in model.parameters()),
+                       vocab=int(mcfg.vocab_size), seq_len=T)
+    stats = StatsShape(d=d, sites=len(sites), batch_rows=B * (T - 1),
+                       test_batches=max(1, args.batches // 2))
+    cpu = calibrate("cpu")
+    pred = predict(shape, stats, cpu)
+    print(f"COST MODEL ({cpu.name}: fp32 {cpu.fp32 / 1e9:.1f}, fp64 {cpu.fp64 / 1e9:.1f} "
+          f"GFLOP/s): measure/plain {pred['ratio']:.2f} (measured {per_ckpt / plain:.2f}), "
+          f"statistics share {100 * pred['stats_share']:.0f}% (measured "
+          f"{100 * (per_ckpt - passes) / per_ckpt:.0f}%); passes {pred['passes_s'] * N:.2f} s "
+          f"(measured {passes:.2f}), per-token statistics {pred['stats_s'] * N:.2f} s (measured, "
+          f"with the per-checkpoint proxy fit and metrics: {per_ckpt - passes:.2f})")
 
     # 2. causal check: ablation + steering over the same N tokens, 5 controls
     nc = 5

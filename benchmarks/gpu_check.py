@@ -4,10 +4,15 @@ Run by ``benchmarks/gpu_check.sh`` (see there). Prints, for a random-initialized
 Pythia-160m's shape (d = 768, 12 layers, 12 heads, vocabulary 50304):
 
 - tokens/s of a plain forward + backward (the model's own loss, parameter gradients);
-- tokens/s of a full measure pass: :func:`tangentlab.empirical.capture.capture_batch` at 4 sites
-  (site gradients by one backward), every site's rows streamed into float64 moment accumulators
-  grouped by 5 frequency buckets, and per-batch energies of a rank-8 proxy and a 200-control pool
-  (:func:`tangentlab.measure.batch_energies`): the per-token work of ``measure`` on the test half;
+- tokens/s of a full measure pass with the device-resident core that ``measure`` runs
+  (:func:`tangentlab.empirical.capture.capture_batch` at 4 sites; per site the bucketed
+  gradient moments, :meth:`~tangentlab.measure.MomentAccumulator.update_indexed`; two
+  :class:`~tangentlab.measure.EnergyStream` of a rank-8 proxy with 200 complement and 200
+  full-space controls, bucketed, and two in the complement of 𝟙 on G U; the forced-direction
+  cosines; all on the device, to the host once at the end);
+- the split: the passes alone (``capture_batch`` over the same batches) and the statistics
+  (measure − passes), and beside it the prediction of :mod:`tangentlab.measure.cost_model`
+  for this device (its rates timed here) and for the nominal H100 / consumer classes;
 - their ratio (measure time / plain time; target <= 1.2) and the peak GPU memory.
 
 Exit status: 1 without CUDA (unless ``--allow-cpu``, a smoke test of the code path), 2 when any
@@ -43,7 +48,17 @@ def main(argv: list[str] | None = None) -> int:
     from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
 
     from tangentlab.empirical.capture import capture_batch
-    from tangentlab.measure import MomentAccumulator, batch_energies, normal_controls
+    from tangentlab.measure import (
+        EnergyStream,
+        MomentAccumulator,
+        complement_space,
+        full_space_controls,
+        normal_controls,
+        restrict_to_complement,
+    )
+    from tangentlab.measure.constrained import forced_cosine_parts
+    from tangentlab.measure.cost_model import DEVICES, ModelShape, StatsShape, calibrate, predict
+    from tangentlab.measure.precision import resolve_precision
 
     torch.manual_seed(0)
     heads = max(1, args.d // 64)
@@ -60,9 +75,11 @@ def main(argv: list[str] | None = None) -> int:
     tokens = n_batches * args.batch * args.seq_len
     L = args.layers
     sites = [f"blocks.{i}.resid_post" for i in sorted({0, L // 3, 2 * L // 3, L - 1})]
+    prec = resolve_precision("auto", dev)
     print(f"gpu_check: {dev} ({torch.cuda.get_device_name(0) if dev == 'cuda' else 'cpu'}), "
           f"GPT-NeoX {n_params / 1e6:.1f}M parameters (d={args.d}, {L} layers), "
-          f"{n_batches} batches x {args.batch} x {args.seq_len} = {tokens} tokens, sites {sites}")
+          f"{n_batches} batches x {args.batch} x {args.seq_len} = {tokens} tokens, sites {sites}, "
+          f"statistics {prec.name}")
 
     def sync():
         if dev == "cuda":
@@ -82,33 +99,60 @@ def main(argv: list[str] | None = None) -> int:
     loaded = _loaded(model)
     labels = [f"b{i}" for i in range(5)]
     rng = np.random.default_rng(0)
-    Q = np.linalg.qr(rng.standard_normal((args.d, 8)))[0]
-    pool = normal_controls(Q, 200, 0)
+    ones = complement_space(np.ones((args.d, 1)) / np.sqrt(args.d))
+    proxies = {}
+    for k in ("fixed", "refit"):
+        Q = np.linalg.qr(rng.standard_normal((args.d, 8)))[0]
+        Qc = restrict_to_complement(Q, ones.forced)
+        proxies[k] = ((Q, normal_controls(Q, 200, 0), full_space_controls(Q, 200, 0)),
+                      (Qc, normal_controls(Qc, 200, 0), full_space_controls(Qc, 200, 0)))
+    U = torch.from_numpy(ones.basis).to(dev, prec.dtype)
+
+    def passes() -> None:
+        model.eval()
+        for x in batches:
+            capture_batch(loaded, sites, x, x, grads=True)
+        sync()
 
     def measure() -> dict:
         model.eval()
         accs = {s: MomentAccumulator(args.d, groups=labels) for s in sites}
-        energies = {}
+        streams = {s: {k: (EnergyStream(*p[0][:2], full_controls=p[0][2], n_groups=5),
+                           EnergyStream(*p[1][:2], full_controls=p[1][2]))
+                       for k, p in proxies.items()} for s in sites}
+        forced = {}
         for x in batches:
             cap = capture_batch(loaded, sites, x, x, grads=True)
             rows = cap.rows
             for s in sites:
-                G = cap.grads[s][rows].to(torch.float64)
-                bucket = np.asarray(labels, dtype=object)[
-                    np.arange(G.shape[0]) % len(labels)]
-                accs[s].update(G, groups=bucket)
-                be = batch_energies(Q, pool, [G])
-                energies[s] = be if s not in energies else energies[s].concat(be)
+                G = cap.grads[s][rows].to(prec.dtype)
+                H = cap.acts[s][rows].to(prec.dtype)
+                bucket = torch.arange(G.shape[0], device=G.device) % len(labels)
+                accs[s].update_indexed(G, bucket)
+                GU = G @ U
+                for plain_s, cons in streams[s].values():
+                    plain_s.add(G, bucket)
+                    cons.add(GU)
+                parts = forced_cosine_parts(G, H)
+                forced[s] = parts if s not in forced else {
+                    k: (torch.maximum(forced[s][k], v) if k.endswith("_max") else forced[s][k] + v)
+                    for k, v in parts.items()}
+        out = {s: {"grad": accs[s].to_host(),
+                   "energies": {k: (a.finish(), b.finish()) for k, (a, b) in streams[s].items()},
+                   "forced": {k: float(v) for k, v in forced[s].items()}} for s in sites}
         sync()
-        return {"accs": accs, "energies": energies}
+        return out
 
-    plain()  # warm-up (kernels, allocator)
+    plain()  # warm-up (kernels, allocator; the capture runs the same kernels)
     if dev == "cuda":
         torch.cuda.reset_peak_memory_stats()
     t0 = time.perf_counter()
     loss = plain()
     t_plain = time.perf_counter() - t0
     peak_plain = torch.cuda.max_memory_allocated() if dev == "cuda" else 0
+    t0 = time.perf_counter()
+    passes()
+    t_passes = time.perf_counter() - t0
     if dev == "cuda":
         torch.cuda.reset_peak_memory_stats()
     t0 = time.perf_counter()
@@ -118,14 +162,28 @@ def main(argv: list[str] | None = None) -> int:
 
     values = [loss]
     for s in sites:
-        C = got["accs"][s].second_moment()
-        e = got["energies"][s]
-        values += [float(np.trace(C)), float(e.tangent.sum()), float(e.controls.sum())]
+        C = got[s]["grad"].second_moment()
+        values.append(float(np.trace(C)))
+        for per, cons in got[s]["energies"].values():
+            values += [float(sum(e.tangent.sum() for e in per)), float(cons[0].controls.sum())]
+        values.append(got[s]["forced"]["ones_sum"])
     finite = all(math.isfinite(v) for v in values)
     ratio = t_measure / t_plain
+    t_stats = t_measure - t_passes
     print(f"plain forward+backward: {tokens / t_plain:,.0f} tokens/s ({t_plain:.2f} s), loss {loss:.4f}")
     print(f"full measure (4 sites): {tokens / t_measure:,.0f} tokens/s ({t_measure:.2f} s)")
     print(f"ratio measure/plain time: {ratio:.3f} (target <= 1.2)")
+    print(f"measured split: passes alone {t_passes:.2f} s ({t_passes / t_plain:.2f}x plain), "
+          f"statistics {t_stats:.2f} s ({100 * t_stats / t_measure:.0f}% of the measure)")
+    # the cost model for these shapes (every batch here is a gradient batch: the test half)
+    shape = ModelShape("gpu_check", args.d, L, n_params, vocab=args.vocab, seq_len=args.seq_len)
+    stats = StatsShape(d=args.d, sites=len(sites), batch_rows=args.batch * (args.seq_len - 1),
+                       test_batches=n_batches, itemsize=8 if prec.name == "float64" else 4)
+    for dv in (calibrate(dev), *DEVICES.values()):
+        p = predict(shape, stats, dv, halves=False)
+        print(f"cost model, {dv.name}: measure/plain {p['ratio']:.2f}x, statistics share "
+              f"{100 * p['stats_share']:.0f}% (passes {p['passes_s'] * tokens:.2f} s, statistics "
+              f"{p['stats_s'] * tokens:.2f} s, plain {p['plain_s'] * tokens:.2f} s predicted)")
     print(f"peak GPU memory: plain {peak_plain / 2**30:.2f} GiB, measure {peak_measure / 2**30:.2f} GiB")
     if not finite:
         print(f"gpu_check: a result is not finite: {values}", file=sys.stderr)

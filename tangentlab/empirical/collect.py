@@ -137,17 +137,45 @@ def _site_rows(cap, plan: RowPlan):
     return rows
 
 
+def _plan_index(plan: RowPlan, device, uniq) -> dict[str, Any]:
+    """The plan's row selections as int64 index tensors on ``device`` (built once per batch).
+
+    From the plan alone (host integers, never activations): ``sample``, the fixed sample's
+    rows (kept rows, then the sample among them); ``geometry`` and ``token``, the geometry rows
+    and their position in ``uniq`` (``token_counts``: a host (U,) count of them); ``pick``, the
+    geometry occurrences.
+    """
+    import numpy as np
+    import torch
+
+    def ix(a):
+        return torch.from_numpy(np.asarray(a, dtype=np.int64)).to(device)
+
+    g = np.asarray(plan.geometry, dtype=bool)
+    tk = np.searchsorted(uniq, plan.tok[g])
+    return {"sample": ix(np.flatnonzero(plan.kept)[plan.sample]), "geometry": ix(np.flatnonzero(g)),
+            "token": ix(tk), "token_counts": np.bincount(tk, minlength=len(uniq)),
+            "pick": ix(np.flatnonzero(plan.geo_pick))}
+
+
 def collect_fit_half(loaded, sites: Sequence[str], eval_data, plans: Sequence[RowPlan],
                      uniq, *, sample_only: bool = False) -> dict[str, SiteStats]:
     """Forward passes over the fit half; returns {site: SiteStats} with the fit-half fields.
 
     ``sample_only``: only the fixed activation sample (the proxy schedule's pre-pass).
+
+    The statistics stay on the device of the activations, in the statistics' precision
+    (:mod:`tangentlab.measure.precision`): the activation moments, the per-token sums
+    (:class:`~tangentlab.measure.precision.CompensatedSum`) and the fixed sample, moved to the
+    host once at the end. The geometry occurrences (one row per (document, token): O(tokens · d)
+    over the fit half) go to the host batch by batch, so the device never holds them all.
     """
     import numpy as np
     import torch
 
     from tangentlab.empirical.capture import capture_batch
     from tangentlab.measure import MomentAccumulator
+    from tangentlab.measure.precision import CompensatedSum, resolve_precision
 
     parts: dict[str, dict[str, Any]] = {}
     loss_sum, n_targets = 0.0, 0
@@ -164,37 +192,46 @@ def collect_fit_half(loaded, sites: Sequence[str], eval_data, plans: Sequence[Ro
             loss_sum += cap.loss_sum
             n_targets += cap.n_targets
         rows = _site_rows(cap, plan)
+        ix = None
         for site in cap.acts:
-            H = cap.acts[site][rows].to(torch.float64).cpu()
-            d = H.shape[1]
-            p = parts.setdefault(site, {
-                "act": MomentAccumulator(d), "sample": [], "sample_tokens": [],
-                "tok_sum": np.zeros((U, d)), "tok_sq": np.zeros(U),
-                "tok_n": np.zeros(U, dtype=np.int64), "geo_rows": [], "geo_tokens": [],
-                "geo_docs": []})
-            Hn = H.numpy()
-            p["sample"].append(Hn[plan.kept][plan.sample])
+            raw = cap.acts[site][rows]
+            if ix is None:
+                ix = _plan_index(plan, raw.device, uniq)
+            d = raw.shape[1]
+            if site not in parts:
+                prec = resolve_precision(None, raw.device)
+                like_u = raw.new_zeros((U, d), dtype=prec.dtype)
+                parts[site] = {
+                    "prec": prec, "act": MomentAccumulator(d), "sample": [],
+                    "sample_tokens": [], "tok_sum": CompensatedSum(like_u, prec.compensated),
+                    "tok_sq": CompensatedSum(like_u[:, 0], prec.compensated),
+                    "tok_n": np.zeros(U, dtype=np.int64), "geo_rows": [], "geo_tokens": [],
+                    "geo_docs": []}
+            p = parts[site]
+            H = raw.to(p["prec"].dtype)
+            p["sample"].append(H.index_select(0, ix["sample"]))
             p["sample_tokens"].append(plan.tok[plan.kept][plan.sample])
             if sample_only:
                 continue
             p["act"].update(H)
-            g = plan.geometry
-            tk = np.searchsorted(uniq, plan.tok[g])
-            Hg = Hn[g]
-            np.add.at(p["tok_sum"], tk, Hg)
-            np.add.at(p["tok_sq"], tk, np.einsum("nd,nd->n", Hg, Hg))
-            p["tok_n"] += np.bincount(tk, minlength=U)
-            p["geo_rows"].append(Hn[plan.geo_pick])
+            Hg = H.index_select(0, ix["geometry"])
+            p["tok_sum"].index_add(ix["token"], Hg)
+            p["tok_sq"].index_add(ix["token"], (Hg * Hg).sum(1))
+            p["tok_n"] += ix["token_counts"]
+            p["geo_rows"].append(H.index_select(0, ix["pick"]).to("cpu", torch.float64))
             p["geo_tokens"].append(plan.tok[plan.geo_pick])
             p["geo_docs"].append((plan.window if plan.doc is None else plan.doc)[plan.geo_pick])
     out = {}
     for site, p in parts.items():
-        d = p["tok_sum"].shape[1]
+        tok_sum = p["tok_sum"].host()
+        d = tok_sum.shape[1]
         out[site] = SiteStats(
-            act=p["act"], sample=np.concatenate(p["sample"]),
-            sample_tokens=np.concatenate(p["sample_tokens"]), tok_sum=p["tok_sum"],
-            tok_sq=p["tok_sq"], tok_n=p["tok_n"],
-            geo_rows=np.concatenate(p["geo_rows"]) if p["geo_rows"] else np.zeros((0, d)),
+            act=p["act"].to_host(),
+            sample=torch.cat(p["sample"]).to("cpu", torch.float64).numpy(),
+            sample_tokens=np.concatenate(p["sample_tokens"]), tok_sum=tok_sum.numpy(),
+            tok_sq=p["tok_sq"].host().numpy(), tok_n=p["tok_n"],
+            geo_rows=(torch.cat(p["geo_rows"]).numpy() if p["geo_rows"]
+                      else np.zeros((0, d))),
             geo_tokens=(np.concatenate(p["geo_tokens"]) if p["geo_tokens"]
                         else np.zeros(0, dtype=np.int64)),
             geo_docs=(np.concatenate(p["geo_docs"]) if p["geo_docs"]
@@ -272,6 +309,29 @@ def _combine_cosines(acc: dict[str, float], got: Mapping[str, float]) -> dict[st
     return out
 
 
+def _forced_fold(acc: dict | None, parts: Mapping[str, Any]) -> dict:
+    """Fold one batch's :func:`tangentlab.measure.constrained.forced_cosine_parts` (on device)."""
+    import torch
+
+    if acc is None:
+        return dict(parts)
+    out = {}
+    for key, v in parts.items():
+        out[key] = torch.maximum(acc[key], v) if key.endswith("_max") else acc[key] + v
+    return out
+
+
+def _forced_summary(acc: Mapping[str, Any], d: int) -> dict[str, float]:
+    """The host record of the folded cosines (the format of ``forced_direction_cosines``)."""
+    n = int(acc["n"])
+    out: dict[str, float] = {"n": n, "n_zero": int(acc["n_zero"]),
+                             "unconstrained_typical": float(1 / math.sqrt(d))}
+    for name in FORCED_DIRECTIONS:
+        out[f"{name}_max"] = float(acc[f"{name}_max"]) if n else float("-inf")
+        out[f"{name}_mean"] = float(acc[f"{name}_sum"]) / n if n else float("nan")
+    return out
+
+
 def collect_test_half(loaded, sites: Sequence[str], eval_data, plans: Sequence[RowPlan], *,
                       subspaces: Mapping[str, Mapping[str, tuple]],
                       constrain: Mapping[str, tuple] | None = None, act_rows: int = 1024,
@@ -285,8 +345,14 @@ def collect_test_half(loaded, sites: Sequence[str], eval_data, plans: Sequence[R
     the complement of a fixed forced subspace, on the rows G U (see
     :mod:`tangentlab.measure.constrained`). ``act_rows``: activation rows of the test half kept
     (seeded, spread evenly over the batches) for the per-row reachable baselines. ``chunk``:
-    gradient rows of up to this many batches are buffered before their per-batch energies are
-    taken in one call (the energies do not depend on it; memory grows with it).
+    accepted for compatibility and unused (each batch's energies are taken when it arrives).
+
+    Everything runs in torch on the device of the gradients, in the statistics' precision
+    (:mod:`tangentlab.measure.precision`): the bucketed gradient moments
+    (:meth:`~tangentlab.measure.MomentAccumulator.update_indexed`), the per-batch energies
+    (:class:`~tangentlab.measure.EnergyStream`, one per proxy, bucketed, and one per constrained
+    proxy), the forced-direction cosines and the kept activation rows. They reach the host once,
+    at the end: the (d, d) moments and the per-batch scalars, as float64.
 
     Returns {site: {"grad": MomentAccumulator grouped by bucket, "energies": {(proxy, bucket):
     BatchEnergies}, "constrained": {(proxy, "all"): BatchEnergies}, "forced": cosine summary,
@@ -296,49 +362,33 @@ def collect_test_half(loaded, sites: Sequence[str], eval_data, plans: Sequence[R
     import torch
 
     from tangentlab.empirical.capture import capture_batch
-    from tangentlab.measure import (
-        BatchEnergies,
-        MomentAccumulator,
-        batch_energies,
-        forced_direction_cosines,
-        grouped_batch_energies,
-    )
+    from tangentlab.measure import EnergyStream, MomentAccumulator
+    from tangentlab.measure.constrained import forced_cosine_parts
+    from tangentlab.measure.precision import resolve_precision
 
+    del chunk
     labels = list(eval_data.labels)
+    L = len(labels)
     tests = [(b, p) for b, p in zip(eval_data.batches, plans, strict=True) if b.half == "test"]
     # n_test_batches: the whole test half's count when these batches are one rank's share
     per_batch = -(-act_rows // max(n_test_batches or len(tests), 1))
     parts: dict[str, dict[str, Any]] = {}
     loss_sum, n_targets = 0.0, 0
 
-    def add(store: dict, key, be) -> None:
-        store[key] = be if key not in store else store[key].concat(be)
-
-    def flush(site: str, p: dict) -> None:
-        """Per-batch energies of the buffered batches (one call per proxy and bucket)."""
-        if not p["pending"]:
-            return
-        nb = len(p["pending"])
-        for proxy, (Q, pool, *full) in subspaces.get(site, {}).items():
-            full = full[0] if full else None  # full-space controls: the p-value's
-            by = grouped_batch_energies(Q, pool, [G for G, _ in p["pending"]],
-                                        [b for _, b in p["pending"]], full_controls=full)
-            zero = BatchEnergies.zeros(nb, *Q.shape, pool.shape[0],
-                                       0 if full is None else full.shape[0])
-            parts_j = [by.get(j, zero) for j in range(len(labels))]
-            total = parts_j[0]
-            for e in parts_j[1:]:
-                total = total.plus(e)
-            add(p["energies"], (proxy, "all"), total)
-            for j, lb in enumerate(labels):
-                add(p["energies"], (proxy, lb), parts_j[j])
+    def start(site: str, G) -> dict[str, Any]:
+        prec = resolve_precision(None, G.device)
+        streams = {proxy: EnergyStream(Q, pool, full_controls=full[0] if full else None,
+                                       n_groups=L)
+                   for proxy, (Q, pool, *full) in subspaces.get(site, {}).items()}
+        cons, U = {}, None
         if constrain and site in constrain:
-            U, tested = constrain[site]
-            GU = [G @ U for G, _ in p["pending"]]
-            for proxy, (Qc, poolc, *fullc) in tested.items():
-                add(p["constrained"], (proxy, "all"),
-                    batch_energies(Qc, poolc, GU, full_controls=fullc[0] if fullc else None))
-        p["pending"] = []
+            U_np, tested = constrain[site]
+            U = torch.from_numpy(np.asarray(U_np, dtype=np.float64)).to(G.device, prec.dtype)
+            cons = {proxy: EnergyStream(Qc, poolc, full_controls=fullc[0] if fullc else None)
+                    for proxy, (Qc, poolc, *fullc) in tested.items()}
+        return {"prec": prec, "grad": MomentAccumulator(G.shape[1], groups=labels),
+                "streams": streams, "cons": cons, "U": U, "forced": None, "acts": [],
+                "act_w": []}
 
     from tangentlab.progress import progress
 
@@ -349,30 +399,51 @@ def collect_test_half(loaded, sites: Sequence[str], eval_data, plans: Sequence[R
             loss_sum += cap.loss_sum
             n_targets += cap.n_targets
         rows = _site_rows(cap, plan)
-        blabels = np.asarray(labels, dtype=object)[plan.bucket]
+        bucket = pick = None
         for site in cap.grads:
-            G = cap.grads[site][rows].to(torch.float64).cpu()
-            Hn = cap.acts[site][rows].to(torch.float64).cpu().numpy()
-            p = parts.setdefault(site, {"grad": MomentAccumulator(G.shape[1], groups=labels),
-                                        "energies": {}, "constrained": {}, "forced": {},
-                                        "acts": [], "act_w": [], "pending": []})
-            p["grad"].update(G, groups=blabels)
-            Gn = G.numpy()
-            p["forced"] = _combine_cosines(p["forced"], forced_direction_cosines(Gn, Hn))
-            pick = np.random.default_rng([seed, 29, batch.index]).choice(
-                len(Hn), size=min(per_batch, len(Hn)), replace=False)
-            p["acts"].append(Hn[np.sort(pick)])
-            p["act_w"].append(np.einsum("nd,nd->n", Gn[np.sort(pick)], Gn[np.sort(pick)]))
-            p["pending"].append((Gn, plan.bucket))
-            if len(p["pending"]) >= chunk:
-                flush(site, p)
+            G = cap.grads[site][rows]
+            if site not in parts:
+                parts[site] = start(site, G)
+            p = parts[site]
+            if bucket is None:  # from the plan (host integers), once per batch
+                bucket = torch.from_numpy(np.asarray(plan.bucket, dtype=np.int64)).to(G.device)
+                n = int(G.shape[0])
+                chosen = np.random.default_rng([seed, 29, batch.index]).choice(
+                    n, size=min(per_batch, n), replace=False)
+                pick = torch.from_numpy(np.sort(chosen).astype(np.int64)).to(G.device)
+            G = G.to(p["prec"].dtype)
+            H = cap.acts[site][rows].to(p["prec"].dtype)
+            p["grad"].update_indexed(G, bucket)
+            p["forced"] = _forced_fold(p["forced"], forced_cosine_parts(G, H))
+            p["acts"].append(H.index_select(0, pick))
+            Gp = G.index_select(0, pick)
+            p["act_w"].append((Gp * Gp).sum(1))
+            for stream in p["streams"].values():
+                stream.add(G, bucket)
+            if p["cons"]:
+                GU = G @ p["U"]
+                for stream in p["cons"].values():
+                    stream.add(GU)
+    out = {}
     for site, p in parts.items():
-        flush(site, p)
-    return {site: {"grad": p["grad"], "energies": p["energies"], "constrained": p["constrained"],
-                   "forced": p["forced"], "test_acts": np.concatenate(p["acts"]),
-                   "test_act_weights": np.concatenate(p["act_w"]),
-                   "loss_sum": loss_sum, "n_targets": n_targets}
-            for site, p in parts.items()}
+        energies, constrained = {}, {}
+        for proxy, stream in p["streams"].items():
+            per = stream.finish()  # one BatchEnergies per bucket, in label order
+            total = per[0]
+            for e in per[1:]:
+                total = total.plus(e)
+            energies[(proxy, "all")] = total
+            for j, lb in enumerate(labels):
+                energies[(proxy, lb)] = per[j]
+        for proxy, stream in p["cons"].items():
+            constrained[(proxy, "all")] = stream.finish()[0]
+        d = p["grad"].dim
+        out[site] = {"grad": p["grad"].to_host(), "energies": energies,
+                     "constrained": constrained, "forced": _forced_summary(p["forced"], d),
+                     "test_acts": torch.cat(p["acts"]).to("cpu", torch.float64).numpy(),
+                     "test_act_weights": torch.cat(p["act_w"]).to("cpu", torch.float64).numpy(),
+                     "loss_sum": loss_sum, "n_targets": n_targets}
+    return out
 
 
 def merge_halves(fit: SiteStats, test: Mapping[str, Any] | None) -> SiteStats:

@@ -69,7 +69,10 @@ class MeasureConfig(Config):
     holding the documents in a .jsonl/json/parquet source), ``max_checkpoints``
     (0 = all), ``threads`` (torch intra-op threads; 0 = the training run's ``threads`` if
     recorded, else torch's default), ``dtype`` (the forward pass's precision; gradients and
-    statistics are float32 or wider whatever the checkpoint stores), ``frequency_table`` (an
+    statistics are float32 or wider whatever the checkpoint stores), ``stats_dtype`` (the
+    statistics' precision on the device of the activations: auto = float64 where the device has
+    it, float32 with compensated sums on MPS; float64; float32-compensated, forceable anywhere;
+    :mod:`tangentlab.measure.precision`), ``frequency_table`` (an
     external ``token_id,count`` table replacing the eval-text count), ``seed``.
     Theory against measurement (``bridge.csv``, :mod:`tangentlab.empirical.bridge_run`):
     ``bridge`` on/off, ``bridge_boot`` (bootstrap replicates of every input and prediction,
@@ -114,6 +117,7 @@ class MeasureConfig(Config):
     max_checkpoints: int = option(0, ge=0, integer=True)
     threads: int = option(0, ge=0, integer=True)
     dtype: str = option("float32", choices=("float32", "bfloat16", "float16"))
+    stats_dtype: str = option("auto", choices=("auto", "float64", "float32-compensated"))
     frequency_table: str = ""
     on_duplicate: str = option("warn", choices=("warn", "error", "skip"))  # empirical.integrity
     bridge: bool = True  # bridge.csv: theory against measurement (empirical.bridge_run)

@@ -67,6 +67,7 @@ from tangentlab.empirical.plan import load_checkpoint as _load
 from tangentlab.empirical.plan import prepare as _prepare
 from tangentlab.empirical.records import EvalBatch, RowBase, RowPlan, SiteStats
 from tangentlab.errors import TangentlabError
+from tangentlab.measure.precision import precision_scope, resolve_precision
 
 __all__ = ["MeasureConfig", "AGGREGATED_METRICS", "measure_trajectory", "resolve_measure_config",
            "EvalBatch", "RowPlan", "SiteStats", "collect_fit_half", "collect_test_half",
@@ -333,8 +334,9 @@ def measure_trajectory(
                if world.is_main else parallel.NoPartial())  # rank 0 alone writes
 
     try:
-        _run(cfg, traj, cks, out_dir, trajectory, partial, dev, timer, threads, on_checkpoint,
-             world, dist, pf)
+        with precision_scope(cfg.stats_dtype, dev):  # checked for dev before any work
+            _run(cfg, traj, cks, out_dir, trajectory, partial, dev, timer, threads,
+                 on_checkpoint, world, dist, pf)
     except distributed.DistributedError:
         raise  # another rank stopped: like a kill, keep the partial folder for --resume
     except TangentlabError:
@@ -472,7 +474,7 @@ def _write_outputs(tmp, rows, scatter, setup: _Setup, schedule, cfg: MeasureConf
             "sites": {s: {"semantics": site_semantics(first.model, s),
                           **site_info(first.model, s).to_dict()} for s in sites},
             "stored_dtype": str(first.stored_dtype).replace("torch.", ""),
-            "statistics_dtype": "float64 accumulators over float32-or-wider gradients",
+            "statistics_dtype": resolve_precision(cfg.stats_dtype, dev).manifest(),
             "fit_window": schedule.manifest(),
             "early_late_cut_step": cut,
             "phases": phases,

@@ -50,7 +50,12 @@ Example::
 from __future__ import annotations
 
 from tangentlab.measure._validate import check_positive_int
-from tangentlab.measure.batch_energy import BatchEnergies, batch_energies, grouped_batch_energies
+from tangentlab.measure.batch_energy import (
+    BatchEnergies,
+    EnergyStream,
+    batch_energies,
+    grouped_batch_energies,
+)
 from tangentlab.measure.batch_test import BatchControlTestResult, batch_control_test
 from tangentlab.measure.buckets import (
     PooledRatio,
@@ -199,6 +204,7 @@ __all__ = [
     "ControlTestResult",
     "control_test",
     "BatchEnergies",
+    "EnergyStream",
     "batch_energies",
     "grouped_batch_energies",
     "BatchControlTestResult",

@@ -22,7 +22,7 @@ from tangentlab.measure._validate import (
 )
 from tangentlab.typing import ArrayLike
 
-__all__ = ["BatchEnergies", "batch_energies", "grouped_batch_energies"]
+__all__ = ["BatchEnergies", "EnergyStream", "batch_energies", "grouped_batch_energies"]
 
 
 @dataclass(frozen=True)
@@ -150,6 +150,144 @@ def _with_full(P: np.ndarray, full_controls: ArrayLike | None, d: int, r: int
     return np.concatenate([P, F], axis=0), int(F.shape[0])
 
 
+class EnergyStream:
+    """Per-batch energies accumulated in torch on the device of the gradient rows.
+
+    The production path of :func:`batch_energies`, :func:`grouped_batch_energies` and of
+    ``measure``'s test half: the bases ``[Q, controls, full]`` live on the device in the
+    statistics' dtype (:mod:`tangentlab.measure.precision`); each :meth:`add` keeps a batch's
+    ``(L, K + K_f + 1)`` projected energies, ``(L,)`` traces and row counts there (L groups), and
+    :meth:`finish` moves all batches to the host once, as float64 :class:`BatchEnergies`.
+
+    Args:
+        Q: tested basis ``(d, r)``, orthonormal.
+        controls: pool ``(K, d, r)``, each orthonormal.
+        full_controls: optional ``(K_f, d, r)`` full-space controls.
+        n_groups: L, the number of row groups (e.g. frequency buckets); 1 = no grouping.
+        proj_dtype: ``None`` (the statistics' dtype) or ``"float32"`` (projection in float32,
+            squares and sums in the statistics' dtype).
+        stats_dtype: a :data:`~tangentlab.measure.precision.STATS_DTYPES` name, None = the
+            current :func:`~tangentlab.measure.precision.precision_scope`'s.
+
+    Memory on the device: the bases ``d (K + K_f + 1) r`` plus ``B L (K + K_f + 3)`` scalars.
+    """
+
+    def __init__(self, Q: ArrayLike, controls: ArrayLike, *,
+                 full_controls: ArrayLike | None = None, n_groups: int = 1,
+                 proj_dtype: str | None = None, stats_dtype: str | None = None):
+        Q = as_basis(Q)
+        self.d, self.r = Q.shape
+        P = _as_pool(controls, self.d, self.r)
+        self.K = int(P.shape[0])
+        P, self.Kf = _with_full(P, full_controls, self.d, self.r)
+        self._bases_np = np.concatenate([Q[None], P], axis=0).transpose(1, 0, 2).reshape(
+            self.d, -1)
+        self.n_groups = int(n_groups)
+        self._proj32 = proj_dtype == "float32"
+        self._request = stats_dtype
+        self.precision = None
+        self._bases = self._bases_c = None
+        self._sums: list = []
+        self._traces: list = []
+        self._rows: list = []
+
+    def _setup(self, device) -> None:
+        import torch
+
+        from tangentlab.measure.precision import resolve_precision
+
+        self.precision = resolve_precision(self._request, device)
+        self._bases = torch.from_numpy(self._bases_np).to(device=device,
+                                                          dtype=self.precision.dtype)
+        self._bases_c = self._bases.to(torch.float32) if self._proj32 else self._bases
+
+    def _batch(self, i: int, batch: Any):
+        import torch
+
+        if isinstance(batch, torch.Tensor):
+            if batch.is_complex() or batch.dtype == torch.bool:
+                from tangentlab.errors import DTypeError
+
+                raise DTypeError(f"grad_batches[{i}] has dtype {batch.dtype}; pass real rows")
+            if batch.ndim != 2 or batch.shape[1] != self.d:
+                raise ShapeError(
+                    f"grad_batches[{i}] must have shape (n_b, {self.d}); got {tuple(batch.shape)}")
+            g = batch.detach()
+        else:
+            g = torch.from_numpy(as_points(batch, name=f"grad_batches[{i}]", min_rows=0,
+                                           dim=self.d))
+        if self._bases is None:
+            self._setup(g.device)
+        return g.to(device=self._bases.device, dtype=self.precision.dtype)
+
+    def add(self, batch: Any, index: Any = None) -> None:
+        """Add one batch of rows ``(n_b, d)``; ``index`` ``(n_b,)``: each row's group in 0..L-1."""
+        import torch
+
+        i = len(self._sums)
+        g = self._batch(i, batch)
+        n = int(g.shape[0])
+        L = self.n_groups
+        if index is None:
+            if L != 1:
+                raise ValidationError(f"this stream has {L} groups; pass each row's group index")
+            self._sums.append(self._ungrouped(g).reshape(-1, self.r).sum(1))
+            self._traces.append((g * g).sum())
+            self._rows.append(n)
+            return
+        idx = torch.as_tensor(index, device=g.device)
+        if idx.shape != (n,):
+            raise ShapeError(f"group_batches[{i}] must hold one label per row, shape ({n},); "
+                             f"got {tuple(idx.shape)}")
+        idx = idx.to(torch.int64)
+        sums, counts = _grouped_energy_sums(g, self._bases, idx, L, with_counts=True)
+        self._sums.append(sums.reshape(L, -1, self.r).sum(2))
+        self._traces.append(g.new_zeros(L).index_add_(0, idx, (g * g).sum(1)))
+        self._rows.append(counts)
+
+    def _ungrouped(self, g):
+        """Projected energies of every basis column over all rows: ``(M,)``."""
+        M = self._bases.shape[1]
+        n, d = g.shape
+        gc = g.to(self._bases_c.dtype)
+        if n * d * d + d * d * M < n * d * M:  # via the batch's Gram matrix, when cheaper
+            S = (gc.T @ gc).to(self._bases.dtype)
+            return ((S @ self._bases) * self._bases).sum(0)
+        return ((gc @ self._bases_c).to(self._bases.dtype) ** 2).sum(0)
+
+    @property
+    def n_batches(self) -> int:
+        """Batches added so far."""
+        return len(self._sums)
+
+    def finish(self) -> list[BatchEnergies]:
+        """One float64 host :class:`BatchEnergies` per group (one transfer for all batches)."""
+        import torch
+
+        if not self._sums:
+            raise InsufficientSamplesError(
+                "grad_batches is empty; pass at least one batch of rows")
+        B, L = len(self._sums), self.n_groups
+        # (B, L, 1 + K + Kf), (B, L), (B, L): one transfer each
+        sums = torch.stack(self._sums).to("cpu", torch.float64).numpy().reshape(B, L, -1)
+        traces = torch.stack(self._traces).to("cpu", torch.float64).numpy().reshape(B, L)
+        rows = np.asarray(self._rows, dtype=np.int64).reshape(B, L)  # host ints already
+        bad = np.flatnonzero(~np.isfinite(traces).all(axis=1))
+        if bad.size:
+            from tangentlab.errors import NonFiniteError
+
+            raise NonFiniteError(f"grad_batches[{int(bad[0])}] holds NaN or Inf (or rows whose "
+                                 "squares overflow); repair that batch")
+        K = self.K
+        return [BatchEnergies(
+            tangent=np.ascontiguousarray(sums[:, j, 0]),
+            controls=np.ascontiguousarray(sums[:, j, 1:1 + K]),
+            trace=np.ascontiguousarray(traces[:, j]), rows=np.ascontiguousarray(rows[:, j]),
+            d=self.d, r=self.r,
+            full=np.ascontiguousarray(sums[:, j, 1 + K:]) if self.Kf else None)
+            for j in range(self.n_groups)]
+
+
 def batch_energies(Q: ArrayLike, controls: ArrayLike, grad_batches: Iterable[ArrayLike], *,
                    full_controls: ArrayLike | None = None,
                    dtype: str = "float64") -> BatchEnergies:
@@ -161,95 +299,66 @@ def batch_energies(Q: ArrayLike, controls: ArrayLike, grad_batches: Iterable[Arr
             ``normal_controls(Q, 200, seed)``); K should be at least the ``n_controls`` of
             :func:`batch_control_test`, and larger (e.g. 200) so that replicates can redraw.
         grad_batches: an iterable of gradient batches, each shape ``(n_b, d)`` (numpy or torch,
-            any real dtype; computed in float64), or one ``(B, n_b, d)`` array.
+            any real dtype, any device: computed there, :class:`EnergyStream`), or one
+            ``(B, n_b, d)`` array.
         full_controls: optional ``(K_f, d, r)`` full-space controls (e.g.
             ``random_subspaces(d, r, 200, seed)``), projected in the same pass; their energies go
             to ``BatchEnergies.full`` and give :func:`batch_control_test` its p-value.
-        dtype: precision of the projection ``g @ [Q, controls]``: ``"float64"`` (default) or
-            ``"float32"`` (about twice as fast on CPU; squares and sums are still accumulated in
-            float64, relative error about 1e-7 per batch).
+        dtype: precision of the projection ``g @ [Q, controls]``: ``"float64"`` (default: the
+            statistics' dtype, :mod:`tangentlab.measure.precision`) or ``"float32"`` (about
+            twice as fast on CPU; squares and sums are still accumulated in the statistics'
+            dtype, relative error about 1e-7 per batch).
 
     Cost per batch: ``n_b d (K + 1) r`` multiply-adds (or ``n_b d^2 + d^2 (K + 1) r`` when that
-    is smaller); measured 5.2 s for 64 batches of 128 rows at d = 2048, r = 8, K = 200 on one
+    is smaller; ``benchmarks/cost_model.py`` counts both); measured 5.2 s for 64 batches of 128 rows at d = 2048, r = 8, K = 200 on one
     loaded core (float64). Memory ``O(B K)`` for the result (100 KB there) plus the pool and one
     batch (about 90 MB peak there), against 2 GB for 64 per-batch ``(d, d)`` float64 sums.
     """
-    import torch
-
     if dtype not in ("float64", "float32"):
         raise ValidationError(f"dtype must be 'float64' or 'float32', got {dtype!r}")
-    tdtype = torch.float64 if dtype == "float64" else torch.float32
-    Q = as_basis(Q)
-    d, r = Q.shape
-    P = _as_pool(controls, d, r)
-    K = P.shape[0]
-    P, Kf = _with_full(P, full_controls, d, r)
-    bases = torch.from_numpy(np.concatenate([Q[None], P], axis=0).transpose(1, 0, 2).reshape(d, -1))
-    bases_c = bases.to(tdtype)
-    via_outer = (K + Kf + 1) * r > d
-    tang, ctrl, tr, nrows = [], [], [], []
-    for i, batch in enumerate(grad_batches):
-        if isinstance(batch, torch.Tensor):
-            if batch.is_complex() or batch.dtype == torch.bool:
-                from tangentlab.errors import DTypeError
-
-                raise DTypeError(f"grad_batches[{i}] has dtype {batch.dtype}; pass real rows")
-            g = batch.detach().to(device="cpu", dtype=torch.float64)
-            if g.ndim != 2 or g.shape[1] != d:
-                raise ShapeError(
-                    f"grad_batches[{i}] must have shape (n_b, {d}); got {tuple(g.shape)}"
-                )
-            if not bool(torch.isfinite(g).all()):
-                from tangentlab.errors import NonFiniteError
-
-                raise NonFiniteError(f"grad_batches[{i}] holds NaN or Inf; repair that batch")
-        else:
-            g = torch.from_numpy(as_points(batch, name=f"grad_batches[{i}]", min_rows=0, dim=d))
-        gc = g.to(tdtype)
-        if via_outer:
-            S = (gc.T @ gc).double()
-            e = ((S @ bases) * bases).sum(0)
-        else:
-            e = ((gc @ bases_c).double() ** 2).sum(0)
-        e = e.reshape(K + Kf + 1, r).sum(1).numpy()
-        tang.append(float(e[0]))
-        ctrl.append(e[1:])
-        tr.append(float((g * g).sum()))
-        nrows.append(int(g.shape[0]))
-    if not tang:
-        raise InsufficientSamplesError("grad_batches is empty; pass at least one batch of rows")
-    allc = np.stack(ctrl).astype(np.float64)
-    return BatchEnergies(
-        tangent=np.asarray(tang, dtype=np.float64),
-        controls=np.ascontiguousarray(allc[:, :K]),
-        trace=np.asarray(tr, dtype=np.float64),
-        rows=np.asarray(nrows, dtype=np.int64),
-        d=d, r=r, full=np.ascontiguousarray(allc[:, K:]) if Kf else None,
-    )
+    stream = EnergyStream(Q, controls, full_controls=full_controls,
+                          proj_dtype="float32" if dtype == "float32" else None)
+    for batch in grad_batches:
+        stream.add(batch)
+    return stream.finish()[0]
 
 
-def _grouped_energy_sums(g, bases, inv: np.ndarray, n_groups: int) -> np.ndarray:
+def _grouped_energy_sums(g, bases, inv, n_groups: int, *, with_counts: bool = False):
     """Σ over the rows of each group of the squared projections on every basis column.
 
-    ``g``: (n, d) float64 tensor; ``bases``: (d, M) float64 tensor; ``inv``: (n,) group index
-    of each row. Returns (n_groups, M) numpy. Takes the cheaper of two routes, by multiply-adds:
-    project every row (n·d·M) or project each group's Gram matrix GⱼᵀGⱼ (n·d² + L·d²·M for
-    L = ``n_groups``); they agree up to float rounding.
+    ``g``: (n, d) tensor; ``bases``: (d, M) tensor (same device and dtype); ``inv``: (n,) int64
+    tensor (or array) of the group index of each row. Returns an (n_groups, M) tensor on g's
+    device. Takes the cheaper of two routes, by multiply-adds: project every row (n·d·M) or
+    project each group's Gram matrix GⱼᵀGⱼ (n·d² + L·d²·M for the L groups present; the
+    groups' rows come from a stable sort); they agree up to float rounding. One small host read
+    per batch: the ``n_groups`` group sizes (returned too, as a list, with ``with_counts``).
     """
     import torch
 
     n, d = g.shape
     M = bases.shape[1]
-    if n * d * d + n_groups * d * d * M >= n * d * M:
+    idx = torch.as_tensor(inv, device=g.device).to(torch.int64)
+    counts = torch.bincount(idx, minlength=n_groups).tolist()
+    n_present = sum(1 for c in counts if c)
+    if n * d * d + n_present * d * d * M >= n * d * M:
         e = (g @ bases) ** 2  # (n, M)
-        sums = np.zeros((n_groups, M))
-        np.add.at(sums, inv, e.numpy())
-        return sums
-    idx = torch.from_numpy(np.asarray(inv, dtype=np.int64))
-    parts = [g[idx == j] for j in range(n_groups)]
-    grams = torch.stack([p.T @ p for p in parts])  # (L, d, d)
-    proj = (grams.reshape(n_groups * d, d) @ bases).reshape(n_groups, d, M)
-    return (proj * bases[None]).sum(1).numpy()
+        out = g.new_zeros((n_groups, M)).index_add_(0, idx, e)
+        return (out, counts) if with_counts else out
+    order = torch.argsort(idx, stable=True)
+    present, grams, start = [], [], 0
+    for j, c in enumerate(counts):
+        if c:
+            part = g.index_select(0, order[start:start + c])
+            grams.append(part.T @ part)
+            present.append(j)
+        start += c
+    out = g.new_zeros((n_groups, M))
+    if present:
+        L = len(present)
+        G = torch.stack(grams)  # (L, d, d)
+        proj = (G.reshape(L * d, d) @ bases).reshape(L, d, M)
+        out[torch.as_tensor(present, device=g.device)] = (proj * bases[None]).sum(1)
+    return (out, counts) if with_counts else out
 
 
 def grouped_batch_energies(Q: ArrayLike, controls: ArrayLike,
@@ -269,46 +378,24 @@ def grouped_batch_energies(Q: ArrayLike, controls: ArrayLike,
 
     Returns ``{label: BatchEnergies}`` with labels in sorted order; every record has one entry per
     batch (0 where the batch holds no row of that label, so batches stay aligned across labels
-    and remain the resampling unit).
+    and remain the resampling unit). A label no batch holds does not appear. (``measure`` feeds
+    an :class:`EnergyStream` with bucket indices directly, on the device of the rows.)
     """
-    import torch
-
-    Q = as_basis(Q)
-    d, r = Q.shape
-    P = _as_pool(controls, d, r)
-    K0 = P.shape[0]
-    P, Kf = _with_full(P, full_controls, d, r)
-    K = K0 + Kf
-    bases = torch.from_numpy(np.concatenate([Q[None], P], axis=0).transpose(1, 0, 2).reshape(d, -1))
-    per_batch = []
-    labels: set = set()
-    for i, (batch, grp) in enumerate(zip(grad_batches, group_batches, strict=True)):
-        g = torch.from_numpy(as_points(batch, name=f"grad_batches[{i}]", min_rows=0, dim=d))
+    batches = list(grad_batches)
+    labs = []
+    for i, (batch, grp) in enumerate(zip(batches, group_batches, strict=True)):
         lab = np.asarray(grp.detach().cpu().numpy() if hasattr(grp, "detach") else grp)
-        if lab.shape != (g.shape[0],):
+        n = int(batch.shape[0]) if hasattr(batch, "shape") else len(batch)
+        if lab.shape != (n,):
             raise ShapeError(
-                f"group_batches[{i}] must hold one label per row, shape ({g.shape[0]},); got "
-                f"{lab.shape}"
+                f"group_batches[{i}] must hold one label per row, shape ({n},); got {lab.shape}"
             )
-        tr = (g * g).sum(1).numpy()
-        uniq, inv = np.unique(lab, return_inverse=True)
-        sums = _grouped_energy_sums(g, bases, inv, uniq.size).reshape(uniq.size, K + 1, r).sum(2)
-        trs = np.bincount(inv, weights=tr, minlength=uniq.size)
-        cnt = np.bincount(inv, minlength=uniq.size)
-        per_batch.append({u.item() if hasattr(u, "item") else u: (sums[j], trs[j], cnt[j])
-                          for j, u in enumerate(uniq)})
-        labels.update(per_batch[-1])
-    if not per_batch:
+        labs.append(lab)
+    if not batches:
         raise InsufficientSamplesError("grad_batches is empty; pass at least one batch of rows")
-    zero = (np.zeros(K + 1), 0.0, 0)
-    out = {}
-    for lab in sorted(labels):
-        rec = [pb.get(lab, zero) for pb in per_batch]
-        allc = np.stack([x[0][1:] for x in rec])
-        out[lab] = BatchEnergies(
-            tangent=np.array([x[0][0] for x in rec]), controls=np.ascontiguousarray(allc[:, :K0]),
-            trace=np.array([x[1] for x in rec], dtype=np.float64),
-            rows=np.array([x[2] for x in rec], dtype=np.int64), d=d, r=r,
-            full=np.ascontiguousarray(allc[:, K0:]) if Kf else None,
-        )
-    return out
+    uniq = np.unique(np.concatenate(labs)) if labs else np.zeros(0)
+    stream = EnergyStream(Q, controls, full_controls=full_controls, n_groups=max(len(uniq), 1))
+    for batch, lab in zip(batches, labs, strict=True):
+        stream.add(batch, np.searchsorted(uniq, lab))
+    got = stream.finish()
+    return {u.item() if hasattr(u, "item") else u: got[j] for j, u in enumerate(uniq)}

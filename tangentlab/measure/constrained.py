@@ -54,12 +54,50 @@ __all__ = [
 ]
 
 
+FORCED_NAMES = ("ones", "centred", "raw")
+
+
 def _unit_rows(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     nrm = np.linalg.norm(X, axis=1)
     ok = nrm > 0
     out = np.zeros_like(X)
     out[ok] = X[ok] / nrm[ok, None]
     return out, ok
+
+
+def _unit_rows_torch(X):
+    """Rows of a torch tensor scaled to unit norm (zero rows stay zero), and which are nonzero."""
+    import torch
+
+    nrm = torch.linalg.vector_norm(X, dim=1)
+    ok = nrm > 0
+    return X / torch.where(ok, nrm, torch.ones_like(nrm))[:, None], ok
+
+
+def forced_cosine_parts(G, H) -> dict:
+    """The torch core of :func:`forced_direction_cosines`, on the rows' device, no host reads.
+
+    ``G``, ``H``: ``(n, d)`` tensors (same device and dtype). Returns 0-d tensors: ``{name}_max``
+    (-inf for no usable row) and ``{name}_sum`` of |cos| over the usable rows for each name of
+    :data:`FORCED_NAMES`, ``n`` (usable rows) and ``n_zero`` (the others).
+    """
+    import torch
+
+    d = G.shape[1]
+    gu, gok = _unit_rows_torch(G)
+    hc, cok = _unit_rows_torch(H - H.mean(dim=1, keepdim=True))
+    hr, rok = _unit_rows_torch(H)
+    ok = gok & cok & rok
+    out = {}
+    ninf = torch.tensor(float("-inf"), dtype=G.dtype, device=G.device)
+    for name, vals in (("ones", gu.sum(1) / d ** 0.5), ("centred", (gu * hc).sum(1)),
+                       ("raw", (gu * hr).sum(1))):
+        a = torch.where(ok, vals.abs(), ninf)
+        out[f"{name}_max"] = a.max() if a.numel() else ninf
+        out[f"{name}_sum"] = torch.where(ok, vals.abs(), torch.zeros_like(vals)).sum()
+    out["n"] = ok.sum()
+    out["n_zero"] = (~ok).sum()
+    return out
 
 
 def forced_direction_cosines(G: ArrayLike, H: ArrayLike) -> dict[str, float]:
@@ -74,27 +112,23 @@ def forced_direction_cosines(G: ArrayLike, H: ArrayLike) -> dict[str, float]:
     (|cos(g_i, h_i)|), ``n`` (rows used) and ``n_zero`` (rows left out because g_i or the
     direction is zero, e.g. a causal LM's last position). A cosine near machine precision means
     the constraint holds at that site; compare with ``1 / sqrt(d)``, the typical |cos| of
-    unconstrained rows.
+    unconstrained rows. Computed by :func:`forced_cosine_parts` (float64 torch).
     """
+    import torch
+
     Gm = as_points(G, name="G")
     Hm = as_points(H, name="H", dim=Gm.shape[1])
     if Hm.shape[0] != Gm.shape[0]:
         raise ShapeError(f"G and H need the same rows, got {Gm.shape[0]} and {Hm.shape[0]}")
-    d = Gm.shape[1]
-    gu, gok = _unit_rows(Gm)
-    ones = np.ones(d) / np.sqrt(d)
-    hc, cok = _unit_rows(Hm - Hm.mean(axis=1, keepdims=True))
-    hr, rok = _unit_rows(Hm)
-    ok = gok & cok & rok
+    parts = forced_cosine_parts(torch.from_numpy(Gm), torch.from_numpy(Hm))
+    n = int(parts["n"])
     out: dict[str, float] = {}
-    for name, vals in (("ones", gu @ ones), ("centred", np.einsum("nd,nd->n", gu, hc)),
-                       ("raw", np.einsum("nd,nd->n", gu, hr))):
-        a = np.abs(vals[ok])
-        out[f"{name}_max"] = float(a.max()) if a.size else float("nan")
-        out[f"{name}_mean"] = float(a.mean()) if a.size else float("nan")
-    out["n"] = int(ok.sum())
-    out["n_zero"] = int((~ok).sum())
-    out["unconstrained_typical"] = float(1 / np.sqrt(d))
+    for name in FORCED_NAMES:
+        out[f"{name}_max"] = float(parts[f"{name}_max"]) if n else float("nan")
+        out[f"{name}_mean"] = float(parts[f"{name}_sum"]) / n if n else float("nan")
+    out["n"] = n
+    out["n_zero"] = int(parts["n_zero"])
+    out["unconstrained_typical"] = float(1 / np.sqrt(Gm.shape[1]))
     return out
 
 

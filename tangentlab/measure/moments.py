@@ -11,8 +11,9 @@ direction is relative to that direction's own variance, not to the trace or the 
 - ``outer_sum()`` = sum x x^T (unnormalised; stack these per batch for the batch bootstrap of
   :func:`tangentlab.measure.control_test`).
 
-Outer products run in torch float64, so real gradient batches (torch, any float dtype, any device)
-are cheap to feed; numpy input works too.
+Outer products run in torch on the device of the rows (a torch batch stays where it is), in
+float64, or in float32 with compensated merges on a device without float64
+(:mod:`tangentlab.measure.precision`); numpy input works too. Queries return float64 numpy.
 
 Example::
 
@@ -44,27 +45,30 @@ from tangentlab.typing import ArrayLike
 __all__ = ["MomentAccumulator", "outer_product_sum"]
 
 
-def _as_rows_tensor(rows: Any, dim: int):
-    """(n, dim) float64 CPU torch tensor from numpy/torch/list input; shape and dtype checked.
+def _as_rows_tensor(rows: Any, dim: int, dtype=None, device=None):
+    """(n, dim) torch tensor from numpy/torch/list input; shape and dtype checked.
 
-    Finiteness is checked afterwards on the batch statistics (O(d^2), see :func:`_check_finite`),
-    which is much cheaper than an elementwise pass over a large batch.
+    A torch tensor stays on its device (or moves to ``device`` when given) and is cast to
+    ``dtype`` (default float64); numpy input becomes a float64 CPU tensor first. Finiteness is
+    checked afterwards on the batch statistics (O(d^2), see :func:`_check_finite`), which is
+    much cheaper than an elementwise pass over a large batch.
     """
     import torch
 
     from tangentlab.measure._validate import as_points
 
+    dtype = torch.float64 if dtype is None else dtype
     if isinstance(rows, torch.Tensor):
         if rows.is_complex() or rows.dtype == torch.bool:
             from tangentlab.errors import DTypeError
 
             raise DTypeError(f"rows have dtype {rows.dtype}; pass real floating-point rows")
-        t = rows.detach().to(device="cpu", dtype=torch.float64)
+        t = rows.detach().to(device=rows.device if device is None else device, dtype=dtype)
         if t.ndim != 2 or t.shape[1] != dim:
             raise ShapeError(f"rows must have shape (n, {dim}); got {tuple(t.shape)}")
         return t
     arr = as_points(rows, name="rows", min_rows=0, dim=dim, check_finite=False)
-    return torch.from_numpy(arr)
+    return torch.from_numpy(arr).to(device="cpu" if device is None else device, dtype=dtype)
 
 
 def _batch_stats(t):
@@ -100,7 +104,8 @@ def _check_finite(stats, t) -> None:
             "repair them before accumulating"
         )
     raise NonFiniteError(
-        "rows are so large that their squares overflow float64; rescale them before accumulating"
+        f"rows are so large that their squares overflow {str(t.dtype).replace('torch.', '')}; "
+        "rescale them before accumulating"
     )
 
 
@@ -119,16 +124,19 @@ def outer_product_sum(rows: ArrayLike) -> np.ndarray:
 
 
 class _Stats:
-    """Count, mean (d,) and centred co-moment M2 (d, d), float64 torch."""
+    """Count, mean (d,) and centred co-moment M2 (d, d) as torch tensors on one device.
 
-    __slots__ = ("n", "mean", "m2")
+    float64 (``cm``/``cm2`` None), or float32 with a Neumaier compensation term for the mean and
+    M2 (``cm``, ``cm2``), so that merging B batches keeps about one float32 rounding of error
+    instead of B of them. Zero rows: the tensors are None until the first batch.
+    """
 
-    def __init__(self, dim: int):
-        import torch
+    __slots__ = ("n", "mean", "m2", "cm", "cm2", "compensated")
 
+    def __init__(self, compensated: bool = False):
         self.n = 0
-        self.mean = torch.zeros(dim, dtype=torch.float64)
-        self.m2 = torch.zeros(dim, dim, dtype=torch.float64)
+        self.mean = self.m2 = self.cm = self.cm2 = None
+        self.compensated = compensated
 
     def add(self, stats) -> None:
         if stats is not None:
@@ -138,21 +146,76 @@ class _Stats:
         na = self.n
         if na == 0:
             self.n, self.mean, self.m2 = nb, mb.clone(), m2b.clone()
+            if self.compensated:
+                self.cm, self.cm2 = mb.new_zeros(mb.shape), m2b.new_zeros(m2b.shape)
             return
         n = na + nb
-        delta = mb - self.mean
-        self.mean = self.mean + delta * (nb / n)
-        self.m2 = self.m2 + m2b + (na * nb / n) * delta[:, None] * delta[None, :]
+        if not self.compensated:
+            delta = mb - self.mean
+            self.mean = self.mean + delta * (nb / n)
+            self.m2 = self.m2 + m2b + (na * nb / n) * delta[:, None] * delta[None, :]
+            self.n = n
+            return
+        delta = (mb - self.mean) - self.cm
+        self.mean, self.cm = _neumaier(self.mean, self.cm, delta * (nb / n))
+        self.m2, self.cm2 = _neumaier(self.m2, self.cm2, m2b)
+        self.m2, self.cm2 = _neumaier(self.m2, self.cm2,
+                                      (na * nb / n) * delta[:, None] * delta[None, :])
         self.n = n
 
+    def host_values(self):
+        """(n, mean, m2) as float64 CPU tensors (the compensation folded in)."""
+        import torch
+
+        if self.n == 0:
+            return 0, None, None
+        mean = self.mean.to("cpu", torch.float64)
+        m2 = self.m2.to("cpu", torch.float64)
+        if self.compensated:
+            mean = mean + self.cm.to("cpu", torch.float64)
+            m2 = m2 + self.cm2.to("cpu", torch.float64)
+        return self.n, mean, m2
+
     def merge(self, other: _Stats) -> None:
-        if other.n:
-            self._combine(other.n, other.mean, other.m2)
+        if not other.n:
+            return
+        if self.n == 0 and other.compensated == self.compensated:
+            self.n, self.mean, self.m2 = other.n, other.mean.clone(), other.m2.clone()
+            if self.compensated:
+                self.cm, self.cm2 = other.cm.clone(), other.cm2.clone()
+            return
+        n, mean, m2 = other.host_values() if other.compensated else (other.n, other.mean,
+                                                                    other.m2)
+        if self.n:
+            mean, m2 = mean.to(self.mean), m2.to(self.m2)
+        self._combine(n, mean, m2)
 
     def copy(self) -> _Stats:
         new = _Stats.__new__(_Stats)
-        new.n, new.mean, new.m2 = self.n, self.mean.clone(), self.m2.clone()
+        new.n, new.compensated = self.n, self.compensated
+        new.mean, new.m2, new.cm, new.cm2 = (None if x is None else x.clone()
+                                             for x in (self.mean, self.m2, self.cm, self.cm2))
         return new
+
+    def to_host(self) -> _Stats:
+        new = _Stats(False)
+        new.n, new.mean, new.m2 = self.host_values()
+        return new
+
+    @property
+    def on_host64(self) -> bool:
+        import torch
+
+        return not self.compensated and (self.mean is None or (
+            self.mean.device.type == "cpu" and self.mean.dtype == torch.float64))
+
+
+def _neumaier(s, c, x):
+    """One Neumaier-compensated step ``s + x``: returns the new (sum, compensation)."""
+    import torch
+
+    t = s + x
+    return t, c + torch.where(s.abs() >= x.abs(), (s - t) + x, (x - t) + s)
 
 
 class MomentAccumulator:
@@ -171,10 +234,14 @@ class MomentAccumulator:
     rows at all raise InsufficientSamplesError.
     """
 
-    def __init__(self, dim: int, groups: Iterable[Hashable] | None = None):
+    def __init__(self, dim: int, groups: Iterable[Hashable] | None = None, *,
+                 stats_dtype: str | None = None):
         self.dim = check_positive_int(dim, "dim")
         self._declared: tuple | None = None
-        self._total = _Stats(self.dim)
+        self._request = stats_dtype
+        self._precision = None  # resolved on the first batch, from its device
+        self._device = None
+        self._total = _Stats()
         self._groups: dict[Hashable, _Stats] = {}
         if groups is not None:
             labels = [self._key(g) for g in groups]
@@ -182,7 +249,7 @@ class MomentAccumulator:
                 raise ValidationError(f"groups has duplicate labels: {labels!r}; pass each once")
             self._declared = tuple(labels)
             for g in labels:
-                self._groups[g] = _Stats(self.dim)
+                self._groups[g] = _Stats()
 
     @staticmethod
     def _key(label: Any) -> Hashable:
@@ -195,9 +262,36 @@ class MomentAccumulator:
         return label
 
     # -- feeding -------------------------------------------------------------------------------
+    def _new_stats(self) -> _Stats:
+        return _Stats(self._precision is not None and self._precision.compensated)
+
+    def _rows(self, rows: Any):
+        """The batch as a tensor in the statistics' dtype on the accumulator's device."""
+        if self._precision is None:
+            import torch
+
+            from tangentlab.measure.precision import resolve_precision
+
+            device = rows.device if isinstance(rows, torch.Tensor) else "cpu"
+            self._precision = resolve_precision(self._request, device)
+            self._device = device
+            for st in (self._total, *self._groups.values()):
+                if st.n == 0:
+                    st.compensated = self._precision.compensated
+        return _as_rows_tensor(rows, self.dim, self._precision.dtype, self._device)
+
+    @property
+    def precision(self):
+        """The :class:`~tangentlab.measure.precision.StatsPrecision` in use (None before rows)."""
+        return self._precision
+
     def update(self, rows: ArrayLike, groups: Any = None) -> None:
-        """Add rows ``(n, dim)`` (numpy or torch, any real dtype), with optional labels ``(n,)``."""
-        t = _as_rows_tensor(rows, self.dim)
+        """Add rows ``(n, dim)`` (numpy or torch, any real dtype), with optional labels ``(n,)``.
+
+        A torch batch is accumulated on its own device (the first batch fixes the device and the
+        precision: :func:`~tangentlab.measure.precision.resolve_precision`).
+        """
+        t = self._rows(rows)
         n = int(t.shape[0])
         if groups is None:
             stats = _batch_stats(t)
@@ -229,9 +323,48 @@ class MomentAccumulator:
         self._total.add(stats)
         for j, key in enumerate(keys):
             if key not in self._groups:
-                self._groups[key] = _Stats(self.dim)
-            idx = torch.from_numpy(np.flatnonzero(inverse == j))
+                self._groups[key] = self._new_stats()
+            idx = torch.from_numpy(np.flatnonzero(inverse == j)).to(t.device)
             self._groups[key].add(_batch_stats(t.index_select(0, idx)))
+
+    def update_indexed(self, rows: Any, index: Any) -> None:
+        """Add rows ``(n, dim)`` whose group is given by position: ``index`` ``(n,)`` integers.
+
+        ``index[i]`` is the position of row i's label in :attr:`group_labels` (declared groups
+        only). The grouping runs in torch on the rows' device: a stable sort of the index and one
+        slice per group (one small host read of the L group counts per batch), the same rows in
+        the same order as :meth:`update` with the labels themselves.
+        """
+        import torch
+
+        if self._declared is None:
+            raise ValidationError("update_indexed needs declared groups (MomentAccumulator(d, "
+                                  "groups=[...])); use update() with labels otherwise")
+        t = self._rows(rows)
+        n = int(t.shape[0])
+        idx = torch.as_tensor(index, device=t.device)
+        if idx.shape != (n,) or idx.dtype.is_floating_point or idx.dtype == torch.bool:
+            raise ShapeError(f"index must hold one integer group position per row, shape ({n},); "
+                             f"got {idx.dtype} {tuple(idx.shape)}")
+        L = len(self._declared)
+        stats = _batch_stats(t)
+        _check_finite(stats, t)
+        if n == 0:
+            return
+        try:
+            counts = torch.bincount(idx, minlength=L).tolist()
+        except RuntimeError:  # a negative position
+            counts = []
+        if len(counts) != L:
+            raise UnknownNameError(f"index holds group positions outside 0..{L - 1}")
+        self._total.add(stats)
+        order = torch.argsort(idx, stable=True)
+        start = 0
+        for j, c in enumerate(counts):
+            if c:
+                self._groups[self._declared[j]].add(
+                    _batch_stats(t.index_select(0, order[start:start + c])))
+            start += c
 
     def merge(self, other: MomentAccumulator) -> MomentAccumulator:
         """Fold ``other`` into this accumulator (in place) and return ``self``.
@@ -249,10 +382,15 @@ class MomentAccumulator:
                     f"groups {unknown!r} of the other accumulator are not declared here "
                     f"({self._declared!r})"
                 )
+        if self._precision is None and other._precision is not None:
+            self._precision, self._device = other._precision, other._device
+            for st in (self._total, *self._groups.values()):
+                if st.n == 0:
+                    st.compensated = other._precision.compensated
         self._total.merge(other._total)
         for g, st in other._groups.items():
             if g not in self._groups:
-                self._groups[g] = _Stats(self.dim)
+                self._groups[g] = self._new_stats()
             self._groups[g].merge(st)
         return self
 
@@ -261,8 +399,23 @@ class MomentAccumulator:
         new = MomentAccumulator.__new__(MomentAccumulator)
         new.dim = self.dim
         new._declared = self._declared
+        new._request, new._precision, new._device = self._request, self._precision, self._device
         new._total = self._total.copy()
         new._groups = {g: st.copy() for g, st in self._groups.items()}
+        return new
+
+    def to_host(self) -> MomentAccumulator:
+        """This accumulator as float64 on the CPU (itself when it already is; else a new one).
+
+        A float32-compensated accumulator has its compensation folded in, in float64. The
+        measurement calls it once per checkpoint: everything downstream reads host float64.
+        """
+        if all(st.on_host64 for st in (self._total, *self._groups.values())):
+            return self
+        new = self.copy()
+        new._total = self._total.to_host()
+        new._groups = {g: st.to_host() for g, st in self._groups.items()}
+        new._device = "cpu"
         return new
 
     # -- queries -------------------------------------------------------------------------------
@@ -314,18 +467,19 @@ class MomentAccumulator:
 
     def mean(self, group: Hashable | None = None) -> np.ndarray:
         """Mean row, shape ``(dim,)``."""
-        return self._stats(group).mean.numpy().copy()
+        _, mean, _ = self._stats(group).host_values()
+        return mean.numpy().copy()
 
     def outer_sum(self, group: Hashable | None = None) -> np.ndarray:
         """Unnormalised ``sum x x^T``, shape ``(dim, dim)``."""
-        st = self._stats(group)
-        s = st.m2 + st.n * st.mean[:, None] * st.mean[None, :]
+        n, mean, m2 = self._stats(group).host_values()
+        s = m2 + n * mean[:, None] * mean[None, :]
         return (0.5 * (s + s.T)).numpy().copy()
 
     def second_moment(self, group: Hashable | None = None) -> np.ndarray:
         """Uncentred second moment ``sum x x^T / N``, shape ``(dim, dim)``."""
-        st = self._stats(group)
-        s = st.m2 / st.n + st.mean[:, None] * st.mean[None, :]
+        n, mean, m2 = self._stats(group).host_values()
+        s = m2 / n + mean[:, None] * mean[None, :]
         return (0.5 * (s + s.T)).numpy().copy()
 
     def covariance(self, group: Hashable | None = None, ddof: int = 1) -> np.ndarray:
@@ -335,8 +489,8 @@ class MomentAccumulator:
         """
         if ddof not in (0, 1):
             raise ValidationError(f"ddof must be 0 or 1, got {ddof!r}")
-        st = self._stats(group, need=ddof + 1)
-        return (st.m2 / (st.n - ddof)).numpy().copy()
+        n, _, m2 = self._stats(group, need=ddof + 1).host_values()
+        return (m2 / (n - ddof)).numpy().copy()
 
     def __repr__(self) -> str:
         return (

@@ -1,0 +1,66 @@
+"""The cost model's arithmetic (issue 21, item 4)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from tangentlab.measure.cost_model import (
+    DEVICES,
+    PYTHIA,
+    Device,
+    StatsShape,
+    device_bytes_per_site,
+    largest_d,
+    model_cost,
+    predict,
+    stats_flops,
+)
+
+
+def test_stats_flops_count_the_cheaper_route_and_grow_as_d_squared_at_large_d():
+    s = StatsShape(d=768)
+    f = stats_flops(s)
+    M = s.columns
+    assert M == 401 * 8
+    # 768: every row projected (2 d M) is cheaper than the buckets' Gram matrices
+    assert f["test: energies"] == pytest.approx(2 * 2 * 768 * M)
+    assert f["test: moments"] == 4 * 768 ** 2
+    big = stats_flops(StatsShape(d=16384))  # moments (d^2) outgrow the projections (d M)
+    assert big["test: moments"] > big["test: energies"]
+    assert f["test: moments"] < f["test: energies"]
+    assert f["per_token"] == pytest.approx(s.sites * (f["test_row"] + f["fit_row"]) / 2)
+
+
+def test_model_cost_is_six_flops_per_parameter_plus_attention():
+    m = PYTHIA["160m"]
+    mc = model_cost(m)
+    assert mc["plain_flops"] == pytest.approx(6 * m.matmul_params + 12 * 12 * 128 * 768)
+    assert mc["passes_flops"] == pytest.approx(mc["plain_flops"] / 2)  # frozen weights
+
+
+def test_predictions_order_devices_as_their_float64_rates():
+    m, s = PYTHIA["160m"], StatsShape(d=768)
+    h100 = predict(m, s, DEVICES["h100"])
+    consumer = predict(m, s, DEVICES["consumer"])
+    assert consumer["ratio"] > 3 * h100["ratio"] and 0 < h100["stats_share"] < 0.5
+    # compensated float32 runs the statistics at the float32 rate
+    c32 = predict(m, replace(s, itemsize=4), DEVICES["consumer"])
+    assert c32["ratio"] < consumer["ratio"] / 3
+    slow = Device("x", 1e9, 1e6, 1e12)
+    assert predict(m, s, slow)["stats_share"] > 0.99
+    grad_only = predict(m, s, DEVICES["h100"], halves=False)
+    assert grad_only["passes_s"] > h100["passes_s"]
+
+
+def test_device_memory_is_quadratic_in_d_and_independent_of_tokens_seen():
+    a = sum(device_bytes_per_site(StatsShape(d=1024)).values())
+    b = sum(device_bytes_per_site(StatsShape(d=2048)).values())
+    assert 2.5 < b / a < 4
+    assert device_bytes_per_site(StatsShape(d=768))["grad moments (buckets + total)"] == \
+        6 * (768 ** 2 + 768) * 8
+    d = largest_d(24e9, StatsShape(d=768))
+    assert d % 128 == 0
+    assert sum(device_bytes_per_site(StatsShape(d=d)).values()) * 4 <= 24e9
+    assert sum(device_bytes_per_site(StatsShape(d=d + 128)).values()) * 4 > 24e9
