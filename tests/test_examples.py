@@ -3,22 +3,34 @@
 from __future__ import annotations
 
 import re
-import subprocess
+import runpy
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.killing import subprocess_env
-
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
-def _run(name: str, *args: str, cwd: Path) -> str:
-    proc = subprocess.run([sys.executable, str(EXAMPLES / name), *args], cwd=cwd,
-                          env=subprocess_env(), capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc.stdout
+@pytest.fixture
+def run_example(monkeypatch, capsys):
+    """``run(name, *args, cwd=...) -> stdout``: the script run as ``__main__`` in this process.
+
+    In-process (``runpy``) rather than a subprocess, so that each example does not pay for
+    importing numpy, torch and transformers again; the script still runs exactly as
+    ``python examples/NAME ARGS`` would, from ``cwd``, and must exit 0.
+    """
+    def run(name: str, *args: str, cwd: Path) -> str:
+        monkeypatch.chdir(cwd)
+        monkeypatch.setattr(sys, "argv", [str(EXAMPLES / name), *args])
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as exit_:
+            runpy.run_path(str(EXAMPLES / name), run_name="__main__")
+        out, err = capsys.readouterr()
+        assert exit_.value.code in (0, None), err[-3000:]
+        return out
+
+    return run
 
 
 def test_every_example_is_tested():
@@ -26,8 +38,8 @@ def test_every_example_is_tested():
     assert {p.name for p in EXAMPLES.glob("*.py")} == tested
 
 
-def test_measure_your_arrays_synthetic_and_from_files(tmp_path):
-    out = _run("measure_your_arrays.py", "--quick", cwd=tmp_path)
+def test_measure_your_arrays_synthetic_and_from_files(tmp_path, run_example):
+    out = run_example("measure_your_arrays.py", "--quick", cwd=tmp_path)
     enrichment = float(re.search(r"enrichment over matched-rank normal controls: ([\d.]+)", out)[1])
     assert enrichment > 3  # the synthetic gradients share the activations' top directions
     assert re.search(r"activations: IsoScore [\d.]+, mean cosine", out)
@@ -37,7 +49,7 @@ def test_measure_your_arrays_synthetic_and_from_files(tmp_path):
     rng = np.random.default_rng(1)
     np.save(tmp_path / "acts.npy", rng.standard_normal((400, 12)) * np.r_[np.full(3, 5.0), np.ones(9)])
     np.save(tmp_path / "grads.npy", rng.standard_normal((400, 12)))
-    out = _run("measure_your_arrays.py", "--acts", "acts.npy", "--grads", "grads.npy",
+    out = run_example("measure_your_arrays.py", "--acts", "acts.npy", "--grads", "grads.npy",
                "--rank", "3", cwd=tmp_path)
     assert "activations (400, 12), gradients (400, 12)" in out
     enrichment = float(re.search(r"enrichment over matched-rank normal controls: ([\d.]+)", out)[1])
@@ -46,8 +58,8 @@ def test_measure_your_arrays_synthetic_and_from_files(tmp_path):
 
 
 @pytest.mark.slow
-def test_toy_manifold(tmp_path):
-    out = _run("toy_manifold.py", "--quick", "--out", "vis", cwd=tmp_path)
+def test_toy_manifold(tmp_path, run_example):
+    out = run_example("toy_manifold.py", "--quick", "--out", "vis", cwd=tmp_path)
     assert "true Gauss curvature 1.000" in out
     vis = [float(v) for v in re.findall(r"visibility \(normal/tangent variance\) ([\d.]+)", out)]
     assert len(vis) == 3 and vis[0] < vis[1] < vis[2]  # curvature shows at larger scales
@@ -57,8 +69,8 @@ def test_toy_manifold(tmp_path):
 
 
 @pytest.mark.slow
-def test_measure_checkpoints(tmp_path):
-    out = _run("measure_checkpoints.py", "--quick", "--out", "m", cwd=tmp_path)
+def test_measure_checkpoints(tmp_path, run_example):
+    out = run_example("measure_checkpoints.py", "--quick", "--out", "m", cwd=tmp_path)
     assert "trained a tiny decoder: ['step_000000', 'step_000001', 'step_000003', 'step_000012']" in out
     rows = re.findall(r"step +(\d+)  (blocks\.\d+\.resid_post) +([\d.]+) \[([\d.]+), ([\d.]+)\]", out)
     keys = [(int(s), site) for s, site, *_ in rows]

@@ -14,10 +14,20 @@ from tangentlab.report.swap import staged_report
 from tests.report.fixtures import measure_rows, write_run
 
 
-@pytest.fixture()
-def rendered(tmp_path):
-    run = write_run(tmp_path / "run", {"decoder": measure_rows("decoder"), "encoder": measure_rows("encoder")})
+@pytest.fixture(scope="module")
+def _rendered_once(tmp_path_factory):
+    run = write_run(tmp_path_factory.mktemp("rendered") / "run",
+                    {"decoder": measure_rows("decoder"), "encoder": measure_rows("encoder")})
     render_report(run)
+    return run
+
+
+@pytest.fixture()
+def rendered(_rendered_once, tmp_path):
+    """A rendered run at ``tmp_path/run``: a copy of one rendered once per module."""
+    import shutil
+
+    run = shutil.copytree(_rendered_once, tmp_path / "run")
     figs = sorted(p.name for p in (run / "figures").iterdir())
     assert len(figs) >= 5
     return run, figs, (run / "report.html").read_bytes()

@@ -7,8 +7,9 @@ import json
 
 import pytest
 
+from tangentlab.config import config_to_dict
 from tangentlab.errors import ConfigError
-from tangentlab.synthetic.experiments import names, resolve_config, run_experiment
+from tangentlab.synthetic.experiments import get, names, resolve_config
 from tangentlab.synthetic.experiments.calibration import cell_status, wilson_interval
 
 
@@ -42,8 +43,15 @@ def test_dimension_below_ambient_is_a_config_error():
 
 
 @pytest.mark.slow
-def test_quick_run_writes_the_table(tmp_path):
-    out = run_experiment("estimator-calibration", tmp_path / "run", quick=True)
+def test_quick_run_writes_the_table(quick_reproduce):
+    # the suite's shared quick reproduce ran run_experiment("estimator-calibration", quick=True)
+    run_dir, _rc, err, _ = quick_reproduce(2)
+    out = run_dir / "synthetic" / "estimator-calibration"
+    assert (out / "results.csv").is_file(), err[-2000:]
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["kind"] == "synthetic/estimator-calibration"
+    assert manifest["config"] == json.loads(json.dumps(config_to_dict(
+        resolve_config(get("estimator-calibration"), quick=True)))), "not the quick config"
     rows = list(csv.DictReader((out / "results.csv").open()))
     ests = {r["estimator"] for r in rows}
     assert {"ii_norm_sq", "visibility", "local_dimension", "zipf_s", "pinning_beta_raw",

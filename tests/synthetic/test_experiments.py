@@ -8,6 +8,7 @@ import pytest
 
 from tangentlab.cli import main
 from tangentlab.commands.synthetic import EXPERIMENTS
+from tangentlab.config import config_to_dict
 from tangentlab.errors import ConfigError, UnknownNameError
 from tangentlab.synthetic.experiments import get, names, resolve_config, run_experiment
 
@@ -23,14 +24,24 @@ def test_registry_matches_cli_list():
 
 
 @pytest.fixture(scope="module")
-def quick_runs(tmp_path_factory):
-    """Each quick experiment run once per test session, shared by the agreement tests."""
-    cache = {}
+def quick_runs(quick_reproduce):
+    """Each quick experiment's run directory, read from the suite's shared quick reproduce.
+
+    ``reproduce --quick`` runs every registered experiment at its quick settings through
+    ``run_experiment(name, run/synthetic/<name>, quick=True, seed=0)`` (seed 0 is every quick
+    config's default), so the agreement tests read those directories instead of running the
+    experiments a second time.
+    """
+    run_dir, rc, err, _ = quick_reproduce(2)
 
     def run(name):
-        if name not in cache:
-            cache[name] = run_experiment(name, tmp_path_factory.mktemp(name) / "run", quick=True)
-        return cache[name]
+        path = run_dir / "synthetic" / name
+        assert (path / "checks.json").is_file(), f"the quick reproduce wrote no {path}:\n{err[-2000:]}"
+        manifest = json.loads((path / "manifest.json").read_text())
+        assert manifest["kind"] == f"synthetic/{name}" and manifest["config"]["seed"] == 0
+        quick = json.loads(json.dumps(config_to_dict(resolve_config(get(name), quick=True))))
+        assert manifest["config"] == quick, "the reproduce's experiment config is not the quick one"
+        return path
 
     return run
 

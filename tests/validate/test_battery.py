@@ -53,9 +53,13 @@ def test_cli_bad_seed_is_exit_2(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_validate_quick_passes_and_writes_a_run_directory(tmp_path):
-    out = tmp_path / "validate"
-    assert main(["validate", "--quick", "--out", str(out)]) == 0
+def test_validate_quick_passes_and_writes_a_run_directory(quick_reproduce, tmp_path, monkeypatch):
+    # The suite's shared quick reproduce ran this battery as its validate stage, with the call
+    # `tangentlab validate --quick` makes: write_battery(out, BatteryConfig.quick(0), quick=True).
+    run_dir, _rc, err, _ = quick_reproduce(2)
+    out = run_dir / "validate"
+    assert (out / CHECKS_NAME).is_file(), f"the quick reproduce wrote no validate stage:\n{err[-2000:]}"
+    _cli_exits_0_and_writes_the_same_checks(out, tmp_path / "validate", monkeypatch)
     checks = json.loads((out / CHECKS_NAME).read_text())
     kinds = {c["kind"] for c in checks}
     assert kinds == {"power", "calibration", "coverage", "null"}
@@ -73,3 +77,31 @@ def test_validate_quick_passes_and_writes_a_run_directory(tmp_path):
            if c["name"].startswith("null calibration")]
     assert len(fpr) == 3 and all("r/d" in c["name"] for c in fpr)
     assert (out / "validate_calibration.png").stat().st_size > 1000
+
+
+def _cli_exits_0_and_writes_the_same_checks(stage, out, monkeypatch):
+    """`tangentlab validate --quick` around the battery result the stage wrote (not rerun)."""
+    import dataclasses
+
+    import tangentlab.validate.battery as battery
+    from tangentlab.config import config_to_dict
+
+    manifest = json.loads((stage / MANIFEST_NAME).read_text())
+    assert manifest["config"] == json.loads(json.dumps(config_to_dict(BatteryConfig.quick(0))))
+    checks = json.loads((stage / CHECKS_NAME).read_text())
+    names = {f.name for f in dataclasses.fields(battery.BatteryCheck)}
+    replay = battery.BatteryResult(
+        rows=read_results(stage / RESULTS_NAME).to_dict("records"),
+        checks=[battery.BatteryCheck(**{k: v for k, v in c.items() if k in names}) for c in checks],
+        figures={p.name: p.read_bytes() for p in stage.glob("*.png")},
+        studies=manifest["studies"],
+        timings={k: v for k, v in manifest["timings_s"].items() if k != "total"})
+
+    def run_battery(cfg):
+        assert cfg == BatteryConfig.quick(0)
+        return replay
+
+    monkeypatch.setattr(battery, "run_battery", run_battery)
+    assert main(["validate", "--quick", "--out", str(out)]) == 0
+    assert json.loads((out / CHECKS_NAME).read_text()) == checks
+    assert json.loads((out / MANIFEST_NAME).read_text())["kind"] == manifest["kind"] == "validate"
