@@ -7,6 +7,14 @@ model and its trajectory), measure overrides, and the truth of each prediction r
 - ``positive``: the prediction holds ("not supported" is wrong; power = P("supported"));
 - ``negative``: the prediction fails ("supported" is wrong).
 
+**The truth per row where nothing is planted** (:data:`UNPLANTED_TRUTH`). A row whose "not
+supported" asserts the opposite effect (enrichment below 1, a rise where a decline is predicted,
+ρ > 0) has no true answer under a null: both decided words are wrong. A row whose "not supported"
+is an *equivalence* claim (``ablation``: Q_T's paired excess lies below a fifth of the matched
+controls' effect) makes a true claim under a null without a direction-specific cost: for it the
+unplanted truth is ``negative`` (only "supported" is wrong). :func:`unplanted` builds a scenario's
+truths from that table, so every scenario states the truth of every row explicitly.
+
 **Effect sizes, fixed before the first run** (:data:`EFFECT`), the power rows of the ``effect``
 scenario:
 
@@ -32,7 +40,7 @@ from types import MappingProxyType
 from typing import Any
 
 __all__ = ["PREDICTION_ROWS", "TRUTHS", "EFFECT", "Scenario", "SCENARIOS", "QUICK_SCENARIOS",
-           "scenario"]
+           "scenario", "UNPLANTED_TRUTH", "unplanted"]
 
 #: The report's prediction rows the battery measures (keys of tangentlab.report.verdicts.ROWS).
 PREDICTION_ROWS = ("enrichment", "weakens-late", "frequency-buckets", "frequency-distance",
@@ -70,52 +78,62 @@ class Scenario:
     eval_budget_fraction: float = 0.0
 
 
-_ALL_NULL = {r: "null" for r in PREDICTION_ROWS}
+#: The truth of each row in a scenario that does not plant its effect (module docstring):
+#: ``negative`` where the row's "not supported" is an equivalence claim, else ``null``.
+UNPLANTED_TRUTH: MappingProxyType = MappingProxyType(
+    {r: ("negative" if r == "ablation" else "null") for r in PREDICTION_ROWS})
 
 
-def _null(**rows: str) -> dict[str, str]:
-    """Every row null (nothing else is planted) except the ``rows`` given (``weakens_late=``)."""
-    out = dict(_ALL_NULL)
-    out.update({k.replace("_", "-"): v for k, v in rows.items()})
+def unplanted(**rows: str) -> dict[str, str]:
+    """Every row at its unplanted truth except the ``rows`` given (``weakens_late="negative"``)."""
+    out = dict(UNPLANTED_TRUTH)
+    for k, v in rows.items():
+        key = k.replace("_", "-")
+        if key not in out or v not in TRUTHS:
+            raise ValueError(f"unknown row {key!r} or truth {v!r}; rows {PREDICTION_ROWS}, "
+                             f"truths {TRUTHS}")
+        out[key] = v
     return out
+
+
 def _rd(r: int) -> Scenario:
     return Scenario(f"rd-1/{64 // r}", f"no effect at r/d = {r}/64 (d = 64, planted and measured "
                     f"rank {r})", spec={"d": 64, "m": r}, measure={"rank": r},
-                    truth=_null())
+                    truth=unplanted())
 
 
 _LIST = (
     Scenario("effect", "every planted effect at its stated size (power)", spec=dict(EFFECT),
              truth={r: "positive" for r in PREDICTION_ROWS}),
     Scenario("no-effect", "k = 1 everywhere, no pinning, no bucket gain, an isotropic linear "
-             "loss-variance relation", truth=dict(_ALL_NULL)),
+             "loss-variance relation", truth=unplanted()),
     Scenario("short-eval", "no effect; the eval text is only 1.25x the tokens the windows read "
              "(random-offset windows overlapped heavily here; since issue 18 the windows are "
-             "disjoint, and text shorter than the windows is refused)", truth=dict(_ALL_NULL),
+             "disjoint, and text shorter than the windows is refused)", truth=unplanted(),
              eval_budget_fraction=1.25),
     Scenario("bursty", "no effect; a document-level topic vector (bursty vocabulary)",
-             spec={"topic": 2.0}, truth=dict(_ALL_NULL)),
+             spec={"topic": 2.0}, truth=unplanted()),
     Scenario("convex", "no directional effect; loss = x + 0.5 x^2 of the removed variance",
-             spec={"cost_shape": "convex", "cost_curvature": 0.5}, truth=_null()),
+             spec={"cost_shape": "convex", "cost_curvature": 0.5}, truth=unplanted()),
     Scenario("concave", "no directional effect; loss = log(1 + 0.5 x) / 0.5 of the removed "
              "variance", spec={"cost_shape": "concave", "cost_curvature": 0.5},
-             truth=_null()),
+             truth=unplanted()),
     Scenario("rogue", "no effect; a rogue standard axis with offset 20 (std 10)",
-             spec={"rogue_scale": 20.0}, truth=dict(_ALL_NULL)),
+             spec={"rogue_scale": 20.0}, truth=unplanted()),
     Scenario("pos0-excluded", "no effect; position 0 at about 150x the typical norm, measured "
              "with exclude_positions = 0", spec={"pos0_scale": POS0_SCALE},
-             measure={"exclude_positions": (0,)}, truth=dict(_ALL_NULL)),
+             measure={"exclude_positions": (0,)}, truth=unplanted()),
     Scenario("drift", "k = 4 in the current subspace from step 1 on while it rotates 35 degrees",
              spec={"curve": "flat", "k_end": 4.0, "drift_deg": 35.0},
-             truth=_null(enrichment="positive")),
+             truth=unplanted(enrichment="positive")),
     Scenario("flat", "k = 4 from step 1 on (flat)", spec={"curve": "flat", "k_end": 4.0},
-             truth=_null(enrichment="positive")),
+             truth=unplanted(enrichment="positive")),
     Scenario("plateau", "k rises to 4 at 30% of training, then stays",
              spec={"curve": "plateau", "k_end": 4.0},
-             truth=_null(enrichment="positive")),
+             truth=unplanted(enrichment="positive")),
     Scenario("slow-rise", "k rises linearly to 4 at the last step",
              spec={"curve": "slow_rise", "k_end": 4.0},
-             truth=_null(weakens_late="negative", enrichment="positive")),
+             truth=unplanted(weakens_late="negative", enrichment="positive")),
     _rd(1),
     _rd(4),
     _rd(16),

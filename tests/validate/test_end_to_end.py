@@ -151,3 +151,27 @@ def test_cli_routes_end_to_end(tmp_path, capsys, monkeypatch):
     assert rc == 1 and seen["quick"] is True and seen["nproc"] == 2 and seen["sims"] == 1
     text = capsys.readouterr().out
     assert "FAIL  enrichment / no-effect" in text and "point rates only" in text
+
+
+def test_an_equivalence_row_is_right_to_say_not_supported_under_a_null():
+    """The ablation row's "not supported" claims no direction-specific cost: true wherever none
+    is planted, so only "supported" is wrong there (issue 18); an ordinary row keeps both."""
+    from tangentlab.validate.planted_scenarios import UNPLANTED_TRUTH, unplanted
+
+    assert UNPLANTED_TRUTH["ablation"] == "negative" and UNPLANTED_TRUTH["enrichment"] == "null"
+    for sc in SCENARIOS.values():
+        planted = sc.spec.get("cost_ratio", 1.0) != 1.0
+        assert sc.truth["ablation"] == ("positive" if planted else "negative"), sc.name
+    cfg = EndToEndConfig(scenarios=("no-effect", "convex"), sims=50)
+    res = (_results("no-effect", ["not supported"] * 50, row="ablation")
+           + _results("convex", ["supported"] * 5 + ["not supported"] * 45, row="ablation"))
+    _, checks = summarize(cfg, res)
+    mine = {(c["null"], c["metric"]): c for c in checks if c["row"] == "ablation"}
+    assert set(mine) == {("no-effect", "wrong_supported"), ("convex", "wrong_supported")}
+    assert mine[("no-effect", "wrong_supported")]["passed"]
+    assert not mine[("convex", "wrong_supported")]["passed"]
+    _, checks = summarize(cfg, _results("no-effect", ["not supported"] * 50))
+    assert not next(c for c in checks if c["row"] == "enrichment"
+                    and c["metric"] == "wrong_not_supported")["passed"]
+    with pytest.raises(ValueError):
+        unplanted(ablaton="positive")
