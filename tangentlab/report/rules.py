@@ -38,6 +38,8 @@ __all__ = [
     "matched_ablation_rule",
     "ablation_excess_rule",
     "ABLATION_MARGIN",
+    "learning_arms_rule",
+    "LEARNING_MARGIN",
     "p_floor",
     "Interval",
 ]
@@ -101,23 +103,39 @@ RULES: dict[str, str] = {
         "stored) inconclusive."
     ),
     "ablation": (
-        "At the last causal checkpoint, E = the paired excess (ablation_excess): the loss "
-        "increase when mean-ablating Q_T at the strength that removes a dose v of activation "
-        "variance, minus the mean loss increase over rank-r controls (spectrum-weighted draws "
-        "from the complement of Q_T) each ablated at the strength that removes exactly v, on "
-        "the same edited positions; v is the largest variance every control can remove; the "
-        "interval's replicates resample the causal test batches and redraw the controls. E_D "
-        "(ablation_excess_displacement) is the same with the strengths chosen so that every "
-        "edit moves the rows by the same mean squared distance; C_D = those controls' mean loss "
-        "increase (ablation_loss_matched_displacement_mean). Q_T is ablated more partially than "
-        "the controls, so at matched variance it moves the rows less, and at matched "
-        "displacement it removes more variance: each claim uses the match that is conservative "
-        "for it. Supported if E's CI lower bound is above 0; not supported if E_D's CI upper "
-        "bound is below 0.2 |C_D| (ablating Q_T costs at most a fifth more than ablating "
-        "controls that move the rows as far, which includes an interval below 0); otherwise "
-        "(neither, or both) inconclusive. A run that stored only E reads E for both; a run "
-        "without E (from before the dose-response check, or where no matched dose could be "
-        "built) is inconclusive."
+        "At the last causal checkpoint, E = the paired excess matched on both removed variance "
+        "and displacement (ablation_excess_both): the loss increase when Q_T is edited so that "
+        "it removes a dose v of activation variance and moves the edited rows by a mean squared "
+        "distance v (a shrink along Q_T plus noise inside span(Q_T)), minus the mean loss "
+        "increase over rank-r controls (spectrum-weighted draws from the complement of Q_T) "
+        "edited the same way to the same v, on the same edited positions; v is the largest "
+        "variance every control can remove (each control at v is a full mean-ablation); the "
+        "interval's replicates resample the causal test batches and redraw the controls; C = "
+        "the controls' mean loss increase (ablation_loss_matched_both_mean). Supported if E's "
+        "CI lower bound is above 0; not supported if E's CI upper bound is below 0.2 |C| "
+        "(ablating Q_T costs at most a fifth more than controls that remove as much variance "
+        "and move the rows as far: an equivalence claim, true when the loss depends on "
+        "direction-blind amounts only); otherwise (neither, or both) inconclusive. A run from "
+        "before the double match (no ablation_excess_both) reads the older pair: supported if "
+        "the variance-matched excess (ablation_excess) has its CI lower bound above 0, not "
+        "supported if the displacement-matched excess (ablation_excess_displacement) has its "
+        "upper bound below 0.2 |C_D|, else inconclusive; a run without any paired excess is "
+        "inconclusive."
+    ),
+    "learning-arms": (
+        "At the last causal checkpoint, from the checkpoint every arm trains for the same SGD "
+        "steps on the same batches at one shared learning rate, with the site's activation "
+        "gradient projected away from Q_T (arm A), away from each of several rank-r Haar "
+        "controls drawn from the complement of Q_T (arms C_j), or left alone (arm U); D = the "
+        "held-out loss decrease (test-half batches, before minus after). X = mean_j D(C_j) - "
+        "D(A) (learning_excess): how much more learning survives removing a control than "
+        "removing Q_T; the interval's replicates resample the held-out batches and redraw the "
+        "controls. Supported if X's CI lower bound is above 0; not supported if X's CI upper "
+        "bound is below 0.1 D(U) (removing Q_T costs at most a tenth of the unmodified "
+        "learning beyond what removing a control costs: an equivalence claim); otherwise "
+        "(neither, or both) inconclusive; inconclusive too when the unmodified arm did not "
+        "lower the held-out loss (D(U) <= 0) or an interval is missing. Combined over "
+        "architectures and sites."
     ),
 }
 
@@ -392,6 +410,7 @@ ABLATION_MARGIN = 0.2
 def ablation_excess_rule(excess: Interval | None, control: float | None, *,
                          displacement: Interval | None = None,
                          control_displacement: float | None = None,
+                         both: Interval | None = None, control_both: float | None = None,
                          margin: float = ABLATION_MARGIN) -> Outcome:
     """Causal ablation: the paired excess of Q_T over matched controls; see ``RULES["ablation"]``.
 
@@ -402,8 +421,24 @@ def ablation_excess_rule(excess: Interval | None, control: float | None, *,
         displacement: the same excess with the doses matched on displacement (None: a run that
             stored only the variance match; then that one decides alone).
         control_displacement: the displacement-matched controls' mean loss increase.
+        both: the excess matched on removed variance *and* displacement (what decides when
+            stored; the two arguments above are then descriptions).
+        control_both: those controls' mean loss increase (the margin's unit).
         margin: the equivalence margin as a fraction of the controls' loss increase.
     """
+    if both is not None and _ok(both.value):
+        txt = f"{both.text()} (controls {_f(control_both)})"
+        if not both.has_interval():
+            return Outcome(INCONCLUSIVE, txt + "; an interval is missing")
+        bound = margin * (abs(float(control_both)) if _ok(control_both) else 0.0)
+        txt += f"; equivalence bound {_f(margin)} x |C| = {_f(bound)}"
+        up, down = float(both.lo) > 0, float(both.hi) < bound
+        if up and not down:
+            return Outcome(SUPPORTED, txt + "; the interval lies above 0")
+        if down and not up:
+            return Outcome(NOT_SUPPORTED, txt + "; the interval lies below the bound")
+        return Outcome(INCONCLUSIVE, txt + ("; a small excess: above 0 but below the bound"
+                                            if up else "; the interval spans the bound"))
     if excess is None or not _ok(excess.value):
         return Outcome(INCONCLUSIVE, "no paired excess stored (a run from before the "
                                      "dose-response check, or no matched dose could be built)")
@@ -424,6 +459,41 @@ def ablation_excess_rule(excess: Interval | None, control: float | None, *,
                                             "bound")
     why = "the two matches contradict each other" if up else "neither interval decides"
     return Outcome(INCONCLUSIVE, txt + f"; {why}")
+
+
+#: Equivalence margin of the learning-arms rule, as a fraction of the unmodified arm's decrease.
+LEARNING_MARGIN = 0.1
+
+
+def learning_arms_rule(excess: Interval | None, unmodified: float | None, *,
+                       margin: float = LEARNING_MARGIN) -> Outcome:
+    """Learning needs the tangent directions; see ``RULES["learning-arms"]``.
+
+    Args:
+        excess: X = mean D(away from a control) - D(away from Q_T), with its interval
+            (None: not stored).
+        unmodified: D(U), the unmodified arm's held-out loss decrease (the margin's unit).
+        margin: the equivalence margin as a fraction of D(U).
+    """
+    if excess is None or not _ok(excess.value):
+        return Outcome(INCONCLUSIVE, "no learning-arms excess stored (a run from before the "
+                                     "learning-arms test, or no rank-r control exists)")
+    txt = f"{excess.text()}; unmodified decrease {_f(unmodified)}"
+    if not _ok(unmodified) or float(unmodified) <= 0:
+        return Outcome(INCONCLUSIVE, txt + "; the unmodified arm did not lower the held-out "
+                                           "loss, so there is no learning to compare")
+    if not excess.has_interval():
+        return Outcome(INCONCLUSIVE, txt + "; an interval is missing")
+    bound = margin * float(unmodified)
+    txt += f"; equivalence bound {_f(margin)} x D(U) = {_f(bound)}"
+    up, down = float(excess.lo) > 0, float(excess.hi) < bound
+    if up and not down:
+        return Outcome(SUPPORTED, txt + "; removing Q_T costs more learning than removing a "
+                                        "control, interval above 0")
+    if down and not up:
+        return Outcome(NOT_SUPPORTED, txt + "; the interval lies below the bound")
+    return Outcome(INCONCLUSIVE, txt + ("; a small excess: above 0 but below the bound"
+                                        if up else "; the interval spans the bound"))
 
 
 def matched_ablation_rule(tangent: Interval | None, matched: Interval | None) -> Outcome:

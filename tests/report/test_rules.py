@@ -227,6 +227,21 @@ class TestMatchedAblation:
         assert f(low, 1.0, displacement=flat, control_displacement=1.0).status == R.NOT_SUPPORTED
         assert f(low, 1.0, displacement=up, control_displacement=1.0).status == R.INCONCLUSIVE
 
+    def test_the_double_match_decides_when_stored(self):
+        f = R.ablation_excess_rule
+        low = self.iv("E", -0.5, -0.7, -0.3)  # variance-only: negative (partial ablation moves less)
+        up, flat = self.iv("B", 0.4, 0.2, 0.6), self.iv("B", 0.01, -0.05, 0.1)
+        small = self.iv("B", 0.1, 0.05, 0.15)
+        kw = {"displacement": low, "control_displacement": 1.0}
+        assert f(low, 1.0, both=up, control_both=1.0, **kw).status == R.SUPPORTED
+        assert f(up, 1.0, both=flat, control_both=1.0, **kw).status == R.NOT_SUPPORTED
+        assert f(low, 1.0, both=small, control_both=1.0).status == R.INCONCLUSIVE  # > 0, < bound
+        assert f(low, 1.0, both=self.iv("B", 0.4), control_both=1.0).status == R.INCONCLUSIVE
+        assert f(low, 1.0, both=self.iv("B", 0.1, -0.1, 0.3), control_both=1.0).status == R.INCONCLUSIVE
+        # a NaN double match (none could be built) falls back to the single matches
+        assert f(low, 1.0, both=self.iv("B", float("nan")), control_both=1.0,
+                 displacement=flat, control_displacement=1.0).status == R.NOT_SUPPORTED
+
     def test_old_runs_without_matched_controls_are_inconclusive(self):
         out = R.matched_ablation_rule(self.iv("Q_T", 0.5, 0.4, 0.6), None)
         assert out.status == R.INCONCLUSIVE and "variance" in out.reason
