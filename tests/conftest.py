@@ -52,6 +52,8 @@ MODEL_TESTS = (
     "tests/test_cli.py::test_a_killed_attempts_half_built_run_is_cleared_by_the_next",
     "tests/empirical/test_capture.py::test_gradients_equal_autograd_of_the_same_loss",
     "tests/test_bad_input.py::test_weights_of_another_width_under_an_unchanged_config_are_exit_2",
+    "tests/empirical/test_learning_arms.py::test_the_projection_hook_moves_only_what_it_keeps",
+    "tests/empirical/test_learning_arms.py::test_an_enriched_gradient_mean_is_found_and_a_null",
 )
 
 

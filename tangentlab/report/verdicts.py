@@ -436,6 +436,12 @@ def _rows() -> tuple[RowSpec, ...]:
          R.RULES["ablation"], "partial mean-ablation of Q_T / each control at a common dose, run "
          "the model forward",
          EmpiricalRow("ablation_loss_tangent", U.ablation_unit, U.ablation_panel)),
+        ("learning-arms", "prediction", "Learning needs the tangent directions",
+         "Continuing training with the site's activation gradient projected away from Q_T lowers "
+         "the held-out loss less than projecting away from rank-matched controls.",
+         R.RULES["learning-arms"], "SGD arms from the last causal checkpoint with the site "
+         "gradient projected onto / away from Q_T or away from controls (Song, Ahn & Yun 2025)",
+         EmpiricalRow(U.LEARNING_METRIC, U.learning_unit, U.learning_panel)),
     ]
     depends = {"isoscore": "enrichment"}
     return tuple(RowSpec(key, title, prediction, section, rule, test, builder.stages, builder,

@@ -11,8 +11,12 @@ model and its trajectory), measure overrides, and the truth of each prediction r
 supported" asserts the opposite effect (enrichment below 1, a rise where a decline is predicted,
 ρ > 0) has no true answer under a null: both decided words are wrong. A row whose "not supported"
 is an *equivalence* claim (``ablation``: Q_T's paired excess lies below a fifth of the matched
-controls' effect) makes a true claim under a null without a direction-specific cost: for it the
-unplanted truth is ``negative`` (only "supported" is wrong). :func:`unplanted` builds a scenario's
+controls' effect; ``learning-arms``: removing Q_T from the gradient costs at most a tenth of the
+learning beyond what removing a control costs) makes a true claim under a null without a
+direction-specific cost: for it the unplanted truth is ``negative`` (only "supported" is wrong).
+The learning arms need the gradient's shared mean (``grad_bias``) enriched in S, which holds
+exactly where the enrichment is planted at the last checkpoint, so ``learning-arms`` is
+``positive`` wherever ``enrichment`` is. :func:`unplanted` builds a scenario's
 truths from that table, so every scenario states the truth of every row explicitly.
 
 **Effect sizes, fixed before the first run** (:data:`EFFECT`), the power rows of the ``effect``
@@ -24,7 +28,10 @@ scenario:
   enriched; about 2× between the rarest and the most frequent quintile);
 - frequency–distance: pinning exponent α = 0.25 (spread ∝ f^-0.25, clipped to 1/4–4× t_ref);
 - causal: ablating the planted directions costs 4× more loss per unit of removed activation
-  variance than any other direction (linear φ).
+  variance than any other direction (linear φ);
+- learning arms: the enrichment's k = 3 at the last checkpoint, with the gradient's shared
+  offset b = 1 (``grad_bias``): removing S from the site gradient removes 30% of the mean
+  gradient's energy, a rank-matched control about 10%.
 
 The nulls (issue 18): no effect; overlapping windows with short eval text (half the budget);
 bursty document vocabulary (a window-mean topic vector); convex (x + 0.5x²) and concave
@@ -44,7 +51,7 @@ __all__ = ["PREDICTION_ROWS", "TRUTHS", "EFFECT", "Scenario", "SCENARIOS", "QUIC
 
 #: The report's prediction rows the battery measures (keys of tangentlab.report.verdicts.ROWS).
 PREDICTION_ROWS = ("enrichment", "weakens-late", "frequency-buckets", "frequency-distance",
-                   "ablation")
+                   "ablation", "learning-arms")
 TRUTHS = ("null", "positive", "negative")
 
 #: The planted effects of the power scenario (see the module docstring), fixed before any run.
@@ -81,7 +88,7 @@ class Scenario:
 #: The truth of each row in a scenario that does not plant its effect (module docstring):
 #: ``negative`` where the row's "not supported" is an equivalence claim, else ``null``.
 UNPLANTED_TRUTH: MappingProxyType = MappingProxyType(
-    {r: ("negative" if r == "ablation" else "null") for r in PREDICTION_ROWS})
+    {r: ("negative" if r in ("ablation", "learning-arms") else "null") for r in PREDICTION_ROWS})
 
 
 def unplanted(**rows: str) -> dict[str, str]:
@@ -125,15 +132,16 @@ _LIST = (
              measure={"exclude_positions": (0,)}, truth=unplanted()),
     Scenario("drift", "k = 4 in the current subspace from step 1 on while it rotates 35 degrees",
              spec={"curve": "flat", "k_end": 4.0, "drift_deg": 35.0},
-             truth=unplanted(enrichment="positive")),
+             truth=unplanted(enrichment="positive", learning_arms="positive")),
     Scenario("flat", "k = 4 from step 1 on (flat)", spec={"curve": "flat", "k_end": 4.0},
-             truth=unplanted(enrichment="positive")),
+             truth=unplanted(enrichment="positive", learning_arms="positive")),
     Scenario("plateau", "k rises to 4 at 30% of training, then stays",
              spec={"curve": "plateau", "k_end": 4.0},
-             truth=unplanted(enrichment="positive")),
+             truth=unplanted(enrichment="positive", learning_arms="positive")),
     Scenario("slow-rise", "k rises linearly to 4 at the last step",
              spec={"curve": "slow_rise", "k_end": 4.0},
-             truth=unplanted(weakens_late="negative", enrichment="positive")),
+             truth=unplanted(weakens_late="negative", enrichment="positive",
+                            learning_arms="positive")),
     _rd(1),
     _rd(4),
     _rd(16),

@@ -245,3 +245,40 @@ class TestMatchedAblation:
     def test_old_runs_without_matched_controls_are_inconclusive(self):
         out = R.matched_ablation_rule(self.iv("Q_T", 0.5, 0.4, 0.6), None)
         assert out.status == R.INCONCLUSIVE and "variance" in out.reason
+
+
+class TestLearningArms:
+    iv = R.Interval
+
+    def test_statuses(self):
+        f = R.learning_arms_rule
+        assert f(self.iv("X", 0.3, 0.1, 0.5), 1.0).status == R.SUPPORTED
+        assert f(self.iv("X", 0.0, -0.05, 0.08), 1.0).status == R.NOT_SUPPORTED  # below 0.1 D(U)
+        assert f(self.iv("X", 0.05, 0.01, 0.08), 1.0).status == R.INCONCLUSIVE  # small, > 0
+        assert f(self.iv("X", 0.05, -0.1, 0.3), 1.0).status == R.INCONCLUSIVE
+        assert f(self.iv("X", 0.3), 1.0).status == R.INCONCLUSIVE  # no interval
+        assert f(None, 1.0).status == R.INCONCLUSIVE
+
+    def test_no_learning_no_verdict(self):
+        out = R.learning_arms_rule(self.iv("X", 0.3, 0.1, 0.5), -0.01)
+        assert out.status == R.INCONCLUSIVE and "did not lower" in out.reason
+
+    def test_the_report_row_reads_the_stored_arms(self, tmp_path):
+        from tangentlab.report.load import RunData
+        from tangentlab.report.verdicts import build_verdicts
+        from tests.report.fixtures import measure_rows, write_run
+
+        rows = measure_rows("decoder")
+        base = {k: rows[0][k] for k in ("model", "arch", "site", "bucket")}
+        for metric, v, lo, hi in (("learning_excess", 0.004, 0.002, 0.006),
+                                  ("learning_loss_decrease_unmodified", 0.02, 0.018, 0.022),
+                                  ("learning_loss_decrease_away", 0.01, 0.009, 0.011),
+                                  ("learning_loss_decrease_away_control_mean", 0.014, 0.012, 0.016),
+                                  ("learning_loss_decrease_onto", 0.005, 0.004, 0.006)):
+            rows.append({**base, "step": 100, "checkpoint": "step_000100", "metric": metric,
+                         "value": v, "ci_low": lo, "ci_high": hi})
+        run = write_run(tmp_path / "run", {"decoder": rows})
+        v = {x.key: x for x in build_verdicts(RunData.open(run))}["learning-arms"]
+        assert v.status == R.SUPPORTED, v.reason
+        assert "away from Q_T 0.01" in v.units[0].estimate and v.units[0].at.startswith("step 100")
+

@@ -67,7 +67,7 @@ def test_validated_rows_needs_every_check_passed_with_its_bound(tmp_path):
     (tmp_path / CHECKS_NAME).write_text(json.dumps(checks))
     got = validated_rows(tmp_path)
     assert got == {"enrichment": True, "weakens-late": False, "frequency-buckets": False,
-                   "frequency-distance": False, "ablation": False}
+                   "frequency-distance": False, "ablation": False, "learning-arms": False}
 
 
 @pytest.fixture(scope="module")
@@ -162,6 +162,9 @@ def test_an_equivalence_row_is_right_to_say_not_supported_under_a_null():
     for sc in SCENARIOS.values():
         planted = sc.spec.get("cost_ratio", 1.0) != 1.0
         assert sc.truth["ablation"] == ("positive" if planted else "negative"), sc.name
+        # the learning arms follow the gradient enrichment at the last checkpoint
+        want = "positive" if sc.truth["enrichment"] == "positive" else "negative"
+        assert sc.truth["learning-arms"] == want, sc.name
     cfg = EndToEndConfig(scenarios=("no-effect", "convex"), sims=50)
     res = (_results("no-effect", ["not supported"] * 50, row="ablation")
            + _results("convex", ["supported"] * 5 + ["not supported"] * 45, row="ablation"))
