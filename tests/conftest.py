@@ -54,6 +54,7 @@ MODEL_TESTS = (
     "tests/test_bad_input.py::test_weights_of_another_width_under_an_unchanged_config_are_exit_2",
     "tests/empirical/test_learning_arms.py::test_the_projection_hook_moves_only_what_it_keeps",
     "tests/empirical/test_learning_arms.py::test_an_enriched_gradient_mean_is_found_and_a_null",
+    "tests/empirical/test_learning_arms.py::test_a_loaded_planted_checkpoint_trains_only_its",
 )
 
 

@@ -35,9 +35,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tangentlab.empirical.learning_arms import measure_learning_arms  # re-exported for measure
+
 __all__ = ["CausalLosses", "Variants", "ablated_moments", "build_variants", "causal_losses",
            "causal_rows", "edit_positions", "pad_bases", "NO_MATCH_NOTE", "EXTRAPOLATED_NOTE",
-           "DOSE_CONTROLS"]
+           "DOSE_CONTROLS", "measure_learning_arms"]
 
 
 @dataclass(frozen=True)

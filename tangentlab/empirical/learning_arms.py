@@ -249,9 +249,12 @@ def measure_learning_arms(lm, site: str, Q, eval_data, cfg, base) -> list[dict]:
     Trains on the fit half's batches (in order), reads the held-out loss on the test half's
     batches (the causal check's), with ``cfg.learning_controls`` Haar complement controls of
     ``Q`` and ``cfg.learning_steps`` steps at ``cfg.learning_step_loss``. When no rank-r control
-    exists (d < 2r) the rows are NaN with a note saying why.
+    exists (d < 2r) the rows are NaN with a note saying why. ``Q`` is the fixed proxy, so the
+    rows carry ``proxy="fixed"``, as the causal check's do.
     """
     from tangentlab.errors import RankError
+
+    base = base.with_(proxy="fixed")
 
     try:
         controls = haar_complement_controls(Q, cfg.learning_controls, [cfg.seed, 41])

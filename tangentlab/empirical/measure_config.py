@@ -110,7 +110,7 @@ class MeasureConfig(Config):
     steer_sizes: tuple[float, ...] = (0.25, 1.0)
     learning_arms: bool = True
     learning_steps: int = option(8, ge=1, le=64, integer=True)
-    learning_step_loss: float = option(0.002, gt=0, le=0.1)
+    learning_step_loss: float = option(0.0005, gt=0, le=0.1)
     learning_controls: int = option(8, ge=1, le=32, integer=True)
     early_fraction: float = option(0.3, ge=0, le=1)
     eval_text: str = ""

@@ -24,6 +24,7 @@ from typing import Any
 from tangentlab.report import late as L
 from tangentlab.report import rules as R
 from tangentlab.report import units as U
+from tangentlab.report import units_causal as UC
 from tangentlab.report.checks import CheckLine, check_lines, theory_check_lines
 from tangentlab.report.figures import Panel, Series
 from tangentlab.report.load import EXTERNAL_PREFIX, VALIDATE_STAGE, RunData, Source
@@ -435,13 +436,13 @@ def _rows() -> tuple[RowSpec, ...]:
          "displacement), on the same positions.",
          R.RULES["ablation"], "partial mean-ablation of Q_T / each control at a common dose, run "
          "the model forward",
-         EmpiricalRow("ablation_loss_tangent", U.ablation_unit, U.ablation_panel)),
+         EmpiricalRow("ablation_loss_tangent", UC.ablation_unit, UC.ablation_panel)),
         ("learning-arms", "prediction", "Learning needs the tangent directions",
          "Continuing training with the site's activation gradient projected away from Q_T lowers "
          "the held-out loss less than projecting away from rank-matched controls.",
          R.RULES["learning-arms"], "SGD arms from the last causal checkpoint with the site "
          "gradient projected onto / away from Q_T or away from controls (Song, Ahn & Yun 2025)",
-         EmpiricalRow(U.LEARNING_METRIC, U.learning_unit, U.learning_panel)),
+         EmpiricalRow(UC.LEARNING_METRIC, UC.learning_unit, UC.learning_panel)),
     ]
     depends = {"isoscore": "enrichment"}
     return tuple(RowSpec(key, title, prediction, section, rule, test, builder.stages, builder,

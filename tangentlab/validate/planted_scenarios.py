@@ -15,8 +15,8 @@ controls' effect; ``learning-arms``: removing Q_T from the gradient costs at mos
 learning beyond what removing a control costs) makes a true claim under a null without a
 direction-specific cost: for it the unplanted truth is ``negative`` (only "supported" is wrong).
 The learning arms need the gradient's shared mean (``grad_bias``) enriched in S, which holds
-exactly where the enrichment is planted at the last checkpoint, so ``learning-arms`` is
-``positive`` wherever ``enrichment`` is. :func:`unplanted` builds a scenario's
+where the enrichment is planted at the last checkpoint *along the measured proxy*, so
+``learning-arms`` is ``positive`` wherever ``enrichment`` is, except under ``drift`` (see there). :func:`unplanted` builds a scenario's
 truths from that table, so every scenario states the truth of every row explicitly.
 
 **Effect sizes, fixed before the first run** (:data:`EFFECT`), the power rows of the ``effect``
@@ -130,9 +130,13 @@ _LIST = (
     Scenario("pos0-excluded", "no effect; position 0 at about 150x the typical norm, measured "
              "with exclude_positions = 0", spec={"pos0_scale": POS0_SCALE},
              measure={"exclude_positions": (0,)}, truth=unplanted()),
+    # learning arms: the learnable part is the gradient's *mean*, a coherent vector, so its
+    # projection on the fixed proxy adds amplitudes, not energies: per direction
+    # (2 cos 30° − sin 30°)² ≈ 1.5 against a control's ≈ 1.35, an excess of about 1.5% of the
+    # unmodified learning, far below the rule's 10% margin (docs/validation.md): negative
     Scenario("drift", "k = 4 in the current subspace from step 1 on while it rotates 35 degrees",
              spec={"curve": "flat", "k_end": 4.0, "drift_deg": 35.0},
-             truth=unplanted(enrichment="positive", learning_arms="positive")),
+             truth=unplanted(enrichment="positive")),
     Scenario("flat", "k = 4 from step 1 on (flat)", spec={"curve": "flat", "k_end": 4.0},
              truth=unplanted(enrichment="positive", learning_arms="positive")),
     Scenario("plateau", "k rises to 4 at 30% of training, then stays",

@@ -47,6 +47,7 @@ def simulate(seed: int, *, kind: str = "flat", d: int = 32, r: int = 4, shape: s
     from tangentlab.empirical.protocol import MeasureConfig
     from tangentlab.empirical.records import RowBase
     from tangentlab.measure import normal_controls, removed_variance
+    from tangentlab.report import causal_rules as CR
     from tangentlab.report import rules as R
 
     rng = np.random.default_rng([seed, 18])
@@ -93,7 +94,7 @@ def simulate(seed: int, *, kind: str = "flat", d: int = 32, r: int = 4, shape: s
         out.setdefault(row["metric"], row)
     ex, dx = out["ablation_excess"], out["ablation_excess_displacement"]
     bx = out["ablation_excess_both"]
-    outcome = R.ablation_excess_rule(
+    outcome = CR.ablation_excess_rule(
         R.Interval("excess", ex["value"], ex.get("ci_low"), ex.get("ci_high")),
         out["ablation_loss_matched_mean"]["value"],
         displacement=R.Interval("displacement", dx["value"], dx.get("ci_low"), dx.get("ci_high")),

@@ -14,6 +14,7 @@ import collections
 import numpy as np
 import pytest
 
+from tangentlab.report import causal_rules as CR
 from tangentlab.report import rules as R
 from tests.empirical.causal_sim import simulate
 
@@ -108,7 +109,7 @@ def test_no_plan_gives_nan_rows_that_say_why():
     cl = CausalLosses(loss_sums=L, counts=np.full_like(L, 5.0), variants=var, n_rows=20)
     rows = {x["metric"]: x for x in causal_rows(cl, MeasureConfig(n_boot=20), RowBase(site="s"))}
     assert np.isnan(rows["ablation_excess"]["value"]) and "d >= 2r" in rows["ablation_excess"]["note"]
-    out = R.ablation_excess_rule(None, None)
+    out = CR.ablation_excess_rule(None, None)
     assert out.status == R.INCONCLUSIVE
 
 

@@ -53,6 +53,7 @@ def _run(k: float):
     )
     from tangentlab.empirical.measure_config import MeasureConfig
     from tangentlab.empirical.records import RowBase
+    from tangentlab.report import causal_rules as CR
     from tangentlab.report import rules as R
 
     lm, Q, train, held = _planted(k)
@@ -60,7 +61,7 @@ def _run(k: float):
                        train_batches=train, eval_batches=held, steps=4, step_loss=0.002, seed=0)
     rows = {r["metric"]: r for r in learning_rows(al, MeasureConfig(n_boot=200), RowBase(site="s"))}
     ex = rows["learning_excess"]
-    out = R.learning_arms_rule(R.Interval("X", ex["value"], ex["ci_low"], ex["ci_high"]),
+    out = CR.learning_arms_rule(R.Interval("X", ex["value"], ex["ci_low"], ex["ci_high"]),
                                rows["learning_loss_decrease_unmodified"]["value"])
     return al, rows, out
 
@@ -130,3 +131,16 @@ def test_a_loaded_planted_checkpoint_trains_only_its_blocks(tmp_path):
     assert np.isfinite(al.loss_sums).all()
     for k, v in loaded.planted.embed.state_dict().items():
         assert torch.equal(v, before[k]), k
+
+
+@pytest.mark.parametrize("arch", ["decoder", "encoder"])
+def test_measure_writes_the_learning_rows_at_the_last_checkpoint(measured, arch):
+    from tangentlab.runs import read_results
+
+    df = read_results(measured[arch] / "results.csv")
+    ex = df[df["metric"] == "learning_excess"]
+    assert len(ex) == ex["site"].nunique() >= 1  # one per site, at one checkpoint
+    assert set(ex["step"]) == {df["step"].max()}
+    assert np.isfinite(ex["ci_low"]).all() and (ex["ci_low"] <= ex["ci_high"]).all()
+    dec = df[df["metric"] == "learning_loss_decrease_unmodified"]
+    assert np.isfinite(dec["value"]).all() and (ex["n_controls"] == 2).all()

@@ -163,7 +163,8 @@ def test_an_equivalence_row_is_right_to_say_not_supported_under_a_null():
         planted = sc.spec.get("cost_ratio", 1.0) != 1.0
         assert sc.truth["ablation"] == ("positive" if planted else "negative"), sc.name
         # the learning arms follow the gradient enrichment at the last checkpoint
-        want = "positive" if sc.truth["enrichment"] == "positive" else "negative"
+        want = ("positive" if sc.truth["enrichment"] == "positive" and sc.name != "drift"
+                else "negative")  # drift: the mean gradient barely projects on the fixed proxy
         assert sc.truth["learning-arms"] == want, sc.name
     cfg = EndToEndConfig(scenarios=("no-effect", "convex"), sims=50)
     res = (_results("no-effect", ["not supported"] * 50, row="ablation")
