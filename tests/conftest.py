@@ -53,6 +53,9 @@ MODEL_TESTS = (
     "tests/empirical/test_capture.py::test_gradients_equal_autograd_of_the_same_loss",
     "tests/test_bad_input.py::test_weights_of_another_width_under_an_unchanged_config_are_exit_2",
     "tests/test_distributed.py::test_ddp_training_reduces_the_loss_every_n_steps_and_times_each_phase",
+    "tests/empirical/test_learning_arms.py::test_the_projection_hook_moves_only_what_it_keeps",
+    "tests/empirical/test_learning_arms.py::test_an_enriched_gradient_mean_is_found_and_a_null",
+    "tests/empirical/test_learning_arms.py::test_a_loaded_planted_checkpoint_trains_only_its",
 )
 
 

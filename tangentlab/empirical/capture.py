@@ -219,14 +219,17 @@ def capture_batch(loaded, sites: Sequence[str], input_ids, labels=None, *, atten
 
 
 def edited_losses(loaded, site: str, input_ids, labels, *, bases, shifts, mu,
-                  mask=None, max_batch: int = 64):
+                  mask=None, max_batch: int = 64, noise=None, noise_seed: int = 0):
     """Summed loss of the batch under K edits of the activations at ``site`` (no gradients).
 
     Variant k replaces each activation h by ``h − ((h − mu) B_k) B_kᵀ + shift_k`` (mean-ablation
     of span(B_k), then a constant shift). ``bases``: (K, d, r) orthonormal (zeros = no ablation);
     ``shifts``: (K, d); ``mu``: (d,); ``mask``: optional (batch, seq) of 0/1, the positions edited
     (the others are left unchanged; None = every position). Variants run stacked along the batch
-    axis, at most ``max_batch`` rows per forward pass. Returns (loss_sum (K,), n_targets (K,)).
+    axis, at most ``max_batch`` rows per forward pass. ``noise``: optional (K, d, r) bases N_k;
+    variant k then also adds ``z N_kᵀ`` at the edited positions, z a standard normal (batch, seq,
+    r) drawn once from ``noise_seed`` and shared by every variant (common random numbers).
+    Returns (loss_sum (K,), n_targets (K,)).
     """
     import numpy as np
     import torch
@@ -241,6 +244,14 @@ def edited_losses(loaded, site: str, input_ids, labels, *, bases, shifts, mu,
          torch.as_tensor(np.asarray(mask), dtype=dtype, device=dev)[None, :, :, None])
     K = B.shape[0]
     nb = input_ids.shape[0]
+    N = z = None
+    if noise is not None:
+        N = torch.as_tensor(np.asarray(noise), dtype=dtype, device=dev)
+        gen = torch.Generator().manual_seed(int(noise_seed))
+        z = torch.randn((*input_ids.shape, N.shape[-1]), generator=gen,
+                        dtype=torch.float64).to(dtype=dtype, device=dev)  # (nb, T, r)
+        if w is not None:
+            z = z * w[0]
     per = max(1, max_batch // nb)
     losses = np.zeros(K)
     counts = np.zeros(K, dtype=np.int64)
@@ -249,13 +260,15 @@ def edited_losses(loaded, site: str, input_ids, labels, *, bases, shifts, mu,
         kk = k1 - k0
         Bk, Sk = B[k0:k1], S[k0:k1]
 
-        def edit(h, Bk=Bk, Sk=Sk, kk=kk):
+        def edit(h, Bk=Bk, Sk=Sk, kk=kk, k0k=slice(k0, k1)):
             hv = h.reshape(kk, nb, *h.shape[1:])  # (kk, nb, T, d)
             coef = torch.einsum("kbtd,kdr->kbtr", hv - m, Bk)
             if w is None:
                 hv = hv - torch.einsum("kbtr,kdr->kbtd", coef, Bk) + Sk[:, None, None, :]
             else:  # the edit where the mask is 1 only
                 hv = hv + w * (-torch.einsum("kbtr,kdr->kbtd", coef, Bk) + Sk[:, None, None, :])
+            if N is not None:
+                hv = hv + torch.einsum("btr,kdr->kbtd", z, N[k0k])
             return hv.reshape(h.shape)
 
         ids = input_ids.repeat(kk, 1)

@@ -15,7 +15,10 @@ Variants (:func:`build_variants`), in order:
 4. the dose plan (:func:`tangentlab.measure.causal_controls.dose_plan`): at each dose level,
    Q_T and ``n_controls`` spectrum-weighted rank-r complement controls, each ablated at the
    strength that removes exactly the level's variance; then the same controls at the strengths
-   that displace the rows by the same mean squared distance (``match="displacement"``);
+   that displace the rows by the same mean squared distance (``match="displacement"``); then
+   the same controls matched on *both* (``match="both"``: a shrink plus noise inside the edited
+   subspace, so every edit removes the level's variance and moves the rows by the same mean
+   squared distance; the verdict reads this one);
 5. for each step size α: a shift by α·rms along Q's first direction, then along each complement
    control's first direction.
 
@@ -32,9 +35,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tangentlab.empirical.learning_arms import measure_learning_arms  # re-exported for measure
+
 __all__ = ["CausalLosses", "Variants", "ablated_moments", "build_variants", "causal_losses",
            "causal_rows", "edit_positions", "pad_bases", "NO_MATCH_NOTE", "EXTRAPOLATED_NOTE",
-           "DOSE_CONTROLS"]
+           "DOSE_CONTROLS", "measure_learning_arms"]
 
 
 @dataclass(frozen=True)
@@ -52,6 +57,8 @@ class Variants:
         plan: the :class:`~tangentlab.measure.causal_controls.DosePlan` (None when none).
         displacement_plan, index_displacement: the same controls matched on displacement
             (mean squared distance the edit moves the rows) instead of removed variance.
+        both_plan, index_both: the same controls matched on both (the verdict's plan).
+        noise: (K, d, r) noise bases (zeros except in ``both_plan``'s columns).
         plan_note: why there is no plan ('' when there is one).
         steer_sizes: the step sizes α.
     """
@@ -68,6 +75,9 @@ class Variants:
     steer_sizes: tuple
     displacement_plan: Any = None
     index_displacement: Any = None
+    both_plan: Any = None
+    index_both: Any = None
+    noise: Any = None
 
 
 @dataclass(frozen=True)
@@ -186,9 +196,11 @@ def build_variants(Q, complement, cov, *, rms: float, steer_sizes: Sequence[floa
     try:
         plan, note = dose_plan(Q, cov, n_controls, seed), ""
         shift = dose_plan(Q, cov, n_controls, seed, controls=plan.controls, match="displacement")
+        both = dose_plan(Q, cov, n_controls, seed, controls=plan.controls, match="both")
     except RankError as e:
-        plan, shift, note = None, None, str(e)
+        plan, shift, both, note = None, None, None, str(e)
     bases = [np.zeros((d, r)), Q] + complement
+    noise = [np.zeros((d, r))] * len(bases)
     m = len(complement)
 
     def add(p):
@@ -197,28 +209,32 @@ def build_variants(Q, complement, cov, *, rms: float, steer_sizes: Sequence[floa
         flat = list(p.flat_bases())
         i0 = len(bases)
         bases.extend(flat)
+        noise.extend(list(p.flat_noise()))
         return i0 + np.arange(len(flat)).reshape(p.bases.shape[:2])
 
-    index_dose, index_shift = add(plan), add(shift)
+    index_dose, index_shift, index_both = add(plan), add(shift), add(both)
     shifts = [np.zeros(d)] * len(bases)
     index_steer = []
     for alpha in steer_sizes:
         i0 = len(bases)
         for S in [Q] + complement:
             bases.append(np.zeros((d, r)))
+            noise.append(np.zeros((d, r)))
             shifts.append(alpha * rms * S[:, 0])
         index_steer.append((i0, np.arange(i0 + 1, i0 + 1 + m)))
-    B = pad_bases(bases, r)
-    return Variants(bases=B, shifts=np.stack(shifts),
-                    removed_variance=np.asarray(removed_variance(B, cov), dtype=np.float64),
+    B, N = pad_bases(bases, r), pad_bases(noise, r)
+    rv = np.asarray(removed_variance(B, cov), dtype=np.float64)
+    rv = rv - np.einsum("kdr,kdr->k", N, N)  # added noise inside span(B) adds variance back
+    return Variants(bases=B, shifts=np.stack(shifts), removed_variance=rv,
                     index_tangent=1, index_complement=np.arange(2, 2 + m), index_dose=index_dose,
                     index_steer=tuple(index_steer), plan=plan, plan_note=note,
                     displacement_plan=shift, index_displacement=index_shift,
+                    both_plan=both, index_both=index_both, noise=N,
                     steer_sizes=tuple(float(a) for a in steer_sizes))
 
 
 def _masked_losses(lm, site: str, input_ids, labels, *, bases, shifts, mu, mask,
-                   max_batch: int = 64):
+                   max_batch: int = 64, noise=None, noise_seed: int = 0):
     """Summed loss (K,) and targets (K,) of the batch under K edits applied where ``mask`` is true.
 
     Variant k replaces h by ``h − ((h − mu) B_k) B_kᵀ + shift_k`` at the masked positions and
@@ -227,7 +243,7 @@ def _masked_losses(lm, site: str, input_ids, labels, *, bases, shifts, mu, mask,
     from tangentlab.empirical.capture import edited_losses
 
     return edited_losses(lm, site, input_ids, labels, bases=bases, shifts=shifts, mu=mu,
-                         mask=mask, max_batch=max_batch)
+                         mask=mask, max_batch=max_batch, noise=noise, noise_seed=noise_seed)
 
 
 def causal_losses(lm, site: str, Q, complement, *, rms: float, batches: Sequence,
@@ -253,10 +269,16 @@ def causal_losses(lm, site: str, Q, complement, *, rms: float, batches: Sequence
     del acts
     var = build_variants(Q, complement, cov, rms=rms, steer_sizes=steer_sizes,
                          n_controls=n_controls, seed=seed)
+    import zlib
+
     L, N = [], []
-    for batch, mk in zip(batches, masks):
+    has_noise = bool(np.any(var.noise))
+    base_seed = zlib.crc32(repr(seed).encode())
+    for i, (batch, mk) in enumerate(zip(batches, masks)):
         lsum, cnt = _masked_losses(lm, site, batch.input_ids, batch.labels, bases=var.bases,
-                                   shifts=var.shifts, mu=mu, mask=mk)
+                                   shifts=var.shifts, mu=mu, mask=mk,
+                                   noise=var.noise if has_noise else None,
+                                   noise_seed=(base_seed + 7919 * i) % (2**31 - 1))
         L.append(lsum)
         N.append(cnt)
     return CausalLosses(loss_sums=np.stack(L).astype(np.float64),
@@ -369,7 +391,9 @@ def _dose_rows(cl, cfg, base, kw: dict, point, paired_excess, curve_at) -> list[
     names = ("ablation_excess", "ablation_loss_matched_mean", "ablation_loss_tangent_matched",
              "removed_variance_matched", "ablation_strength_tangent",
              "ablation_control_curve_at_tangent", "ablation_excess_extrapolated",
-             "ablation_excess_displacement", "ablation_loss_matched_displacement_mean")
+             "ablation_excess_displacement", "ablation_loss_matched_displacement_mean",
+             "ablation_excess_both", "ablation_loss_matched_both_mean",
+             "ablation_loss_tangent_both")
     if var.plan is None or not np.size(var.index_dose):
         return [base.row(m, None, note=f"{NO_MATCH_NOTE}: {var.plan_note}",
                          controls=DOSE_CONTROLS, **kw) for m in names]
@@ -433,5 +457,18 @@ def _dose_rows(cl, cfg, base, kw: dict, point, paired_excess, curve_at) -> list[
             base.row("ablation_loss_matched_displacement_mean", ds.control[top],
                      ci_low=ds.control_lo[top], ci_high=ds.control_hi[top],
                      band_low=ds.control_min[top], band_high=ds.control_max[top], **kw, **dk),
+        ]
+    bp = var.both_plan
+    if bp is not None and np.size(var.index_both):
+        db = read(var.index_both, bp.targets)
+        bk = dict(tk, match="both", strength=float(bp.strengths[top, 0]))
+        rows += [
+            base.row("ablation_excess_both", db.excess[top], ci_low=db.excess_lo[top],
+                     ci_high=db.excess_hi[top], p_value=db.p_value[top], **kw, **bk),
+            base.row("ablation_loss_matched_both_mean", db.control[top],
+                     ci_low=db.control_lo[top], ci_high=db.control_hi[top],
+                     band_low=db.control_min[top], band_high=db.control_max[top], **kw, **bk),
+            base.row("ablation_loss_tangent_both", db.tangent[top], ci_low=db.tangent_lo[top],
+                     ci_high=db.tangent_hi[top], **kw, **bk),
         ]
     return rows

@@ -60,6 +60,11 @@ class MeasureConfig(Config):
     many variance-matched ones), ``causal_batches`` (the first test batches, at most the whole
     test half; the bootstrap units),
     ``steer_sizes`` (step sizes in units of the site's RMS activation norm).
+    Learning arms (the second causal test, at the last causal checkpoint, every site;
+    :mod:`tangentlab.empirical.learning_arms`): ``learning_arms`` on/off, ``learning_steps``
+    (SGD steps per arm, at most 64), ``learning_step_loss`` (the unmodified arm's first-order
+    training-loss decrease per step, in nats, at most 0.1: it sets the shared learning rate),
+    ``learning_controls`` (rank-matched Haar complement controls, one arm each, at most 32).
     Other: ``early_fraction`` (early = 0 < step ≤ early_fraction × last step, weighted by step
     span), ``eval_text`` (empty: the training run's held-out documents, or its corpus, else
     wikipedia; a corpus name, a file or folder, or ``text:|json:|parquet:PATH``),
@@ -109,6 +114,10 @@ class MeasureConfig(Config):
     causal_controls: int = option(5, ge=1, integer=True)
     causal_batches: int = option(8, ge=1, integer=True)
     steer_sizes: tuple[float, ...] = (0.25, 1.0)
+    learning_arms: bool = True
+    learning_steps: int = option(8, ge=1, le=64, integer=True)
+    learning_step_loss: float = option(0.0005, gt=0, le=0.1)
+    learning_controls: int = option(8, ge=1, le=32, integer=True)
     early_fraction: float = option(0.3, ge=0, le=1)
     eval_text: str = ""
     max_docs: int | None = option(None, ge=1, integer=True)
@@ -137,7 +146,8 @@ class MeasureConfig(Config):
         default's), 200 bootstrap replicates, the causal check on 2 checkpoints and 4 batches.
         """
         return cls(n_batches=16, batch_size=4, sample_rows=1024, n_boot=200,
-                   causal_checkpoints=2, causal_batches=4, bridge_boot=50, bridge_tokens=40)
+                   causal_checkpoints=2, causal_batches=4, bridge_boot=50, bridge_tokens=40,
+                   learning_controls=4)
 
     def relations(self) -> list[tuple[bool, str]]:
         """Constraints between fields (checked with the field bounds, see tangentlab.config)."""

@@ -102,11 +102,11 @@ def _tested_subspaces(proxies, cfg: MeasureConfig, ones) -> tuple[dict, dict]:
 
 
 def _site_rows(lm, st: SiteStats, proxies, tested, base: RowBase, setup: _Setup,
-               cfg: MeasureConfig, *, causal: bool, ones, timer) -> tuple[list[dict], dict]:
+               cfg: MeasureConfig, *, causal: bool, ones, timer, learning=False) -> tuple:
     """Every row of one (checkpoint, site), and its frequency scatter data."""
     import numpy as np
 
-    from tangentlab.empirical.causal import causal_losses
+    from tangentlab.empirical.causal import causal_losses, measure_learning_arms
     from tangentlab.empirical.metrics import (
         causal_rows,
         drift_rows,
@@ -147,6 +147,8 @@ def _site_rows(lm, st: SiteStats, proxies, tested, base: RowBase, setup: _Setup,
                                steer_sizes=cfg.steer_sizes, n_controls=cfg.causal_controls,
                                seed=[cfg.seed, 31], exclude_positions=cfg.exclude_positions)
             rows += causal_rows(cl, cfg, base.with_(proxy="fixed"))
+    if learning and proxies is not None:  # the learning arms (issue 18)
+        rows += measure_learning_arms(lm, base.site, proxies.fixed, setup.eval_data, cfg, base)
     return rows, scatter
 
 
@@ -222,7 +224,7 @@ def _measure_checkpoint(ctx: _Context, i: int, ck, previous: Mapping[str, Any], 
     from tangentlab.empirical.collect import merge_halves
 
     cfg, setup, timer = ctx.cfg, ctx.setup, ctx.timer
-    head = setup.first.head
+    head, last = setup.first.head, max(ctx.causal_idx, default=-1)
     main = share is None or share.world.is_main
     with timer("load"):
         lm = _load(setup, ck, ctx.dev)
@@ -264,7 +266,8 @@ def _measure_checkpoint(ctx: _Context, i: int, ck, previous: Mapping[str, Any], 
                        step=ck.step, layer=_layer_of(site), site=site, seed=cfg.seed,
                        method=setup.proxies[site].spec)
         got, scatter = _site_rows(lm, st, proxies.get(site), tested.get(site), base, setup, cfg,
-                                  causal=head and i in ctx.causal_idx, ones=ctx.ones, timer=timer)
+                                  causal=head and i in ctx.causal_idx, ones=ctx.ones, timer=timer,
+                                  learning=head and i == last and cfg.learning_arms)
         rows += got
         tokens, cen, raw = _centroids(st, cfg)
         per_site[site] = {"logf": scatter["logf"], "spread": scatter["spread"],

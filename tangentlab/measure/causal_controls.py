@@ -63,6 +63,7 @@ __all__ = [
     "strength_for",
     "DosePlan",
     "dose_plan",
+    "displacement",
     "DoseResponse",
     "paired_excess",
     "curve_at",
@@ -137,10 +138,12 @@ class DosePlan:
         strengths: ``(L, 1 + m)`` the strengths s.
         removed_variance: ``(L, 1 + m)`` the variance each edit removes (equal along a row for a
             variance match).
-        match: ``"variance"`` or ``"displacement"`` (what the strengths equalise).
+        match: ``"variance"``, ``"displacement"`` or ``"both"`` (what the edits equalise).
         controls: ``(m, d, r)`` the controls at full strength.
         full_variance: ``(1 + m,)`` ``tr(B^T Sigma B)`` of Q_T and of each control.
         v_max: the largest variance every edit can remove.
+        noise: ``(L, 1 + m, d, r)`` for ``match="both"``: the noise bases N (each edit adds
+            ``z N^T`` with z a standard normal r-vector per row); None otherwise.
     """
 
     levels: np.ndarray
@@ -152,11 +155,19 @@ class DosePlan:
     full_variance: np.ndarray
     v_max: float
     match: str = "variance"
+    noise: np.ndarray | None = None
 
     def flat_bases(self) -> np.ndarray:
         """The plan's bases as one stack ``(L (1 + m), d, r)``, level by level."""
         L, k, d, r = self.bases.shape
         return self.bases.reshape(L * k, d, r)
+
+    def flat_noise(self) -> np.ndarray:
+        """The noise bases as one stack ``(L (1 + m), d, r)`` (zeros when the plan adds none)."""
+        if self.noise is None:
+            return np.zeros_like(self.flat_bases())
+        L, k, d, r = self.noise.shape
+        return self.noise.reshape(L * k, d, r)
 
     def to_dict(self) -> dict[str, Any]:
         """Summary for JSON (bases left out)."""
@@ -181,7 +192,15 @@ def dose_plan(Q: ArrayLike, cov: ArrayLike, n_controls: int, seed: Seed, *,
             ``(2s - s^2) tr(B^T Sigma B)``; ``"displacement"``: each edit moves the rows by the
             same mean squared distance, ``E||dh||^2 = s^2 tr(B^T Sigma B)`` (s = sqrt(target /
             full)). A partial ablation removes more variance than it displaces, so the two
-            matches differ; the rule asks both.
+            matches differ. ``"both"``: each edit removes the level's variance v *and*
+            displaces the rows by the same mean squared distance v: shrink along B at strength
+            ``s = v / F`` (F = ``tr(B^T Sigma B)``) and add noise ``z N^T`` inside span(B) with
+            covariance ``(n / F) B B^T Sigma B B^T``, ``n = v (1 - v / F)``; then the edited
+            rows' covariance along B is ``(1 - v / F)`` times the clean one and the displacement
+            covariance is ``(v / F) B B^T Sigma B B^T``, the shape of a full ablation. A
+            control at ``v = F`` is fully ablated (no noise). The verdict reads this match: a
+            loss that depends on removed variance only, on displacement only, or on both, by
+            any function, gives Q_T and the controls the same expected increase.
 
     Raises RankError when no edit can remove any variance (a zero covariance on the controls).
     """
@@ -206,16 +225,44 @@ def dose_plan(Q: ArrayLike, cov: ArrayLike, n_controls: int, seed: Seed, *,
                         "the rows hold no variance along a control or along Q")
     targets = lv * v_max
     every = np.concatenate([Q[None], C])  # (1 + m, d, r)
-    if match not in ("variance", "displacement"):
-        raise ValidationError(f"match must be 'variance' or 'displacement', got {match!r}")
+    if match not in ("variance", "displacement", "both"):
+        raise ValidationError(f"match must be 'variance', 'displacement' or 'both', got {match!r}")
+    noise = None
     if match == "variance":
         strengths = np.array([[strength_for(t, v) for v in full] for t in targets])
-    else:
+    elif match == "displacement":
         strengths = np.sqrt(np.clip(targets[:, None] / full[None, :], 0.0, 1.0))
+    else:
+        strengths = np.clip(targets[:, None] / full[None, :], 0.0, 1.0)
+        n_var = targets[:, None] * (1.0 - strengths)  # (L, 1 + m) noise variance added
+        half = np.empty((len(every), r, r))
+        for j, B in enumerate(every):  # (B^T Sigma B)^{1/2} / sqrt(F)
+            w, U = np.linalg.eigh(B.T @ S @ B)
+            half[j] = (U * np.sqrt(np.clip(w, 0.0, None))) @ U.T / math.sqrt(full[j])
+        noise = (np.sqrt(n_var)[:, :, None, None]
+                 * np.einsum("jdk,jkl->jdl", every, half)[None])  # (L, 1 + m, d, r)
     bases = np.sqrt(strengths)[:, :, None, None] * every[None]
     rv = _removed(bases.reshape(-1, d, r), S).reshape(strengths.shape)
+    if noise is not None:
+        rv = rv - np.einsum("ajdk,ajdk->aj", noise, noise)
     return DosePlan(levels=lv, targets=targets, bases=bases, strengths=strengths,
-                    removed_variance=rv, controls=C, full_variance=full, v_max=v_max, match=match)
+                    removed_variance=rv, controls=C, full_variance=full, v_max=v_max, match=match,
+                    noise=noise)
+
+
+def displacement(plan: DosePlan, cov: ArrayLike) -> np.ndarray:
+    """``(L, 1 + m)``: the mean squared distance each edit of ``plan`` moves rows of covariance ``cov``.
+
+    ``s^2 tr(B^T Sigma B)`` for the shrink plus ``tr(N N^T)`` for the noise.
+    """
+    S = as_moment(cov, name="cov")
+    B = plan.bases  # sqrt(s) B
+    BtSB = np.einsum("ajdk,de,ajeq->ajkq", B, S, B)
+    BtB = np.einsum("ajdk,ajdq->ajkq", B, B)
+    out = np.einsum("ajkq,ajqk->aj", BtB, BtSB)  # tr(B B^T Sigma B B^T) = s^2 F
+    if plan.noise is not None:
+        out = out + np.einsum("ajdk,ajdk->aj", plan.noise, plan.noise)
+    return out
 
 
 def _expanded_tail(confidence: float, n_units: int) -> float:

@@ -35,9 +35,6 @@ __all__ = [
     "negative_correlation_rule",
     "weakens_late_rule",
     "ProxyTrajectory",
-    "matched_ablation_rule",
-    "ablation_excess_rule",
-    "ABLATION_MARGIN",
     "p_floor",
     "Interval",
 ]
@@ -101,23 +98,39 @@ RULES: dict[str, str] = {
         "stored) inconclusive."
     ),
     "ablation": (
-        "At the last causal checkpoint, E = the paired excess (ablation_excess): the loss "
-        "increase when mean-ablating Q_T at the strength that removes a dose v of activation "
-        "variance, minus the mean loss increase over rank-r controls (spectrum-weighted draws "
-        "from the complement of Q_T) each ablated at the strength that removes exactly v, on "
-        "the same edited positions; v is the largest variance every control can remove; the "
-        "interval's replicates resample the causal test batches and redraw the controls. E_D "
-        "(ablation_excess_displacement) is the same with the strengths chosen so that every "
-        "edit moves the rows by the same mean squared distance; C_D = those controls' mean loss "
-        "increase (ablation_loss_matched_displacement_mean). Q_T is ablated more partially than "
-        "the controls, so at matched variance it moves the rows less, and at matched "
-        "displacement it removes more variance: each claim uses the match that is conservative "
-        "for it. Supported if E's CI lower bound is above 0; not supported if E_D's CI upper "
-        "bound is below 0.2 |C_D| (ablating Q_T costs at most a fifth more than ablating "
-        "controls that move the rows as far, which includes an interval below 0); otherwise "
-        "(neither, or both) inconclusive. A run that stored only E reads E for both; a run "
-        "without E (from before the dose-response check, or where no matched dose could be "
-        "built) is inconclusive."
+        "At the last causal checkpoint, E = the paired excess matched on both removed variance "
+        "and displacement (ablation_excess_both): the loss increase when Q_T is edited so that "
+        "it removes a dose v of activation variance and moves the edited rows by a mean squared "
+        "distance v (a shrink along Q_T plus noise inside span(Q_T)), minus the mean loss "
+        "increase over rank-r controls (spectrum-weighted draws from the complement of Q_T) "
+        "edited the same way to the same v, on the same edited positions; v is the largest "
+        "variance every control can remove (each control at v is a full mean-ablation); the "
+        "interval's replicates resample the causal test batches and redraw the controls; C = "
+        "the controls' mean loss increase (ablation_loss_matched_both_mean). Supported if E's "
+        "CI lower bound is above 0; not supported if E's CI upper bound is below 0.2 |C| "
+        "(ablating Q_T costs at most a fifth more than controls that remove as much variance "
+        "and move the rows as far: an equivalence claim, true when the loss depends on "
+        "direction-blind amounts only); otherwise (neither, or both) inconclusive. A run from "
+        "before the double match (no ablation_excess_both) reads the older pair: supported if "
+        "the variance-matched excess (ablation_excess) has its CI lower bound above 0, not "
+        "supported if the displacement-matched excess (ablation_excess_displacement) has its "
+        "upper bound below 0.2 |C_D|, else inconclusive; a run without any paired excess is "
+        "inconclusive."
+    ),
+    "learning-arms": (
+        "At the last causal checkpoint, from the checkpoint every arm trains for the same SGD "
+        "steps on the same batches at one shared learning rate, with the site's activation "
+        "gradient projected away from Q_T (arm A), away from each of several rank-r Haar "
+        "controls drawn from the complement of Q_T (arms C_j), or left alone (arm U); D = the "
+        "held-out loss decrease (test-half batches, before minus after). X = mean_j D(C_j) - "
+        "D(A) (learning_excess): how much more learning survives removing a control than "
+        "removing Q_T; the interval's replicates resample the held-out batches and redraw the "
+        "controls. Supported if X's CI lower bound is above 0; not supported if X's CI upper "
+        "bound is below 0.1 D(U) (removing Q_T costs at most a tenth of the unmodified "
+        "learning beyond what removing a control costs: an equivalence claim); otherwise "
+        "(neither, or both) inconclusive; inconclusive too when the unmodified arm did not "
+        "lower the held-out loss (D(U) <= 0) or an interval is missing. Combined over "
+        "architectures and sites."
     ),
 }
 
@@ -383,69 +396,6 @@ def weakens_late_rule(fixed: ProxyTrajectory | None, refit: ProxyTrajectory | No
     if tf == "flat" and fixed.peak_in_late:
         why = "the peak lies inside the late window and the intervals overlap"
     return Outcome(INCONCLUSIVE, txt + "; " + why)
-
-
-#: Equivalence margin of the ablation rule, as a fraction of the matched controls' loss increase.
-ABLATION_MARGIN = 0.2
-
-
-def ablation_excess_rule(excess: Interval | None, control: float | None, *,
-                         displacement: Interval | None = None,
-                         control_displacement: float | None = None,
-                         margin: float = ABLATION_MARGIN) -> Outcome:
-    """Causal ablation: the paired excess of Q_T over matched controls; see ``RULES["ablation"]``.
-
-    Args:
-        excess: the paired excess at the largest dose matched on removed variance, with its
-            interval (None: not stored, inconclusive).
-        control: the matched controls' mean loss increase at that dose (the margin's unit).
-        displacement: the same excess with the doses matched on displacement (None: a run that
-            stored only the variance match; then that one decides alone).
-        control_displacement: the displacement-matched controls' mean loss increase.
-        margin: the equivalence margin as a fraction of the controls' loss increase.
-    """
-    if excess is None or not _ok(excess.value):
-        return Outcome(INCONCLUSIVE, "no paired excess stored (a run from before the "
-                                     "dose-response check, or no matched dose could be built)")
-    disp = displacement if displacement is not None and _ok(displacement.value) else excess
-    c_d = control_displacement if displacement is not None else control
-    both = [excess] + ([disp] if disp is not excess else [])
-    if not all(e.has_interval() for e in both):
-        return Outcome(INCONCLUSIVE, "; ".join(e.text() for e in both) + "; an interval is missing")
-    bound = margin * (abs(float(c_d)) if _ok(c_d) else 0.0)
-    txt = (f"variance-matched {excess.text()} (controls {_f(control)})"
-           + (f"; displacement-matched {disp.text()} (controls {_f(c_d)})" if disp is not excess
-              else "") + f"; equivalence bound {_f(margin)} x |C| = {_f(bound)}")
-    up, down = float(excess.lo) > 0, float(disp.hi) < bound
-    if up and not down:
-        return Outcome(SUPPORTED, txt + "; the variance-matched interval lies above 0")
-    if down and not up:
-        return Outcome(NOT_SUPPORTED, txt + "; the displacement-matched interval lies below the "
-                                            "bound")
-    why = "the two matches contradict each other" if up else "neither interval decides"
-    return Outcome(INCONCLUSIVE, txt + f"; {why}")
-
-
-def matched_ablation_rule(tangent: Interval | None, matched: Interval | None) -> Outcome:
-    """The causal ablation rule before issue 18 (non-overlap of two marginal intervals).
-
-    No longer used by the report (:func:`ablation_excess_rule` is); kept for old callers.
-    ``matched`` is None when the run has no variance-matched controls (old runs): inconclusive.
-    """
-    if matched is None:
-        return Outcome(INCONCLUSIVE, "no variance-matched controls stored: the complement "
-                                     "controls remove far less activation variance than Q_T, so "
-                                     "they cannot separate geometry from removed variance")
-    if tangent is None or not (_ok(tangent.value) and _ok(matched.value)):
-        return Outcome(INCONCLUSIVE, "the tangent or matched-control loss increase is missing")
-    txt = f"{tangent.text()} vs {matched.text()}"
-    if not (tangent.has_interval() and matched.has_interval()):
-        return Outcome(INCONCLUSIVE, txt + "; an interval is missing")
-    if float(tangent.lo) > float(matched.hi):
-        return Outcome(SUPPORTED, txt)
-    if float(tangent.hi) < float(matched.lo):
-        return Outcome(NOT_SUPPORTED, txt)
-    return Outcome(INCONCLUSIVE, txt + "; the intervals overlap")
 
 
 def group_units(items: Iterable[tuple[str, Outcome]]) -> dict[str, Outcome]:

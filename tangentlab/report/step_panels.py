@@ -16,15 +16,15 @@ from tangentlab.report.figures import Panel, Series
 from tangentlab.report.tables import ResultTable
 from tangentlab.report.units import (
     ENRICH_LABEL,
-    MATCHED_METRIC,
     STEP_LABEL,
     STEP_SCALE,
     Model,
     _named,
 )
+from tangentlab.report.units_causal import LEARNING_METRIC, MATCHED_METRIC
 
 __all__ = ["StepPanel", "STEP_PANELS", "enrichment_panel", "isoscore_panel", "freqdist_panel",
-           "ablation_panel"]
+           "ablation_panel", "learning_panel"]
 
 
 @dataclass(frozen=True)
@@ -136,6 +136,19 @@ ablation_panel = StepPanel("ablation_loss_tangent", "loss increase on ablation",
                            "loss increase (nats per token)", _ablation_series)
 
 
+def _learning_series(t: ResultTable, site: str, lbl, steps, i: int) -> list[Series]:
+    arms = (("unmodified", "unmodified"), ("away", "away from Q_T"),
+            ("away_control_mean", "away from controls"), ("onto", "onto Q_T"))
+    return [t.step_series(f"learning_loss_decrease_{arm}", site, lbl(name, site), color=4 * i + j)
+            for j, (arm, name) in enumerate(arms)]
+
+
+#: The held-out loss decrease of each learning arm against step, for one model.
+learning_panel = StepPanel(LEARNING_METRIC, "held-out loss decrease per training arm",
+                           "loss decrease (nats per token)", _learning_series)
+
+
 #: The step panels by key (the late-window panel lives with its rule in ``late``).
 STEP_PANELS: dict[str, StepPanel] = {"enrichment": enrichment_panel, "isoscore": isoscore_panel,
-                                     "freqdist": freqdist_panel, "ablation": ablation_panel}
+                                     "freqdist": freqdist_panel, "ablation": ablation_panel,
+                                     "learning-arms": learning_panel}

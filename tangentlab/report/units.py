@@ -31,7 +31,6 @@ __all__ = [
     "bucket_unit",
     "isoscore_unit",
     "freqdist_unit",
-    "ablation_unit",
     "bucket_panel",
     "comparison_panel",
     "READERS_RHO_STATISTIC",
@@ -380,28 +379,3 @@ def freqdist_unit(model: Model, site: str) -> Unit:
     return _unit(model, site, out, est, f"step {_step(last)}", note)
 
 
-# ------------------------------------------------------------------------------ causal ablation
-
-MATCHED_METRIC, EXCESS_METRIC = "ablation_loss_matched_mean", "ablation_excess"
-DISP_METRIC, PER_VARIANCE_PREFIX = "ablation_loss_matched_displacement_mean", "ablation_loss_per_variance_"
-
-
-def ablation_unit(model: Model, site: str) -> Unit:
-    """The paired excess of ablating Q_T over rank- and variance-matched controls, for one site."""
-    t, has = model.table, model.table.has(EXCESS_METRIC)  # a run from before issue 18 has none
-    last = t.last_step("ablation_loss_tangent", site)
-    tt, ex, m, tm, v, ext, old, dx, dm = (t.get(k, site=site, step=last) for k in (
-        "ablation_loss_tangent", EXCESS_METRIC, MATCHED_METRIC, "ablation_loss_tangent_matched",
-        "removed_variance_matched", "ablation_excess_extrapolated", "ablation_loss_control_mean",
-        f"{EXCESS_METRIC}_displacement", DISP_METRIC))
-    out = R.ablation_excess_rule(ex.interval("paired excess") if has else None, m.value if has else None,
-                                 displacement=dx.interval("displacement-matched") if dx.present else None,
-                                 control_displacement=dm.value)
-    est = (f"paired excess {ex.text()}; at removed variance {fmt(v.value)}: Q_T {tm.text()}, matched "
-           f"controls {m.text()}; displacement-matched excess {dx.text()}" if has else f"Q_T {tt.text()}")
-    notes = [f"full ablation of Q_T {tt.text()}, extrapolated excess {ext.text()} (not the verdict)"] if has else []
-    if per := t.metrics_with_prefix(PER_VARIANCE_PREFIX, site=site, step=last):
-        notes.append("loss increase per unit of removed variance: " + "; ".join(
-            f"{name[len(PER_VARIANCE_PREFIX):]} {t.get(name, site=site, step=last).text()}" for name in per))
-    notes += [f"complement controls (not variance-matched) {old.text()}"] if old.present else []
-    return _unit(model, site, out, est, f"step {_step(last)} (last causal checkpoint)", "; ".join(notes))

@@ -26,12 +26,14 @@ from tangentlab.report import late as L
 from tangentlab.report import rules as R
 from tangentlab.report import step_panels as SP
 from tangentlab.report import units as U
-from tangentlab.report.checks import CheckLine, check_lines, theory_check_lines
+from tangentlab.report import units_causal as UC
+from tangentlab.report.checks import check_lines, theory_check_lines
 from tangentlab.report.figures import Panel, Series
 from tangentlab.report.gating import gate
-from tangentlab.report.load import EXTERNAL_PREFIX, VALIDATE_STAGE, RunData, Source
+from tangentlab.report.load import EXTERNAL_PREFIX, VALIDATE_STAGE, RunData
 from tangentlab.report.paper import PAPER
 from tangentlab.report.synthetic_panels import PanelSpec, prediction_panels
+from tangentlab.report.verdict_types import Built, Verdict
 from tangentlab.runs import RESULTS_NAME
 
 __all__ = [
@@ -54,79 +56,6 @@ SECTION_TITLES: dict[str, str] = {
     "calibration": "Calibration of the method",
     "prediction": "Predictions of the account",
 }
-
-
-@dataclass(frozen=True)
-class Built:
-    """What a row's builder read: the overall outcome and everything shown beside it."""
-
-    outcome: R.Outcome
-    numbers: tuple[tuple[str, str], ...] = ()
-    panels: tuple[Panel, ...] = ()
-    units: tuple[U.Unit, ...] = ()
-    checks: tuple[CheckLine, ...] = ()
-    figures: tuple[Path, ...] = ()  # PNGs a stage stored itself (the validation battery)
-    external_units: tuple[U.Unit, ...] = ()  # external runs, shown apart (not pooled)
-    external_outcome: R.Outcome | None = None  # the external runs' units combined, on their own
-    external_panels: tuple[Panel, ...] = ()
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """One row of a verdict table.
-
-    Attributes:
-        key: stable identifier (``"enrichment"``).
-        title: short name of the prediction.
-        prediction: what the account predicts (or what the calibration checks), in words.
-        section: ``calibration`` or ``prediction``.
-        status: one of :data:`tangentlab.report.rules.STATUS_WORDS`.
-        reason: the numbers behind the status.
-        rule: the rule text (from :data:`tangentlab.report.rules.RULES`).
-        test: the test behind the numbers.
-        numbers: ``(label, value)`` facts shown with the row (set-up, counts).
-        paper: what the paper reported for the same quantity.
-        sources: where the numbers come from.
-        panels: the figure, as data.
-        units: one record per (model, site) (empirical rows).
-        checks: every recorded check, with its kind of error (calibration rows).
-        figures: PNGs the stage stored (shown as they are).
-        depends_on: the key of the row this one is not independent of (``None``: independent).
-        error: set when the builder itself raised (a bug, shown in the report).
-        external_units: the (model, site) units of external measurement runs, shown in their own
-            sub-table; they do not enter ``status`` unless the run is rendered with ``pool``.
-        external_status, external_reason: the external units combined on their own.
-        external_panels: their figure, as data (kept apart from ``panels``).
-        pooled: whether external runs were pooled into ``status`` (``--pool``).
-        gated: why the row's raw "supported"/"not supported" was gated to "inconclusive (not
-            validated)" (:mod:`tangentlab.report.gating`); empty when it was not.
-        raw_status: the status the rules gave before gating (empty when not gated).
-    """
-
-    key: str
-    title: str
-    prediction: str
-    section: str
-    status: str
-    reason: str
-    rule: str
-    test: str
-    numbers: tuple[tuple[str, str], ...] = ()
-    paper: str = ""
-    sources: tuple[Source, ...] = ()
-    panels: tuple[Panel, ...] = ()
-    units: tuple[U.Unit, ...] = ()
-    checks: tuple[CheckLine, ...] = ()
-    figures: tuple[Path, ...] = ()
-    depends_on: str | None = None
-    error: str | None = None
-    external_units: tuple[U.Unit, ...] = ()
-    external_status: str | None = None
-    external_reason: str = ""
-    external_panels: tuple[Panel, ...] = ()
-    pooled: bool = False
-    gated: str = ""
-    raw_status: str = ""
 
 
 @dataclass(frozen=True)
@@ -444,7 +373,13 @@ def _rows() -> tuple[RowSpec, ...]:
          "displacement), on the same positions.",
          R.RULES["ablation"], "partial mean-ablation of Q_T / each control at a common dose, run "
          "the model forward",
-         EmpiricalRow("ablation_loss_tangent", U.ablation_unit, SP.ablation_panel)),
+         EmpiricalRow("ablation_loss_tangent", UC.ablation_unit, SP.ablation_panel)),
+        ("learning-arms", "prediction", "Learning needs the tangent directions",
+         "Continuing training with the site's activation gradient projected away from Q_T lowers "
+         "the held-out loss less than projecting away from rank-matched controls.",
+         R.RULES["learning-arms"], "SGD arms from the last causal checkpoint with the site "
+         "gradient projected onto / away from Q_T or away from controls (Song, Ahn & Yun 2025)",
+         EmpiricalRow(UC.LEARNING_METRIC, UC.learning_unit, SP.learning_panel)),
     ]
     depends = {"isoscore": "enrichment"}
     return tuple(RowSpec(key, title, prediction, section, rule, test, builder.stages, builder,

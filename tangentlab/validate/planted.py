@@ -34,7 +34,13 @@ every other id (β = ``loss_scale``), so the per-token loss is log(V − 1 + e^{
 
     F = w_c · h − φ((h − h₀)ᵀ K (h − h₀)),
 
-- w_c = frame · (g ⊙ η_c), η_c a standard normal from a hash of the context independent of ξ, ζ;
+- w_c = frame · (g ⊙ (η_c + b 1/√d)), η_c a standard normal from a hash of the context
+  independent of ξ, ζ, and b (``grad_bias``) a shared offset: with b > 0 the gradient has a mean
+  −β(1 − p) frame (g ⊙ b 1/√d) that every context shares, so training the parameters upstream of
+  a site (the blocks' zero ``attn``/``mlp`` linears) lowers the held-out loss, in the planted
+  directions k times as fast per dimension (the learning-arms test needs that); b = 0 keeps a
+  gradient that no shared parameter can follow. The offset is equal in every frame coordinate,
+  so the second moment per dimension stays k (1 + b²/d) in S against (1 + b²/d) elsewhere;
   g (``grad_scale``, shape (d,)) holds √k on S (times ``token_gain`` of the row's token, shape
   (V,)) and 1 elsewhere. At the model's own activations (h = h₀) the gradient at any residual site is
   −β(1 − p_y) w_c: its second moment in S per dimension is k · E[gain²] times that of every other
@@ -88,6 +94,7 @@ class PlantedConfig(PretrainedConfig):
         loss_scale: β.
         cost_shape: φ (see the module docstring).
         cost_curvature: φ's c.
+        grad_bias: b, the shared gradient offset (see the module docstring; 0 = none).
         salt: seed of the hashes (same salt, same model).
     """
 
@@ -98,6 +105,7 @@ class PlantedConfig(PretrainedConfig):
                  noise_scale: float = 0.1, topic_strength: float = 0.0, rogue_dim: int = -1,
                  rogue_scale: float = 0.0, pos0_scale: float = 0.0, loss_scale: float = 0.1,
                  cost_shape: str = "linear", cost_curvature: float = 0.5, salt: int = 0,
+                 grad_bias: float = 0.0,
                  max_position_embeddings: int = 1024, **kwargs):
         if cost_shape not in COST_SHAPES:
             raise ValueError(f"cost_shape must be one of {COST_SHAPES}; got {cost_shape!r}")
@@ -118,6 +126,7 @@ class PlantedConfig(PretrainedConfig):
         self.cost_shape = str(cost_shape)
         self.cost_curvature = float(cost_curvature)
         self.salt = int(salt)
+        self.grad_bias = float(grad_bias)
         self.max_position_embeddings = int(max_position_embeddings)
         kwargs.setdefault("tie_word_embeddings", False)
         super().__init__(**kwargs)
@@ -189,19 +198,23 @@ class PlantedEmbed(nn.Module):
         self.cost = _frozen((d,), 1.0)
 
     def activations(self, input_ids):
-        """The clean activations (B, T, d), in the parameters' dtype (no hooks involved)."""
+        """The clean activations (B, T, d), in the parameters' dtype (no hooks involved).
+
+        The planted tensors enter detached: they are the generative truth, never trained
+        (``from_pretrained`` may hand them back with ``requires_grad`` on).
+        """
         c = self.config
         d, m = c.hidden_size, c.planted_rank
         dt = self.frame.dtype
         keys = context_keys(input_ids, c.context_size)
         xi = hash_normals(keys, m, c.salt * 8 + 1).to(dt)
-        u = self.centres[input_ids] + self.spread[input_ids][..., None] * xi
+        u = self.centres.detach()[input_ids] + self.spread.detach()[input_ids][..., None] * xi
         x = torch.zeros(*input_ids.shape, d, dtype=dt, device=input_ids.device)
         x[..., :m] = u
         x[..., m] = 0.5 * c.curvature * (u * u).sum(-1)
         if c.noise_scale:
             x = x + c.noise_scale * hash_normals(keys, d, c.salt * 8 + 2).to(dt)
-        h = x @ self.frame.T
+        h = x @ self.frame.detach().T
         if c.topic_strength:
             vec = hash_normals(input_ids.long(), d, c.salt * 8 + 3).to(dt)
             n = torch.arange(1, input_ids.shape[1] + 1, device=input_ids.device, dtype=dt)
@@ -219,9 +232,11 @@ class PlantedEmbed(nn.Module):
         m = c.planted_rank
         keys = context_keys(input_ids, c.context_size)
         eta = hash_normals(keys, c.hidden_size, c.salt * 8 + 5).to(self.frame.dtype)
-        g = self.grad_scale.expand(*input_ids.shape, -1).clone()
-        g[..., :m] = g[..., :m] * self.token_gain[input_ids][..., None]
-        return (g * eta) @ self.frame.T
+        if getattr(c, "grad_bias", 0.0):
+            eta = eta + c.grad_bias / math.sqrt(c.hidden_size)
+        g = self.grad_scale.detach().expand(*input_ids.shape, -1).clone()
+        g[..., :m] = g[..., :m] * self.token_gain.detach()[input_ids][..., None]
+        return (g * eta) @ self.frame.detach().T
 
     def forward(self, input_ids):
         """The site ``embed``: the activations (B, T, d)."""
@@ -321,7 +336,7 @@ class PlantedForCausalLM(PlantedPreTrainedModel):
         h0 = emb.activations(input_ids)
         w = emb.gradient_directions(input_ids)
         diff = h - h0
-        q = ((diff @ emb.frame) ** 2 * emb.cost).sum(-1)
+        q = ((diff @ emb.frame.detach()) ** 2 * emb.cost.detach()).sum(-1)
         F = (w * h).sum(-1) - _phi(q, c.cost_shape, c.cost_curvature)
         nxt = torch.cat([input_ids[:, 1:], input_ids[:, :1]], dim=1)  # the last column: no target
         logits = torch.zeros(*input_ids.shape, c.vocab_size, dtype=h.dtype, device=h.device)

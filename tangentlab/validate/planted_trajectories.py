@@ -22,6 +22,9 @@ split's token frequencies, once per harness run.
   [``t_ref``/4, 4 ``t_ref``] (f_med: the occurrence-weighted median count);
 - ``cost_ratio``: the ablation cost per unit of removed variance along S relative to every other
   direction (1: the loss depends only on the removed variance), ``cost_shape`` φ;
+- ``grad_bias``: the gradient's shared offset b (1 by default: a mean the blocks upstream of a
+  site can learn, so the learning-arms test has something to train; it leaves the enrichment
+  factor k exact);
 - ``topic``, ``rogue_scale``, ``pos0_scale``, ``curvature``, ``noise``: see
   :class:`~tangentlab.validate.planted.PlantedConfig`; ``eval_tokens`` > 0 cuts the eval text to
   about that many tokens (short eval text: overlapping windows).
@@ -72,6 +75,7 @@ class PlantedSpec:
     rogue_scale: float = 0.0
     pos0_scale: float = 0.0
     loss_scale: float = 0.1
+    grad_bias: float = 1.0
     seq_len: int = 64
     eval_tokens: int = 0
     seed: int = 0
@@ -217,7 +221,7 @@ def planted_config(spec: PlantedSpec, vocab_size: int, seq_len: int):
         curvature=spec.curvature, noise_scale=spec.noise, topic_strength=spec.topic,
         rogue_dim=0 if spec.rogue_scale else -1, rogue_scale=spec.rogue_scale,
         pos0_scale=spec.pos0_scale, loss_scale=spec.loss_scale, cost_shape=spec.cost_shape,
-        cost_curvature=spec.cost_curvature, salt=spec.seed,
+        cost_curvature=spec.cost_curvature, salt=spec.seed, grad_bias=spec.grad_bias,
         max_position_embeddings=max(1024, seq_len))
 
 

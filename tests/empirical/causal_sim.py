@@ -32,18 +32,22 @@ SHAPES = {
 
 def simulate(seed: int, *, kind: str = "flat", d: int = 32, r: int = 4, shape: str = "linear",
              beta: float = 0.0, n_batches: int = 8, rows: int = 64, n_controls: int = 5,
-             noise: float = 0.002, n_boot: int = 200, per_token: bool = False):
+             noise: float = 0.002, n_boot: int = 200, per_token: bool = False,
+             cost_ratio: float = 1.0):
     """One simulated causal check: returns (rows by metric, Outcome, CausalLosses).
 
     ``per_token``: the null acts on each row instead: a row's loss is ``f`` of the squared norm
     its edit moves it by (in units of ``r tr(Sigma) / d``, averaged over rows), so matching the pooled
-    removed variance does not equalise the mean loss when ``f`` is nonlinear.
+    removed variance does not equalise the mean loss when ``f`` is nonlinear. ``cost_ratio``
+    (with ``per_token``): a row's squared displacement inside span(Q_T) counts this many times
+    (the planted model's direction-weighted cost, ``tangentlab.validate.planted``).
     """
     from tangentlab.empirical.causal import CausalLosses, ablated_moments, build_variants
     from tangentlab.empirical.metrics import causal_rows
     from tangentlab.empirical.protocol import MeasureConfig
     from tangentlab.empirical.records import RowBase
     from tangentlab.measure import normal_controls, removed_variance
+    from tangentlab.report import causal_rules as CR
     from tangentlab.report import rules as R
 
     rng = np.random.default_rng([seed, 18])
@@ -64,17 +68,23 @@ def simulate(seed: int, *, kind: str = "flat", d: int = 32, r: int = 4, shape: s
                          n_controls=n_controls, seed=[seed, 31])
     scale = float(np.trace(cov)) * r / d
     f = SHAPES[shape]
-    Bs = var.bases  # (K, d, r)
+    Bs, Ns = var.bases, var.noise  # (K, d, r) each; noise z N^T is added inside span(B)
     QtI = Q.T[None] - np.einsum("dr,kde,kfe->krf", Q, Bs, Bs)  # Q^T (I - B B^T), (K, r, d)
+    n_all = np.einsum("kdr,kdr->k", Ns, Ns)  # variance the noise adds back
+    n_in = np.einsum("dq,kdr->kqr", Q, Ns)
+    n_in = np.einsum("kqr,kqr->k", n_in, n_in)  # ... inside span(Q)
     L = np.zeros((n_batches, len(Bs)))
     for b, H in enumerate(acts):
         C = np.cov(H[0].T, bias=True)
-        v = removed_variance(Bs, C) / scale
-        v_in = (np.sum(Q * (C @ Q)) - np.einsum("krd,de,kre->k", QtI, C, QtI)) / scale
+        v = (removed_variance(Bs, C) - n_all) / scale
+        v_in = (np.sum(Q * (C @ Q)) - np.einsum("krd,de,kre->k", QtI, C, QtI) - n_in) / scale
         clean = 3.0 + 0.1 * rng.standard_normal()
-        if per_token:  # mean over rows of f(||delta h||^2), delta h = ((h - mu) B) B^T
+        if per_token:  # mean over rows of f(||delta h||^2), delta h = -((h - mu) B) B^T + z N^T
             D = np.einsum("kir,kdr->kid", np.einsum("id,kdr->kir", H[0] - mu, Bs), Bs)
-            v = f(np.einsum("kid,kid->ki", D, D) / scale).mean(axis=1)
+            D = D - np.einsum("ir,kdr->kid", rng.standard_normal((H.shape[1], r)), Ns)
+            DQ = np.einsum("kid,dq->kiq", D, Q)
+            q = np.einsum("kid,kid->ki", D, D) + (cost_ratio - 1.0) * np.einsum("kiq,kiq->ki", DQ, DQ)
+            v = f(q / scale).mean(axis=1)
         else:
             v = f(v)
         L[b] = rows * (clean + v + beta * v_in + noise * rng.standard_normal(len(Bs)))
@@ -83,9 +93,12 @@ def simulate(seed: int, *, kind: str = "flat", d: int = 32, r: int = 4, shape: s
     for row in causal_rows(cl, MeasureConfig(n_boot=n_boot, seed=seed), RowBase(site="s")):
         out.setdefault(row["metric"], row)
     ex, dx = out["ablation_excess"], out["ablation_excess_displacement"]
-    outcome = R.ablation_excess_rule(
+    bx = out["ablation_excess_both"]
+    outcome = CR.ablation_excess_rule(
         R.Interval("excess", ex["value"], ex.get("ci_low"), ex.get("ci_high")),
         out["ablation_loss_matched_mean"]["value"],
         displacement=R.Interval("displacement", dx["value"], dx.get("ci_low"), dx.get("ci_high")),
-        control_displacement=out["ablation_loss_matched_displacement_mean"]["value"])
+        control_displacement=out["ablation_loss_matched_displacement_mean"]["value"],
+        both=R.Interval("both", bx["value"], bx.get("ci_low"), bx.get("ci_high")),
+        control_both=out["ablation_loss_matched_both_mean"]["value"])
     return out, outcome, cl

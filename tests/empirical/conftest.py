@@ -18,7 +18,8 @@ def tiny_runs(tmp_path_factory):
 #: A small measure config for tests (20 controls so that p can reach its floor 1/21; 8 eval
 #: batches split into a fit half and a test half of 4, 2 of them for the causal check).
 TEST_MEASURE = {"n_batches": 8, "batch_size": 4, "sample_rows": 512, "n_boot": 50,
-                "causal_checkpoints": 2, "causal_batches": 2, "causal_controls": 3}
+                "causal_checkpoints": 2, "causal_batches": 2, "causal_controls": 3,
+                "learning_steps": 2, "learning_controls": 2}
 
 
 @pytest.fixture(scope="session")

@@ -7,6 +7,7 @@ import math
 
 import pytest
 
+from tangentlab.report import causal_rules as CR
 from tangentlab.report import rules as R
 
 
@@ -202,17 +203,17 @@ class TestMatchedAblation:
     iv = R.Interval
 
     def test_statuses(self):
-        f = R.matched_ablation_rule
+        f = CR.matched_ablation_rule
         assert f(self.iv("Q_T", 0.5, 0.4, 0.6), self.iv("matched", 0.1, 0.05, 0.15)).status == R.SUPPORTED
         assert f(self.iv("Q_T", 0.1, 0.05, 0.15), self.iv("matched", 0.5, 0.4, 0.6)).status == R.NOT_SUPPORTED
         assert f(self.iv("Q_T", 0.3, 0.1, 0.5), self.iv("matched", 0.25, 0.2, 0.3)).status == R.INCONCLUSIVE
 
     def test_point_values_do_not_decide(self):
-        out = R.matched_ablation_rule(self.iv("Q_T", 0.5), self.iv("matched", 0.1, 0.05, 0.15))
+        out = CR.matched_ablation_rule(self.iv("Q_T", 0.5), self.iv("matched", 0.1, 0.05, 0.15))
         assert out.status == R.INCONCLUSIVE and "interval is missing" in out.reason
 
     def test_paired_excess_rule(self):
-        f = R.ablation_excess_rule
+        f = CR.ablation_excess_rule
         assert f(self.iv("E", 0.2, 0.05, 0.35), 1.0).status == R.SUPPORTED
         assert f(self.iv("E", -0.3, -0.5, -0.1), 1.0).status == R.NOT_SUPPORTED
         assert f(self.iv("E", 0.0, -0.1, 0.15), 1.0).status == R.NOT_SUPPORTED  # below 0.2 |C|
@@ -227,6 +228,58 @@ class TestMatchedAblation:
         assert f(low, 1.0, displacement=flat, control_displacement=1.0).status == R.NOT_SUPPORTED
         assert f(low, 1.0, displacement=up, control_displacement=1.0).status == R.INCONCLUSIVE
 
+    def test_the_double_match_decides_when_stored(self):
+        f = CR.ablation_excess_rule
+        low = self.iv("E", -0.5, -0.7, -0.3)  # variance-only: negative (partial ablation moves less)
+        up, flat = self.iv("B", 0.4, 0.2, 0.6), self.iv("B", 0.01, -0.05, 0.1)
+        small = self.iv("B", 0.1, 0.05, 0.15)
+        kw = {"displacement": low, "control_displacement": 1.0}
+        assert f(low, 1.0, both=up, control_both=1.0, **kw).status == R.SUPPORTED
+        assert f(up, 1.0, both=flat, control_both=1.0, **kw).status == R.NOT_SUPPORTED
+        assert f(low, 1.0, both=small, control_both=1.0).status == R.INCONCLUSIVE  # > 0, < bound
+        assert f(low, 1.0, both=self.iv("B", 0.4), control_both=1.0).status == R.INCONCLUSIVE
+        assert f(low, 1.0, both=self.iv("B", 0.1, -0.1, 0.3), control_both=1.0).status == R.INCONCLUSIVE
+        # a NaN double match (none could be built) falls back to the single matches
+        assert f(low, 1.0, both=self.iv("B", float("nan")), control_both=1.0,
+                 displacement=flat, control_displacement=1.0).status == R.NOT_SUPPORTED
+
     def test_old_runs_without_matched_controls_are_inconclusive(self):
-        out = R.matched_ablation_rule(self.iv("Q_T", 0.5, 0.4, 0.6), None)
+        out = CR.matched_ablation_rule(self.iv("Q_T", 0.5, 0.4, 0.6), None)
         assert out.status == R.INCONCLUSIVE and "variance" in out.reason
+
+
+class TestLearningArms:
+    iv = R.Interval
+
+    def test_statuses(self):
+        f = CR.learning_arms_rule
+        assert f(self.iv("X", 0.3, 0.1, 0.5), 1.0).status == R.SUPPORTED
+        assert f(self.iv("X", 0.0, -0.05, 0.08), 1.0).status == R.NOT_SUPPORTED  # below 0.1 D(U)
+        assert f(self.iv("X", 0.05, 0.01, 0.08), 1.0).status == R.INCONCLUSIVE  # small, > 0
+        assert f(self.iv("X", 0.05, -0.1, 0.3), 1.0).status == R.INCONCLUSIVE
+        assert f(self.iv("X", 0.3), 1.0).status == R.INCONCLUSIVE  # no interval
+        assert f(None, 1.0).status == R.INCONCLUSIVE
+
+    def test_no_learning_no_verdict(self):
+        out = CR.learning_arms_rule(self.iv("X", 0.3, 0.1, 0.5), -0.01)
+        assert out.status == R.INCONCLUSIVE and "did not lower" in out.reason
+
+    def test_the_report_row_reads_the_stored_arms(self, tmp_path):
+        from tangentlab.report.load import RunData
+        from tangentlab.report.verdicts import build_verdicts
+        from tests.report.fixtures import measure_rows, write_run
+
+        rows = measure_rows("decoder")
+        base = {k: rows[0][k] for k in ("model", "arch", "site", "bucket")}
+        for metric, v, lo, hi in (("learning_excess", 0.004, 0.002, 0.006),
+                                  ("learning_loss_decrease_unmodified", 0.02, 0.018, 0.022),
+                                  ("learning_loss_decrease_away", 0.01, 0.009, 0.011),
+                                  ("learning_loss_decrease_away_control_mean", 0.014, 0.012, 0.016),
+                                  ("learning_loss_decrease_onto", 0.005, 0.004, 0.006)):
+            rows.append({**base, "step": 100, "checkpoint": "step_000100", "metric": metric,
+                         "value": v, "ci_low": lo, "ci_high": hi})
+        run = write_run(tmp_path / "run", {"decoder": rows})
+        v = {x.key: x for x in build_verdicts(RunData.open(run))}["learning-arms"]
+        assert v.status == R.SUPPORTED, v.reason
+        assert "away from Q_T 0.01" in v.units[0].estimate and v.units[0].at.startswith("step 100")
+

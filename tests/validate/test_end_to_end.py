@@ -67,7 +67,7 @@ def test_validated_rows_needs_every_check_passed_with_its_bound(tmp_path):
     (tmp_path / CHECKS_NAME).write_text(json.dumps(checks))
     got = validated_rows(tmp_path)
     assert got == {"enrichment": True, "weakens-late": False, "frequency-buckets": False,
-                   "frequency-distance": False, "ablation": False}
+                   "frequency-distance": False, "ablation": False, "learning-arms": False}
 
 
 @pytest.fixture(scope="module")
@@ -175,3 +175,31 @@ def test_cli_setting_picks_the_named_end_to_end_setting(tmp_path, capsys, monkey
     assert main(["validate", "--end-to-end", "--quick", "--setting", "full", "--out",
                  str(tmp_path / "b")]) == 2
     assert "contradict" in capsys.readouterr().err
+
+
+def test_an_equivalence_row_is_right_to_say_not_supported_under_a_null():
+    """The ablation row's "not supported" claims no direction-specific cost: true wherever none
+    is planted, so only "supported" is wrong there (issue 18); an ordinary row keeps both."""
+    from tangentlab.validate.planted_scenarios import UNPLANTED_TRUTH, unplanted
+
+    assert UNPLANTED_TRUTH["ablation"] == "negative" and UNPLANTED_TRUTH["enrichment"] == "null"
+    for sc in SCENARIOS.values():
+        planted = sc.spec.get("cost_ratio", 1.0) != 1.0
+        assert sc.truth["ablation"] == ("positive" if planted else "negative"), sc.name
+        # the learning arms follow the gradient enrichment at the last checkpoint
+        want = ("positive" if sc.truth["enrichment"] == "positive" and sc.name != "drift"
+                else "negative")  # drift: the mean gradient barely projects on the fixed proxy
+        assert sc.truth["learning-arms"] == want, sc.name
+    cfg = EndToEndConfig(scenarios=("no-effect", "convex"), sims=50)
+    res = (_results("no-effect", ["not supported"] * 50, row="ablation")
+           + _results("convex", ["supported"] * 5 + ["not supported"] * 45, row="ablation"))
+    _, checks = summarize(cfg, res)
+    mine = {(c["null"], c["metric"]): c for c in checks if c["row"] == "ablation"}
+    assert set(mine) == {("no-effect", "wrong_supported"), ("convex", "wrong_supported")}
+    assert mine[("no-effect", "wrong_supported")]["passed"]
+    assert not mine[("convex", "wrong_supported")]["passed"]
+    _, checks = summarize(cfg, _results("no-effect", ["not supported"] * 50))
+    assert not next(c for c in checks if c["row"] == "enrichment"
+                    and c["metric"] == "wrong_not_supported")["passed"]
+    with pytest.raises(ValueError):
+        unplanted(ablaton="positive")
