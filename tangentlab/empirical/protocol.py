@@ -74,8 +74,6 @@ __all__ = ["MeasureConfig", "AGGREGATED_METRICS", "measure_trajectory", "resolve
            "energy_rows", "isotropy_share_rows", "representation_rows", "frequency_rows"]
 
 
-
-
 def _ones_space(d: int):
     """The complement of 𝟙: ComplementSpace with basis U (d, d − 1)."""
     import numpy as np

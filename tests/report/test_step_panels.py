@@ -16,7 +16,8 @@ def test_every_step_panel_is_one_frame_with_its_own_series(tmp_path):
     assert all(isinstance(p, SP.StepPanel) for p in panels)
     run = write_run(tmp_path / "run", {"decoder": measure_rows("decoder")})
     (model,) = models(RunData.open(run), ["measure/decoder"])
-    got = {p.title: p(model) for p in panels}
+    assert SP.learning_panel(model) is None  # the fixture stores no learning-arms rows
+    got = {p.title: p(model) for p in panels if p is not SP.learning_panel}
     assert all(g is not None and g.xscale == U.STEP_SCALE and g.xlabel == U.STEP_LABEL
                and g.title == f"decoder blocks.1.resid_post: {k}" for k, g in got.items())
     labels = {k: [s.label for s in g.series] for k, g in got.items()}
