@@ -22,7 +22,7 @@ __all__ = ["EndToEndConfig", "EndToEndMeasure", "SETTINGS"]
 
 _MEASURE_KEYS = ("sites", "n_batches", "batch_size", "seq_len", "n_boot", "rank", "sample_rows",
                  "control_pool", "n_controls", "causal_checkpoints", "causal_controls",
-                 "causal_batches", "interval", "threads")
+                 "causal_batches", "interval", "threads", "bridge")
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,9 @@ class EndToEndMeasure(Config, Mapping):
         causal_checkpoints, causal_controls, causal_batches: the causal check.
         interval: the interval method.
         threads: torch threads per measurement.
+        bridge: write ``bridge.csv`` (theory against measurement) in every simulation. Off by
+            default: the bridge decides no prediction row, so the battery has nothing to check in
+            it, and it would re-forward the fit half at three phases of every trajectory.
     """
 
     sites: tuple[str, ...] | None = option(("blocks.-1.resid_post",), min_len=1, unique=True)
@@ -62,6 +65,7 @@ class EndToEndMeasure(Config, Mapping):
     interval: str | None = option(None, choices=(None, "studentized", "bootstrap", "bca",
                                                  "jackknife"))
     threads: int | None = option(1, ge=0, integer=True)
+    bridge: bool | None = option(False)
 
     def _set(self) -> list[str]:
         return [k for k in _MEASURE_KEYS if getattr(self, k) is not None]
