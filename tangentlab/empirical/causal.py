@@ -381,6 +381,18 @@ def causal_rows(cl, cfg, base) -> list[dict]:
 DOSE_CONTROLS = "rank- and variance-matched (spectrum-weighted complement, partial ablation)"
 
 
+def _excess_rows(base, d, top: int, excess: str, control: str, **keys) -> list[dict]:
+    """The paired excess and the matched controls' mean loss increase at dose index ``top``.
+
+    ``d`` is one match's bootstrap read; the excess row carries its p-value, the control row the
+    controls' range as its band.
+    """
+    return [base.row(excess, d.excess[top], ci_low=d.excess_lo[top], ci_high=d.excess_hi[top],
+                     p_value=d.p_value[top], **keys),
+            base.row(control, d.control[top], ci_low=d.control_lo[top], ci_high=d.control_hi[top],
+                     band_low=d.control_min[top], band_high=d.control_max[top], **keys)]
+
+
 def _dose_rows(cl, cfg, base, kw: dict, point, paired_excess, curve_at) -> list[dict]:
     """The dose-response rows and the verdict's ``ablation_excess`` (see :func:`causal_rows`)."""
     from types import SimpleNamespace
@@ -427,11 +439,7 @@ def _dose_rows(cl, cfg, base, kw: dict, point, paired_excess, curve_at) -> list[
     v_t = float(plan.full_variance[0])
     curve = curve_at(plan.targets, dr.control, v_t)
     rows += [
-        base.row("ablation_excess", dr.excess[top], ci_low=dr.excess_lo[top],
-                 ci_high=dr.excess_hi[top], p_value=dr.p_value[top], **kw, **tk),
-        base.row("ablation_loss_matched_mean", dr.control[top], ci_low=dr.control_lo[top],
-                 ci_high=dr.control_hi[top], band_low=dr.control_min[top],
-                 band_high=dr.control_max[top], **kw, **tk),
+        *_excess_rows(base, dr, top, "ablation_excess", "ablation_loss_matched_mean", **kw, **tk),
         base.row("ablation_loss_tangent_matched", dr.tangent[top], ci_low=dr.tangent_lo[top],
                  ci_high=dr.tangent_hi[top], strength=float(plan.strengths[top, 0]), **kw, **tk),
         base.row("removed_variance_matched", float(plan.targets[top]),
@@ -451,23 +459,15 @@ def _dose_rows(cl, cfg, base, kw: dict, point, paired_excess, curve_at) -> list[
         dk = dict(tk, match="displacement", displacement=float(sp.targets[top]),
                   strength=float(sp.strengths[top, 0]))
         dk.pop("removed_variance")
-        rows += [
-            base.row("ablation_excess_displacement", ds.excess[top], ci_low=ds.excess_lo[top],
-                     ci_high=ds.excess_hi[top], p_value=ds.p_value[top], **kw, **dk),
-            base.row("ablation_loss_matched_displacement_mean", ds.control[top],
-                     ci_low=ds.control_lo[top], ci_high=ds.control_hi[top],
-                     band_low=ds.control_min[top], band_high=ds.control_max[top], **kw, **dk),
-        ]
+        rows += _excess_rows(base, ds, top, "ablation_excess_displacement",
+                             "ablation_loss_matched_displacement_mean", **kw, **dk)
     bp = var.both_plan
     if bp is not None and np.size(var.index_both):
         db = read(var.index_both, bp.targets)
         bk = dict(tk, match="both", strength=float(bp.strengths[top, 0]))
         rows += [
-            base.row("ablation_excess_both", db.excess[top], ci_low=db.excess_lo[top],
-                     ci_high=db.excess_hi[top], p_value=db.p_value[top], **kw, **bk),
-            base.row("ablation_loss_matched_both_mean", db.control[top],
-                     ci_low=db.control_lo[top], ci_high=db.control_hi[top],
-                     band_low=db.control_min[top], band_high=db.control_max[top], **kw, **bk),
+            *_excess_rows(base, db, top, "ablation_excess_both", "ablation_loss_matched_both_mean",
+                          **kw, **bk),
             base.row("ablation_loss_tangent_both", db.tangent[top], ci_low=db.tangent_lo[top],
                      ci_high=db.tangent_hi[top], **kw, **bk),
         ]
