@@ -126,8 +126,18 @@ def compare(old: list[dict], new: list[dict]) -> tuple[list[str], int, int]:
 @pytest.mark.parametrize("arch", ["decoder", "encoder"])
 def test_results_csv_equals_the_pre_issue_21_golden(arch, measured, tiny_runs):
     if not _weights_match(tiny_runs[arch], arch):
-        pytest.skip("the tiny fixture's weights differ from those the golden was measured on "
-                    "(another platform or torch build); the golden is only valid for them")
+        import platform
+
+        import torch
+
+        built = json.loads((DATA / "golden_weights.json").read_text())["built_with"]
+        here = {"torch": torch.__version__.split("+")[0], "machine": platform.machine()}
+        if here != built:  # another torch build or CPU trains other weights: nothing to compare
+            pytest.skip(f"the golden was measured on {built}, this is {here}: the tiny fixture's "
+                        "weights differ, and the golden is only valid for its own weights")
+        pytest.fail("the tiny fixture's weights changed under the torch build and machine the "
+                    f"golden was measured on ({built}): training changed, so this comparison no "
+                    "longer checks the statistics; retire or rebuild the golden deliberately")
     new = _rows((measured[arch] / "results.csv").read_text())
     bad, skipped, bounds = compare(_golden(arch), new)
     assert not bad, f"{len(bad)} cells differ: " + "; ".join(bad[:8])
