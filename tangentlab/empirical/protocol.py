@@ -48,6 +48,7 @@ from tangentlab.empirical.collect import (
     collect_fit_half,
     collect_test_half,
 )
+from tangentlab.empirical.control_pools import energy_test_subspaces, ones_space
 from tangentlab.empirical.measure_config import (  # the config lives apart; re-exported here
     MeasureConfig,
     resolve_measure_config,
@@ -72,31 +73,6 @@ from tangentlab.measure.precision import precision_scope, resolve_precision
 __all__ = ["MeasureConfig", "AGGREGATED_METRICS", "measure_trajectory", "resolve_measure_config",
            "EvalBatch", "RowPlan", "SiteStats", "collect_fit_half", "collect_test_half",
            "energy_rows", "isotropy_share_rows", "representation_rows", "frequency_rows"]
-
-
-def _ones_space(d: int):
-    """The complement of 𝟙: ComplementSpace with basis U (d, d − 1)."""
-    import numpy as np
-
-    from tangentlab.measure import complement_space
-
-    return complement_space(np.ones((d, 1)) / math.sqrt(d))
-
-
-def _tested_subspaces(proxies, cfg: MeasureConfig, ones) -> tuple[dict, dict]:
-    """{proxy: (Q, pool)} and the 𝟙-constrained {proxy: (Qc, poolc)} of one site."""
-    from tangentlab.measure import full_space_controls, normal_controls, restrict_to_complement
-
-    def pools(Q):  # complement controls (enrichment) and full-space ones (the p-value)
-        return (Q, normal_controls(Q, cfg.control_pool, cfg.seed),
-                full_space_controls(Q, cfg.control_pool, cfg.seed))
-
-    named = {"fixed": proxies.fixed}
-    if proxies.refit is not None:
-        named["refit"] = proxies.refit
-    plain = {k: pools(Q) for k, Q in named.items()}
-    constrained = {k: pools(restrict_to_complement(Q, ones)) for k, Q in named.items()}
-    return plain, constrained
 
 
 def _site_rows(lm, st: SiteStats, proxies, tested, base: RowBase, setup: _Setup,
@@ -206,6 +182,7 @@ class _Context:
     dev: str
     timer: Any
     fit_cache: dict = field(default_factory=dict)
+    pools: dict = field(default_factory=dict)  # see _energy_test_subspaces
 
 
 def _measure_checkpoint(ctx: _Context, i: int, ck, previous: Mapping[str, Any], share=None
@@ -242,7 +219,7 @@ def _measure_checkpoint(ctx: _Context, i: int, ck, previous: Mapping[str, Any], 
             if share is not None:
                 proxies = share.world.broadcast_object(proxies)
             for site in setup.sites:
-                tested[site] = _tested_subspaces(proxies[site], cfg, ctx.ones)
+                tested[site] = energy_test_subspaces(proxies[site], cfg, ctx.ones, ctx.pools)
         with timer("capture"):
             kwargs = dict(subspaces={s: t[0] for s, t in tested.items()},
                           constrain={s: (ctx.ones.basis, t[1]) for s, t in tested.items()},
@@ -378,7 +355,7 @@ def _run(cfg: MeasureConfig, traj, cks, out_dir, trajectory, partial, dev: str, 
         fixed, fit_cache = (mode.fixed_proxies(_fixed_proxies, setup, schedule, cks, dev, timer,
                                                load, skip=done) if head else ({}, {}))
         ctx = _Context(cfg=cfg, traj=traj, setup=setup, schedule=schedule, fixed=fixed,
-                       ones=_ones_space(setup.d), dev=dev, timer=timer, fit_cache=fit_cache,
+                       ones=ones_space(setup.d), dev=dev, timer=timer, fit_cache=fit_cache,
                        causal_idx=frozenset(_spread_indices(len(cks), cfg.causal_checkpoints)
                                             if cfg.causal else ()))
         rows, ck_info, per_ck = [], [], []

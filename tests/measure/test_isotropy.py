@@ -138,3 +138,34 @@ def test_bad_inputs():
         mean_cosine(np.r_[X, np.zeros((1, 4))])
     with pytest.raises(ValidationError, match="zero"):
         isoscore(np.ones((10, 4)))
+
+
+@pytest.mark.parametrize(("d", "r", "rank"), [(64, 8, 64), (64, 8, 20), (16, 3, 16), (40, 1, 5)])
+def test_isoscore_star_after_removal_equals_the_eigenvalue_route(d, r, rank):
+    """The closed form (traces and Frobenius norms) gives what B_iᵀ C B_i's eigenvalues give."""
+    from tangentlab.measure import complement_basis, isoscore_star_after_removal, normal_controls
+
+    rng = np.random.default_rng(d + r + rank)
+    X = rng.standard_normal((300, rank)) @ rng.standard_normal((rank, d)) * np.exp(
+        rng.standard_normal(d))
+    C = X.T @ X / 300  # rank-deficient when rank < d: zero eigenvalues stay in the complement
+    Q = np.linalg.qr(rng.standard_normal((d, r)))[0]
+    bases = np.concatenate([Q[None], normal_controls(Q, 6, 0)])
+    for zeta in (0.2, 0.0, 1.0):
+        got = isoscore_star_after_removal(C, bases, zeta=zeta)
+        want = np.array([isoscore_star(cov=complement_basis(b).T @ C @ complement_basis(b),
+                                       zeta=zeta) for b in bases])
+        assert got.shape == (7,)
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+
+
+def test_isoscore_star_after_removal_rejects_bad_shapes():
+    from tangentlab.measure import isoscore_star_after_removal
+
+    C = np.eye(8)
+    with pytest.raises(ShapeError, match=r"shape \(k, 8, r\)"):
+        isoscore_star_after_removal(C, np.zeros((8, 2)))
+    with pytest.raises(ShapeError, match="dimension 1"):
+        isoscore_star_after_removal(C, np.eye(8)[None, :, :7])
+    with pytest.raises(ValidationError, match="zeta"):
+        isoscore_star_after_removal(C, np.eye(8)[None, :, :2], zeta=2.0)
