@@ -351,7 +351,9 @@ def collect_test_half(loaded, sites: Sequence[str], eval_data, plans: Sequence[R
     (:mod:`tangentlab.measure.precision`): the bucketed gradient moments
     (:meth:`~tangentlab.measure.MomentAccumulator.update_indexed`), the per-batch energies
     (:class:`~tangentlab.measure.EnergyStream`, one per proxy, bucketed, and one per constrained
-    proxy), the forced-direction cosines and the kept activation rows. They reach the host once,
+    proxy; the proxies share one projection per batch,
+    :class:`~tangentlab.measure.EnergyStreamGroup`), the forced-direction cosines and the kept
+    activation rows. They reach the host once,
     at the end: the (d, d) moments and the per-batch scalars, as float64.
 
     Returns {site: {"grad": MomentAccumulator grouped by bucket, "energies": {(proxy, bucket):
@@ -362,7 +364,7 @@ def collect_test_half(loaded, sites: Sequence[str], eval_data, plans: Sequence[R
     import torch
 
     from tangentlab.empirical.capture import capture_batch
-    from tangentlab.measure import EnergyStream, MomentAccumulator
+    from tangentlab.measure import EnergyStream, EnergyStreamGroup, MomentAccumulator
     from tangentlab.measure.constrained import forced_cosine_parts
     from tangentlab.measure.precision import resolve_precision
 
@@ -386,9 +388,12 @@ def collect_test_half(loaded, sites: Sequence[str], eval_data, plans: Sequence[R
             U = torch.from_numpy(np.asarray(U_np, dtype=np.float64)).to(G.device, prec.dtype)
             cons = {proxy: EnergyStream(Qc, poolc, full_controls=fullc[0] if fullc else None)
                     for proxy, (Qc, poolc, *fullc) in tested.items()}
+        # the proxies' streams see the same rows: one projection per batch for all of them
         return {"prec": prec, "grad": MomentAccumulator(G.shape[1], groups=labels),
                 "streams": streams, "cons": cons, "U": U, "forced": None, "acts": [],
-                "act_w": []}
+                "act_w": [],
+                "group": EnergyStreamGroup(streams.values()) if streams else None,
+                "cons_group": EnergyStreamGroup(cons.values()) if cons else None}
 
     from tangentlab.progress import progress
 
@@ -418,12 +423,10 @@ def collect_test_half(loaded, sites: Sequence[str], eval_data, plans: Sequence[R
             p["acts"].append(H.index_select(0, pick))
             Gp = G.index_select(0, pick)
             p["act_w"].append((Gp * Gp).sum(1))
-            for stream in p["streams"].values():
-                stream.add(G, bucket)
+            if p["group"] is not None:
+                p["group"].add(G, bucket)
             if p["cons"]:
-                GU = G @ p["U"]
-                for stream in p["cons"].values():
-                    stream.add(GU)
+                p["cons_group"].add(G @ p["U"])
     out = {}
     for site, p in parts.items():
         energies, constrained = {}, {}

@@ -53,6 +53,7 @@ from tangentlab.measure._validate import check_positive_int
 from tangentlab.measure.batch_energy import (
     BatchEnergies,
     EnergyStream,
+    EnergyStreamGroup,
     batch_energies,
     grouped_batch_energies,
 )
@@ -206,6 +207,7 @@ __all__ = [
     "control_test",
     "BatchEnergies",
     "EnergyStream",
+    "EnergyStreamGroup",
     "batch_energies",
     "grouped_batch_energies",
     "BatchControlTestResult",

@@ -22,7 +22,8 @@ from tangentlab.measure._validate import (
 )
 from tangentlab.typing import ArrayLike
 
-__all__ = ["BatchEnergies", "EnergyStream", "batch_energies", "grouped_batch_energies"]
+__all__ = ["BatchEnergies", "EnergyStream", "EnergyStreamGroup", "batch_energies",
+           "grouped_batch_energies"]
 
 
 @dataclass(frozen=True)
@@ -129,7 +130,7 @@ def _as_pool(controls: Any, d: int, r: int) -> np.ndarray:
         from tangentlab.errors import NonFiniteError
 
         raise NonFiniteError("controls hold NaN or Inf; pass orthonormal control bases")
-    gram = np.einsum("kdr,kds->krs", P, P) - np.eye(r)
+    gram = np.swapaxes(P, 1, 2) @ P - np.eye(r)  # (K, r, r)
     bad = np.flatnonzero(np.max(np.abs(gram), axis=(1, 2)) > 1e-6)
     if bad.size:
         from tangentlab.errors import NotOrthonormalError
@@ -180,6 +181,9 @@ class EnergyStream:
         P = _as_pool(controls, self.d, self.r)
         self.K = int(P.shape[0])
         P, self.Kf = _with_full(P, full_controls, self.d, self.r)
+        # identity of the full-space pool: streams given the same array share its projection
+        # when added together (EnergyStreamGroup)
+        self._full_id = None if full_controls is None else id(full_controls)
         self._bases_np = np.concatenate([Q[None], P], axis=0).transpose(1, 0, 2).reshape(
             self.d, -1)
         self.n_groups = int(n_groups)
@@ -286,6 +290,87 @@ class EnergyStream:
             d=self.d, r=self.r,
             full=np.ascontiguousarray(sums[:, j, 1 + K:]) if self.Kf else None)
             for j in range(self.n_groups)]
+
+
+class EnergyStreamGroup:
+    """Several :class:`EnergyStream` over the same rows, with one projection per batch.
+
+    ``measure`` tests two proxies (fixed and refit) on the same gradient rows, each with its own
+    complement pool and the *same* full-space pool (it depends only on (d, r) and the seed).
+    Added one by one, each stream would form the batch's group Gram matrices again and project
+    the shared pool twice. :meth:`add` forms them once and projects every stream's ``[Q,
+    controls]`` and each distinct full-space pool (the same array object) once, then hands each
+    stream its own columns: every stream ends exactly as if it had been added alone, up to the
+    rounding of one matrix product (its :meth:`EnergyStream.finish` is unchanged).
+
+    ``streams``: a non-empty sequence of fresh streams with equal ``d``, ``r`` and ``n_groups``.
+    """
+
+    def __init__(self, streams):
+        self.streams = list(streams)
+        if not self.streams:
+            raise ValidationError("EnergyStreamGroup needs at least one stream")
+        first = self.streams[0]
+        shape = (first.d, first.r, first.n_groups)
+        for s in self.streams:
+            if (s.d, s.r, s.n_groups) != shape:
+                raise ShapeError("every stream of a group needs the same d, r and n_groups")
+            if s._proj32:
+                raise ValidationError("a group projects in the statistics' dtype; build its "
+                                      "streams without proj_dtype='float32'")
+        self._bases = None
+        self._columns: list = []
+
+    def _setup(self, device) -> None:
+        import torch
+
+        blocks, columns, shared, n = [], [], {}, 0
+        for s in self.streams:
+            if s._bases is None:
+                s._setup(device)
+            r, own = s.r, (1 + s.K) * s.r
+            blocks.append(s._bases[:, :own])
+            idx = list(range(n // r, (n + own) // r))
+            n += own
+            if s.Kf:
+                if s._full_id not in shared:
+                    shared[s._full_id] = n // r
+                    blocks.append(s._bases[:, own:])
+                    n += s.Kf * r
+                start = shared[s._full_id]
+                idx += list(range(start, start + s.Kf))
+            columns.append(torch.as_tensor(idx, device=device))
+        self._bases = torch.cat(blocks, dim=1)
+        self._columns = columns
+
+    def add(self, batch: Any, index: Any = None) -> None:
+        """Add one batch ``(n_b, d)`` to every stream (``index`` as in :meth:`EnergyStream.add`)."""
+        import torch
+
+        first = self.streams[0]
+        g = first._batch(first.n_batches, batch)
+        if self._bases is None:
+            self._setup(g.device)
+        r, L, n = first.r, first.n_groups, int(g.shape[0])
+        if index is None:
+            if L != 1:
+                raise ValidationError(f"this stream has {L} groups; pass each row's group index")
+            idx = torch.zeros(n, dtype=torch.int64, device=g.device)
+        else:
+            idx = torch.as_tensor(index, device=g.device).to(torch.int64)
+            if idx.shape != (n,):
+                raise ShapeError(f"group_batches[{first.n_batches}] must hold one label per "
+                                 f"row, shape ({n},); got {tuple(idx.shape)}")
+        sums, counts = _grouped_energy_sums(g, self._bases, idx, L, with_counts=True)
+        sums = sums.reshape(L, -1, r).sum(2)  # (L, distinct subspaces)
+        # the traces as EnergyStream.add sums them (bucketed, or one sum over all rows)
+        traces = (g.new_zeros(L).index_add_(0, idx, (g * g).sum(1)) if index is not None
+                  else (g * g).sum())
+        for s, cols in zip(self.streams, self._columns, strict=True):
+            s._sums.append(sums.index_select(1, cols) if index is not None
+                           else sums[0].index_select(0, cols))
+            s._traces.append(traces)
+            s._rows.append(counts if index is not None else n)
 
 
 def batch_energies(Q: ArrayLike, controls: ArrayLike, grad_batches: Iterable[ArrayLike], *,

@@ -273,3 +273,62 @@ def test_full_space_controls_ride_along_and_concat():
     # the p-value reads the full controls only when there are enough of them
     assert batch_control_test(be, n_controls=7, n_boot=2).p_value_controls == "full"
     assert batch_control_test(be, n_controls=10, n_boot=2).p_value_controls == "complement"
+
+
+@pytest.mark.parametrize("grouped", [True, False])
+def test_a_stream_group_gives_each_stream_what_it_gives_alone(grouped):
+    """One projection per batch for several streams (shared full pool once) changes nothing."""
+    import torch
+
+    from tangentlab.measure import (
+        EnergyStream,
+        EnergyStreamGroup,
+        normal_controls,
+        random_subspaces,
+    )
+
+    d, r, L = 20, 3, 3 if grouped else 1
+    rng = np.random.default_rng(5)
+    Qs = [np.linalg.qr(rng.standard_normal((d, r)))[0] for _ in range(2)]
+    full = random_subspaces(d, r, 7, 1)  # one array: both proxies share it
+    pools = [normal_controls(Q, 9, 2) for Q in Qs]
+    alone = [EnergyStream(Q, P, full_controls=full, n_groups=L) for Q, P in zip(Qs, pools)]
+    fresh = [EnergyStream(Q, P, full_controls=full, n_groups=L) for Q, P in zip(Qs, pools)]
+    # a third stream without full controls rides along
+    alone.append(EnergyStream(Qs[0], pools[1][:, :, :], n_groups=L))
+    fresh.append(EnergyStream(Qs[0], pools[1][:, :, :], n_groups=L))
+    group = EnergyStreamGroup(fresh)
+    for b in range(4):
+        g = torch.from_numpy(rng.standard_normal((50 + 10 * b, d)) * np.linspace(0.5, 2, d))
+        idx = torch.from_numpy(rng.integers(0, L, size=g.shape[0])) if grouped else None
+        for s in alone:
+            s.add(g, idx)
+        group.add(g, idx)
+    # the shared pool's columns were projected once: 2 own blocks + 1 full + 1 own block
+    assert group._bases.shape[1] == (2 * (1 + 9) + 7 + (1 + 9)) * r
+    for a, f in zip(alone, fresh, strict=True):
+        for ea, ef in zip(a.finish(), f.finish(), strict=True):
+            np.testing.assert_allclose(ef.tangent, ea.tangent, rtol=1e-13)
+            np.testing.assert_allclose(ef.controls, ea.controls, rtol=1e-13)
+            np.testing.assert_array_equal(ef.trace, ea.trace)
+            np.testing.assert_array_equal(ef.rows, ea.rows)
+            assert (ef.full is None) == (ea.full is None)
+            if ea.full is not None:
+                np.testing.assert_allclose(ef.full, ea.full, rtol=1e-13)
+
+
+def test_a_stream_group_refuses_mismatched_streams():
+    from tangentlab.errors import ShapeError, ValidationError
+    from tangentlab.measure import EnergyStream, EnergyStreamGroup, normal_controls
+
+    Q = np.eye(10)[:, :2]
+    P = normal_controls(Q, 3, 0)
+    with pytest.raises(ValidationError, match="at least one stream"):
+        EnergyStreamGroup([])
+    with pytest.raises(ShapeError, match="same d, r and n_groups"):
+        EnergyStreamGroup([EnergyStream(Q, P, n_groups=2), EnergyStream(Q, P)])
+    with pytest.raises(ValidationError, match="statistics' dtype"):
+        EnergyStreamGroup([EnergyStream(Q, P, proj_dtype="float32")])
+    group = EnergyStreamGroup([EnergyStream(Q, P, n_groups=2)])
+    with pytest.raises(ValidationError, match="2 groups"):
+        group.add(np.ones((4, 10)))
