@@ -136,16 +136,34 @@ def main() -> None:
     layers = int(getattr(mcfg, "num_hidden_layers", None) or mcfg.n_layer)
     shape = ModelShape("small", d, layers, sum(p.numel() for p in model.parameters()),
                        vocab=int(mcfg.vocab_size), seq_len=T)
+    n_fit = sum(1 for b in ev.batches if b.half == "fit")
     stats = StatsShape(d=d, sites=len(sites), batch_rows=B * (T - 1),
-                       test_batches=max(1, args.batches // 2))
+                       test_batches=len(ev.batches) - n_fit,
+                       sample_rows=min(MeasureConfig().sample_rows, n_fit * B * (T - 1)))
     cpu = calibrate("cpu")
-    pred = predict(shape, stats, cpu)
+    roof = predict(shape, stats, cpu)
+    from tangentlab.measure.host_cost import host_seconds
+
+    host = host_seconds(stats, repeats=3)
+    pred = predict(shape, stats, cpu, host_s=host["total"], tokens=N, plain_s=plain / N)
+    measured_ratio, measured_share = per_ckpt / plain, (per_ckpt - passes) / per_ckpt
     print(f"COST MODEL ({cpu.name}: fp32 {cpu.fp32 / 1e9:.1f}, fp64 {cpu.fp64 / 1e9:.1f} "
-          f"GFLOP/s): measure/plain {pred['ratio']:.2f} (measured {per_ckpt / plain:.2f}), "
-          f"statistics share {100 * pred['stats_share']:.0f}% (measured "
-          f"{100 * (per_ckpt - passes) / per_ckpt:.0f}%); passes {pred['passes_s'] * N:.2f} s "
-          f"(measured {passes:.2f}), per-token statistics {pred['stats_s'] * N:.2f} s (measured, "
-          f"with the per-checkpoint proxy fit and metrics: {per_ckpt - passes:.2f})")
+          f"GFLOP/s)")
+    print(f"  roofline alone: measure/plain {roof['ratio']:.2f}, statistics share "
+          f"{100 * roof['stats_share']:.0f}%; plain {roof['plain_s'] * N:.2f} s (measured "
+          f"{plain:.2f}), passes {roof['passes_s'] * N:.2f} s (measured {passes:.2f}), per-token "
+          f"statistics {roof['stats_s'] * N:.2f} s")
+    print("  per-checkpoint host work, timed on random inputs of this shape: "
+          + ", ".join(f"{k} {v:.3f}" for k, v in host.items() if k != "total")
+          + f"; total {host['total']:.2f} s (measured proxy fit + metrics "
+          f"{t1.get('proxy_fit', 0) + t1.get('metrics', 0):.2f} s)")
+    err = pred["ratio"] / measured_ratio - 1
+    print(f"  PREDICTION (passes from the measured plain pass by FLOP share, per-token statistics "
+          f"by roofline, plus the host work): measure/plain {pred['ratio']:.2f} (measured "
+          f"{measured_ratio:.2f}, {100 * err:+.0f}%, target within 30%), statistics share "
+          f"{100 * pred['stats_share']:.0f}% (measured {100 * measured_share:.0f}%); passes "
+          f"{pred['passes_s'] * N:.2f} s (measured {passes:.2f}), statistics "
+          f"{pred['stats_s'] * N:.2f} s (measured {per_ckpt - passes:.2f})")
 
     # 2. causal check: ablation + steering over the same N tokens, 5 controls
     if args.skip_causal:

@@ -179,13 +179,22 @@ DEVICES = {
 }
 
 
-def predict(m: ModelShape, s: StatsShape, dev: Device, *, halves: bool = True
+def predict(m: ModelShape, s: StatsShape, dev: Device, *, halves: bool = True,
+            host_s: float = 0.0, tokens: int | None = None, plain_s: float | None = None
             ) -> dict[str, float]:
     """Seconds per token of the plain pass, measure's passes and its statistics; their ratios.
 
     The statistics run at ``dev.fp64`` in float64 (``s.itemsize == 8``), else at ``dev.fp32``
     (compensated float32). ``halves``: the tokens are split into a fit half and a test half
     (``measure``); False: every token is a gradient row (``gpu_check.py``).
+
+    ``host_s``: the per-checkpoint host work in seconds (:func:`tangentlab.measure.host_cost.
+    host_seconds`, the same on any device), spread over ``tokens`` eval tokens per checkpoint;
+    it is added to the statistics (``host_s`` per token in the result). ``plain_s``: a measured
+    plain forward+backward in seconds per token; the passes are then that times their FLOP
+    share (``passes_flops / plain_flops``) instead of a roofline, which on a small model is far
+    too optimistic (kernel overheads, not FLOPs, set its speed). Without them the prediction is
+    the roofline alone, as in ``docs/scale.md``'s large-model tables.
     """
     mc = model_cost(m)
     if halves:
@@ -197,8 +206,13 @@ def predict(m: ModelShape, s: StatsShape, dev: Device, *, halves: bool = True
     rate = dev.fp64 if s.itemsize == 8 else dev.fp32
     plain = max(mc["plain_flops"] / dev.fp32, mc["plain_bytes"] / dev.bandwidth)
     passes = max(pf / dev.fp32, pb / dev.bandwidth)
-    stats = max(fl / rate, by / dev.bandwidth)
-    return {"plain_s": plain, "passes_s": passes, "stats_s": stats,
+    if plain_s is not None:
+        plain, passes = plain_s, plain_s * pf / mc["plain_flops"]
+    if host_s and not tokens:
+        raise ValueError("host_s needs tokens, the eval tokens per checkpoint it is spread over")
+    host = host_s / tokens if host_s else 0.0
+    stats = max(fl / rate, by / dev.bandwidth) + host
+    return {"plain_s": plain, "passes_s": passes, "stats_s": stats, "host_s": host,
             "ratio": (passes + stats) / plain, "stats_share": stats / (passes + stats)}
 
 

@@ -64,3 +64,38 @@ def test_device_memory_is_quadratic_in_d_and_independent_of_tokens_seen():
     assert d % 128 == 0
     assert sum(device_bytes_per_site(StatsShape(d=d)).values()) * 4 <= 24e9
     assert sum(device_bytes_per_site(StatsShape(d=d + 128)).values()) * 4 > 24e9
+
+
+def test_host_work_and_a_measured_plain_pass_enter_the_prediction():
+    from tangentlab.measure.cost_model import DEVICES, ModelShape, StatsShape, predict
+
+    m, s, dev = ModelShape("small", 128, 4, 2.6e6, vocab=4096), StatsShape(d=128), DEVICES["h100"]
+    base = predict(m, s, dev)
+    assert base["host_s"] == 0.0
+    hosted = predict(m, s, dev, host_s=0.5, tokens=8192)
+    assert hosted["stats_s"] == pytest.approx(base["stats_s"] + 0.5 / 8192)
+    assert hosted["ratio"] > base["ratio"] and hosted["host_s"] == pytest.approx(0.5 / 8192)
+    anchored = predict(m, s, dev, plain_s=1e-4)
+    assert anchored["plain_s"] == 1e-4
+    # the passes keep their FLOP share of the plain pass (3P + 3 attn of 6P + 6 attn: a half)
+    assert anchored["passes_s"] == pytest.approx(0.5e-4)
+    with pytest.raises(ValueError, match="tokens"):
+        predict(m, s, dev, host_s=0.5)
+
+
+def test_host_seconds_times_every_part_on_one_blas_thread():
+    from threadpoolctl import threadpool_info
+
+    from tangentlab.measure.cost_model import StatsShape
+    from tangentlab.measure.host_cost import HOST_PARTS, host_seconds
+
+    before = {i["filepath"]: i["num_threads"] for i in threadpool_info()}
+    small = StatsShape(d=16, sites=1, pool=8, full=8, test_batches=3, sample_rows=64)
+    one = host_seconds(small, n_controls=4, n_boot=20)
+    two = host_seconds(StatsShape(d=16, sites=2, pool=8, full=8, test_batches=3,
+                                  sample_rows=64), n_controls=4, n_boot=20)
+    assert set(one) == set(HOST_PARTS) | {"total"}
+    assert all(v > 0 for v in one.values())
+    assert one["total"] == pytest.approx(sum(one[k] for k in HOST_PARTS))
+    after = {i["filepath"]: i["num_threads"] for i in threadpool_info()}
+    assert two["total"] > 0 and {k: after[k] for k in before} == before  # limits restored
