@@ -139,12 +139,14 @@ def main() -> None:
     n_fit = sum(1 for b in ev.batches if b.half == "fit")
     stats = StatsShape(d=d, sites=len(sites), batch_rows=B * (T - 1),
                        test_batches=len(ev.batches) - n_fit,
-                       sample_rows=min(MeasureConfig().sample_rows, n_fit * B * (T - 1)))
+                       sample_rows=min(MeasureConfig().sample_rows, n_fit * B * (T - 1)),
+                       tokens=len({int(t) for b in ev.batches if b.half == "fit"
+                                   for t in b.token_ids.reshape(-1)}))
     cpu = calibrate("cpu")
     roof = predict(shape, stats, cpu)
     from tangentlab.measure.host_cost import host_seconds
 
-    host = host_seconds(stats, repeats=3)
+    host = host_seconds(stats, repeats=3, once=True)  # a one-checkpoint measure pays them all
     pred = predict(shape, stats, cpu, host_s=host["total"], tokens=N, plain_s=plain / N)
     measured_ratio, measured_share = per_ckpt / plain, (per_ckpt - passes) / per_ckpt
     print(f"COST MODEL ({cpu.name}: fp32 {cpu.fp32 / 1e9:.1f}, fp64 {cpu.fp64 / 1e9:.1f} "

@@ -11,9 +11,10 @@ shrink at all. It has no useful FLOP count (LAPACK on small matrices and bootstr
 far from a GEMM's rate), so :func:`host_seconds` times the same library functions ``measure``
 calls, on random inputs of the given shape, on this machine.
 
-What it leaves out: the frequency–spread rows (their cost depends on the eval text's tokens and
-documents, not on the shape) and the pools drawn once per measurement (the fixed proxy's and
-the full-space ones), which a long trajectory amortizes.
+The frequency–spread rows are timed as three token bootstraps over ``tokens`` token types (the
+document bootstrap of the corrected row is counted as one of them; its real cost depends on the
+eval text's documents). What is drawn once per measurement (the fixed proxy, its pools, the
+full-space pools; ``once=True``) a long trajectory amortizes.
 
 Example::
 
@@ -31,19 +32,26 @@ import time
 
 import numpy as np
 
-__all__ = ["HOST_PARTS", "host_seconds"]
+__all__ = ["HOST_PARTS", "ONCE_PARTS", "host_seconds"]
 
 #: The parts :func:`host_seconds` times, per checkpoint and site.
 HOST_PARTS = ("refit proxy (PCA)", "refit pools (2 spaces)", "energy tests (bootstrap + oracle)",
-              "isotropy share", "representation metrics")
+              "isotropy share", "representation metrics", "frequency correlations")
+
+#: The parts drawn once per measurement and site (``once=True``): the fixed proxy, its pools,
+#: and the full-space pools (one per shape: R^d and the complement of 𝟙).
+ONCE_PARTS = ("fixed proxy (PCA)", "fixed pools (2 spaces)", "full-space pools (2 shapes)")
 
 
 def host_seconds(s, *, n_controls: int = 20, n_boot: int = 1000, seed: int = 0,
-                 repeats: int = 1) -> dict[str, float]:
+                 repeats: int = 1, once: bool = False) -> dict[str, float]:
     """Seconds of each :data:`HOST_PARTS` for one checkpoint, all ``s.sites`` sites, and the total.
 
     ``s``: a :class:`~tangentlab.measure.cost_model.StatsShape` (d, rank, pool, full, proxies,
-    buckets, test_batches, sample_rows, sites). ``n_controls``, ``n_boot``: as in
+    buckets, test_batches, sample_rows, sites; ``tokens``: the token types of the frequency
+    correlations, each bootstrapped over tokens three times). ``once``: also the
+    :data:`ONCE_PARTS`, which a one-checkpoint measurement pays in full and a trajectory of n
+    checkpoints pays once (n times less per checkpoint). ``n_controls``, ``n_boot``: as in
     ``MeasureConfig`` (the studentized interval, the default). The fastest of ``repeats`` runs
     of each part is kept. Inputs are random, seeded by ``seed``. numpy's BLAS runs on one thread,
     as inside ``measure``.
@@ -52,7 +60,9 @@ def host_seconds(s, *, n_controls: int = 20, n_boot: int = 1000, seed: int = 0,
         BatchEnergies,
         PCAProxy,
         batch_control_test,
+        correlation_with_ci,
         effective_rank,
+        full_space_controls,
         isoscore_star,
         isoscore_star_after_removal,
         mean_cosine,
@@ -70,6 +80,8 @@ def host_seconds(s, *, n_controls: int = 20, n_boot: int = 1000, seed: int = 0,
                        + rng.random((B, s.pool)), trace=trace, rows=np.full(B, 100), d=d, r=r,
                        full=trace[:, None] * 0.05 + rng.random((B, s.full)) if s.full else None)
     tests = s.proxies * (s.buckets + 1 + 1)  # per proxy: all + each bucket, and the constrained
+    logf = np.log1p(rng.zipf(1.5, size=s.tokens).astype(np.float64))
+    spread = rng.random(s.tokens) - 0.1 * logf
 
     parts = {
         "refit proxy (PCA)": lambda: PCAProxy(n_components=r).fit(X),
@@ -84,7 +96,14 @@ def host_seconds(s, *, n_controls: int = 20, n_boot: int = 1000, seed: int = 0,
             for _ in range(s.proxies)],
         "representation metrics": lambda: (isoscore_star(cov=C), mean_cosine(X, seed=seed),
                                            effective_rank(cov=C, variant="sigma")),
+        "frequency correlations": lambda: [
+            correlation_with_ci(logf, spread, n_boot=n_boot, seed=seed) for _ in range(3)],
     }
+    if once:
+        parts["fixed proxy (PCA)"] = parts["refit proxy (PCA)"]
+        parts["fixed pools (2 spaces)"] = parts["refit pools (2 spaces)"]
+        parts["full-space pools (2 shapes)"] = lambda: [
+            full_space_controls(np.eye(dd)[:, :r], s.full, seed) for dd in (d, d - 1)]
     from threadpoolctl import threadpool_limits
 
     out = {}

@@ -87,15 +87,16 @@ def test_host_seconds_times_every_part_on_one_blas_thread():
     from threadpoolctl import threadpool_info
 
     from tangentlab.measure.cost_model import StatsShape
-    from tangentlab.measure.host_cost import HOST_PARTS, host_seconds
+    from tangentlab.measure.host_cost import HOST_PARTS, ONCE_PARTS, host_seconds
 
     before = {i["filepath"]: i["num_threads"] for i in threadpool_info()}
-    small = StatsShape(d=16, sites=1, pool=8, full=8, test_batches=3, sample_rows=64)
+    small = StatsShape(d=16, sites=1, pool=8, full=8, test_batches=3, sample_rows=64, tokens=50)
     one = host_seconds(small, n_controls=4, n_boot=20)
     two = host_seconds(StatsShape(d=16, sites=2, pool=8, full=8, test_batches=3,
-                                  sample_rows=64), n_controls=4, n_boot=20)
+                                  sample_rows=64, tokens=50), n_controls=4, n_boot=20, once=True)
     assert set(one) == set(HOST_PARTS) | {"total"}
     assert all(v > 0 for v in one.values())
     assert one["total"] == pytest.approx(sum(one[k] for k in HOST_PARTS))
     after = {i["filepath"]: i["num_threads"] for i in threadpool_info()}
+    assert set(two) == set(HOST_PARTS) | set(ONCE_PARTS) | {"total"}
     assert two["total"] > 0 and {k: after[k] for k in before} == before  # limits restored
