@@ -6,8 +6,8 @@ import argparse
 import contextlib
 from collections.abc import Iterator
 
-__all__ = ["add_common_run_args", "add_device_args", "positive_int", "relaunch",
-           "require_subcommand", "writing_run"]
+__all__ = ["add_common_run_args", "add_device_args", "add_validation_arg",
+           "positive_int", "relaunch", "require_subcommand", "writing_run"]
 
 
 def positive_int(text: str) -> int:
@@ -19,6 +19,18 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value}")
     return value
+
+
+def add_validation_arg(parser: argparse.ArgumentParser, *, run: str) -> None:
+    """``--validation DIR`` of the commands that read a reproduce run's predictions (``report``,
+    ``summary``): the end-to-end validation run they are gated on instead of the run's own
+    ``validate/end-to-end`` (``run`` is the run argument's name in the help, e.g. ``RUN``)."""
+    parser.add_argument(
+        "--validation", metavar="DIR",
+        help="gate a reproduce run's predictions on this end-to-end validation run (a directory "
+             "written by `tangentlab validate --end-to-end`, e.g. a full one) instead of "
+             f"{run}/validate/end-to-end",
+    )
 
 
 def add_common_run_args(parser: argparse.ArgumentParser) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from tangentlab.commands import add_validation_arg
+
 
 def _report(args: argparse.Namespace) -> int:
     from tangentlab.report.load import parse_measure_args
@@ -59,10 +61,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--pool", action="store_true",
                    help="judge the empirical rows by our runs and the external ones together "
                         "(default: external runs are shown apart and do not change our verdicts)")
-    p.add_argument("--validation", metavar="DIR",
-                   help="gate the predictions on this end-to-end validation run (a directory "
-                        "written by `tangentlab validate --end-to-end`, e.g. a full one) instead "
-                        "of RUN_DIR/validate/end-to-end")
+    add_validation_arg(p, run="RUN_DIR")
     p.add_argument("--out", metavar="DIR",
                    help="write report.html, report.md and figures/ into DIR (new, empty, or "
                         "holding only an earlier report) instead of RUN_DIR")

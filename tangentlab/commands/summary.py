@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from tangentlab.commands import add_validation_arg
+
 
 def _summary(args: argparse.Namespace) -> int:
     from pathlib import Path
@@ -76,9 +78,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("run", metavar="RUN", help="a measurement or reproduce run directory")
-    p.add_argument("--validation", metavar="DIR",
-                   help="for a reproduce run: gate the predictions printed after the table on this "
-                        "end-to-end validation run instead of RUN/validate/end-to-end")
+    add_validation_arg(p, run="RUN")
     p.add_argument("--out", metavar="PATH",
                    help="write the CSV here (a file, or a folder to hold summary.csv) instead of "
                         "RUN/summary.csv")

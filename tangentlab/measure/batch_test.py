@@ -7,7 +7,7 @@ measurement), from the per-batch scalars of :mod:`tangentlab.measure.batch_energ
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -17,6 +17,7 @@ from tangentlab.measure._validate import (
     check_positive_int,
 )
 from tangentlab.measure.batch_energy import BatchEnergies
+from tangentlab.measure.energy import _ControlTestFields
 
 __all__ = ["BatchControlTestResult", "batch_control_test"]
 
@@ -87,7 +88,7 @@ def _studentized(be: BatchEnergies, n_controls: int, n_boot: int, confidence: fl
 
 
 @dataclass(frozen=True)
-class BatchControlTestResult:
+class BatchControlTestResult(_ControlTestFields):
     """Result of :func:`batch_control_test`.
 
     Point estimates use all batches and the first ``n_controls`` controls of the pool:
@@ -112,17 +113,6 @@ class BatchControlTestResult:
     band, not a confidence interval.
     """
 
-    energy: float
-    controls: np.ndarray
-    control_mean: float
-    enrichment: float
-    p_value: float
-    baseline: float
-    oracle: float
-    position: float
-    rank: int
-    dim: int
-    n_controls: int
     pool_size: int
     n_batches: int
     n_rows: int
@@ -139,12 +129,6 @@ class BatchControlTestResult:
     seed: int
     p_value_controls: str = "complement"
     p_value_complement: float = float("nan")
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain-Python dict (controls as a list of floats) for JSON or a results table."""
-        out = asdict(self)
-        out["controls"] = [float(c) for c in self.controls]
-        return out
 
 
 def _norm_ppf(p: Any) -> Any:

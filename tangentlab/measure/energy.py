@@ -117,11 +117,11 @@ def bootstrap_ci(samples: ArrayLike, confidence: float = 0.95) -> tuple[float, f
 
 
 @dataclass(frozen=True)
-class ControlTestResult:
-    """Result of :func:`control_test` (see the module docstring for the definitions).
+class _ControlTestFields:
+    """The fields every control test reports first, in this order (definitions: module docstring).
 
-    ``controls`` has shape ``(n_controls,)``. The ``*_ci_*`` fields are bootstrap percentile
-    intervals at ``confidence``, NaN when neither rows nor batches were given.
+    :class:`ControlTestResult` and :class:`~tangentlab.measure.BatchControlTestResult` extend
+    it with their intervals and settings; ``controls`` has shape ``(n_controls,)``.
     """
 
     energy: float
@@ -135,6 +135,22 @@ class ControlTestResult:
     rank: int
     dim: int
     n_controls: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-Python dict (controls as a list of floats) for JSON or a results table."""
+        out = asdict(self)
+        out["controls"] = [float(c) for c in self.controls]
+        return out
+
+
+@dataclass(frozen=True)
+class ControlTestResult(_ControlTestFields):
+    """Result of :func:`control_test` (see the module docstring for the definitions).
+
+    ``controls`` has shape ``(n_controls,)``. The ``*_ci_*`` fields are bootstrap percentile
+    intervals at ``confidence``, NaN when neither rows nor batches were given.
+    """
+
     enrichment_ci_low: float = float("nan")
     enrichment_ci_high: float = float("nan")
     energy_ci_low: float = float("nan")
@@ -144,12 +160,6 @@ class ControlTestResult:
     bootstrap_unit: str = "none"
     seed: int = 0
     control_space: str = "complement"
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain-Python dict (controls as a list of floats) for JSON or a results table."""
-        out = asdict(self)
-        out["controls"] = [float(c) for c in self.controls]
-        return out
 
 
 def _bootstrap(
