@@ -62,14 +62,16 @@ def loss_rows(st: SiteStats, base: RowBase) -> list[dict]:
 
 
 def energy_rows(st: SiteStats, proxy: str, cfg, base: RowBase, *, constrained: bool = False,
-                U=None) -> list[dict]:
+                U=None, oracles: dict | None = None) -> list[dict]:
     """Energy-test rows (overall and per bucket) of ``proxy`` from the per-batch scalars in ``st``.
 
     ``batch_control_test`` resamples test batches and redraws ``n_controls`` controls from the
     pool in every replicate (``cfg.interval``, ``cfg.n_boot``); the oracle comes from the float64
     gradient moments of the same rows. ``constrained``: use ``st.constrained`` (the test inside
     the complement of a fixed forced subspace, in the coordinates U (d, d−k) of that complement:
-    the oracle uses UᵀCU); those rows carry ``subspace="constrained"``.
+    the oracle uses UᵀCU); those rows carry ``subspace="constrained"``. ``oracles``: an optional
+    dict shared by the calls of one site, so that proxies of the same rank reuse each bucket's
+    oracle (an eigendecomposition of a (d, d) matrix, the same for every proxy).
     """
     import numpy as np
 
@@ -85,12 +87,17 @@ def energy_rows(st: SiteStats, proxy: str, cfg, base: RowBase, *, constrained: b
         n = st.grad.count if group is None else st.grad.group_count(group)
         if n < 2 or not be.trace.sum() > 0 or int(np.sum(be.trace > 0)) < 2:
             continue
-        C = st.grad.second_moment(group)
-        if U is not None:
-            C = U.T @ C @ U
+        key = (label, constrained, be.r)
+        if oracles is None or key not in oracles:
+            C = st.grad.second_moment(group)
+            if U is not None:
+                C = U.T @ C @ U
+            oracle = oracle_energy(C, be.r)
+            if oracles is not None:
+                oracles[key] = oracle
         res = batch_control_test(be, n_controls=cfg.n_controls, n_boot=cfg.n_boot,
                                  confidence=cfg.confidence, seed=cfg.seed, interval=cfg.interval,
-                                 oracle=oracle_energy(C, be.r))
+                                 oracle=oracles[key] if oracles is not None else oracle)
         rel = res.controls / res.control_mean if res.control_mean > 0 else res.controls * np.nan
         kw = {"bucket": label, "n": n}
         if constrained:

@@ -96,16 +96,19 @@ def _site_rows(lm, st: SiteStats, proxies, tested, base: RowBase, setup: _Setup,
         rows += frows
         if proxies is not None:
             plain, _ = tested
+            oracles: dict = {}  # each bucket's oracle, shared by the proxies
             for label, (Q, *_pools) in plain.items():
                 pb = base.with_(proxy=label)
-                rows += energy_rows(st, label, cfg, pb) + isotropy_share_rows(Q, st, cfg, pb)
+                rows += (energy_rows(st, label, cfg, pb, oracles=oracles)
+                         + isotropy_share_rows(Q, st, cfg, pb))
             rows += drift_rows(proxies, base)
             rows += forced_direction_rows(st, base, cfg.forced_tol)
             f = st.forced
             for label, (Q, pool, full) in plain.items():
                 pb = base.with_(proxy=label)
                 if f.get("ones_max", 1.0) < cfg.forced_tol:
-                    rows += energy_rows(st, label, cfg, pb, constrained=True, U=ones.basis)
+                    rows += energy_rows(st, label, cfg, pb, constrained=True, U=ones.basis,
+                                        oracles=oracles)
                 per_row = ("centred" if f.get("centred_max", 1.0) < cfg.forced_tol else
                            "raw" if f.get("raw_max", 1.0) < cfg.forced_tol else None)
                 if per_row is not None:
