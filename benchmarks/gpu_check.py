@@ -8,7 +8,8 @@ Pythia-160m's shape (d = 768, 12 layers, 12 heads, vocabulary 50304):
   (:func:`tangentlab.empirical.capture.capture_batch` at 4 sites; per site the bucketed
   gradient moments, :meth:`~tangentlab.measure.MomentAccumulator.update_indexed`; two
   :class:`~tangentlab.measure.EnergyStream` of a rank-8 proxy with 200 complement and 200
-  full-space controls, bucketed, and two in the complement of 𝟙 on G U; the forced-direction
+  full-space controls, bucketed, and two in the complement of 𝟙 on G U, each pair sharing one
+  projection per batch (:class:`~tangentlab.measure.EnergyStreamGroup`); the forced-direction
   cosines; all on the device, to the host once at the end);
 - the split: the passes alone (``capture_batch`` over the same batches) and the statistics
   (measure − passes), and beside it the prediction of :mod:`tangentlab.measure.cost_model`
@@ -50,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     from tangentlab.empirical.capture import capture_batch
     from tangentlab.measure import (
         EnergyStream,
+        EnergyStreamGroup,
         MomentAccumulator,
         complement_space,
         full_space_controls,
@@ -100,12 +102,14 @@ def main(argv: list[str] | None = None) -> int:
     labels = [f"b{i}" for i in range(5)]
     rng = np.random.default_rng(0)
     ones = complement_space(np.ones((args.d, 1)) / np.sqrt(args.d))
-    proxies = {}
+    proxies, full = {}, {}  # one full-space pool per shape, shared by the proxies (as measure)
     for k in ("fixed", "refit"):
         Q = np.linalg.qr(rng.standard_normal((args.d, 8)))[0]
         Qc = restrict_to_complement(Q, ones.forced)
-        proxies[k] = ((Q, normal_controls(Q, 200, 0), full_space_controls(Q, 200, 0)),
-                      (Qc, normal_controls(Qc, 200, 0), full_space_controls(Qc, 200, 0)))
+        for B in (Q, Qc):
+            full.setdefault(B.shape, full_space_controls(B, 200, 0))
+        proxies[k] = ((Q, normal_controls(Q, 200, 0), full[Q.shape]),
+                      (Qc, normal_controls(Qc, 200, 0), full[Qc.shape]))
     U = torch.from_numpy(ones.basis).to(dev, prec.dtype)
 
     def passes() -> None:
@@ -120,6 +124,9 @@ def main(argv: list[str] | None = None) -> int:
         streams = {s: {k: (EnergyStream(*p[0][:2], full_controls=p[0][2], n_groups=5),
                            EnergyStream(*p[1][:2], full_controls=p[1][2]))
                        for k, p in proxies.items()} for s in sites}
+        # the proxies share one projection per batch, plain and 𝟙-constrained (as measure)
+        groups = {s: (EnergyStreamGroup([a for a, _ in streams[s].values()]),
+                      EnergyStreamGroup([b for _, b in streams[s].values()])) for s in sites}
         forced = {}
         for x in batches:
             cap = capture_batch(loaded, sites, x, x, grads=True)
@@ -129,10 +136,8 @@ def main(argv: list[str] | None = None) -> int:
                 H = cap.acts[s][rows].to(prec.dtype)
                 bucket = torch.arange(G.shape[0], device=G.device) % len(labels)
                 accs[s].update_indexed(G, bucket)
-                GU = G @ U
-                for plain_s, cons in streams[s].values():
-                    plain_s.add(G, bucket)
-                    cons.add(GU)
+                groups[s][0].add(G, bucket)
+                groups[s][1].add(G @ U)
                 parts = forced_cosine_parts(G, H)
                 forced[s] = parts if s not in forced else {
                     k: (torch.maximum(forced[s][k], v) if k.endswith("_max") else forced[s][k] + v)
