@@ -10,7 +10,7 @@ default ``MeasureConfig``:
 3. device bytes per site and the largest d whose 4 sites fit next to each Pythia size on a
    24 GB and an 80 GB GPU.
 
-Usage: python benchmarks/cost_model.py [--no-calibrate]
+Usage: python benchmarks/cost_model.py [--no-calibrate] [--host 768 2048] [--tokens 32768]
 """
 
 from __future__ import annotations
@@ -38,6 +38,13 @@ SHAPES = {768: "160m", 2048: "1.4b", 4096: "6.9b"}
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--no-calibrate", action="store_true", help="leave out this CPU's row")
+    ap.add_argument("--host", type=int, nargs="*", default=[], metavar="D",
+                    help="also time the per-checkpoint host work (measure.host_cost) at these d "
+                         "(e.g. --host 768 2048; minutes at large d) and add it to the predicted "
+                         "ratios, spread over --tokens eval tokens per checkpoint")
+    ap.add_argument("--tokens", type=int, default=32768,
+                    help="eval tokens per checkpoint for --host (default: MeasureConfig's 64 x 4 "
+                         "x 128)")
     args = ap.parse_args(argv)
     print("| d (model) | statistics GFLOP/token | statistics MB/token | model fwd+bwd GFLOP/token "
           "| model MB/token | FLOP ratio stats/plain |")
@@ -63,6 +70,27 @@ def main(argv: list[str] | None = None) -> int:
                 p = predict(PYTHIA[size], StatsShape(d=d, itemsize=item), dev)
                 cells.append(f"{p['ratio']:.2f}x ({100 * p['stats_share']:.0f}%)")
             print(f"| {dev.name} | {label} | " + " | ".join(cells) + " |")
+    if args.host:
+        from tangentlab.measure.host_cost import host_seconds
+
+        print(f"\nper-checkpoint host work (4 sites, timed here; the same on any device), and the "
+              f"prediction with it spread over {args.tokens} tokens per checkpoint")
+        print("| d | host s per checkpoint: total (parts) | " + " | ".join(
+            f"{dev.name}, float64" for dev in devices.values()) + " |")
+        print("|---:|---|" + "---:|" * len(devices))
+        for d in args.host:
+            size = SHAPES.get(d)
+            h = host_seconds(StatsShape(d=d))
+            parts = ", ".join(f"{k} {v:.2f}" for k, v in h.items() if k != "total")
+            cells = []
+            for dev in devices.values():
+                if size is None:
+                    cells.append("n/a")
+                    continue
+                p = predict(PYTHIA[size], StatsShape(d=d), dev, host_s=h["total"],
+                            tokens=args.tokens)
+                cells.append(f"{p['ratio']:.2f}x ({100 * p['stats_share']:.0f}%)")
+            print(f"| {d} | {h['total']:.2f} ({parts}) | " + " | ".join(cells) + " |")
     print("\ndevice memory of the statistics, per site (MB, float64)")
     comps = {d: device_bytes_per_site(StatsShape(d=d)) for d in SHAPES}
     print("| component | " + " | ".join(f"d = {d}" for d in SHAPES) + " |")
