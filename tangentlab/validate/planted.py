@@ -59,6 +59,7 @@ Shapes: ``input_ids`` (B, T) int64; activations (B, T, d); logits (B, T, V).
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 
 import torch
 from torch import nn
@@ -165,11 +166,33 @@ def _mix(x):
     return x
 
 
+#: Recently drawn :func:`hash_normals` on the CPU, by (keys, n, salt): a measurement forwards the
+#: same eval windows at every checkpoint, so most draws repeat. Bounded (least recently used out).
+_NORMALS: OrderedDict = OrderedDict()
+_NORMALS_MAX = 1024
+
+
 def hash_normals(keys, n: int, salt: int):
     """Standard normals from integer keys: shape ``keys.shape + (n,)``, float64.
 
-    A pure function of (key, salt): Box–Muller on uniforms from a mixed congruential hash.
+    A pure function of (key, salt): Box–Muller on uniforms from a mixed congruential hash. On the
+    CPU a repeated draw is served from a bounded cache (a fresh copy: the same numbers).
     """
+    if keys.device.type != "cpu":
+        return _hash_normals(keys, n, salt)
+    k = keys.long()
+    memo = (k.numpy().tobytes(), tuple(k.shape), int(n), int(salt))
+    hit = _NORMALS.get(memo)
+    if hit is None:
+        hit = _NORMALS[memo] = _hash_normals(k, n, salt)
+        if len(_NORMALS) > _NORMALS_MAX:
+            _NORMALS.popitem(last=False)
+    else:
+        _NORMALS.move_to_end(memo)
+    return hit.clone()
+
+
+def _hash_normals(keys, n: int, salt: int):
     base = (keys.long()[..., None] * 2654435761 % _M31
             + (salt * 97 + 1) * 40503 + torch.arange(2 * n, device=keys.device) * 69069) % _M31
     u = (_mix(base).double() + 0.5) / _M31
@@ -197,16 +220,18 @@ class PlantedEmbed(nn.Module):
         self.token_gain = _frozen((V,), 1.0)
         self.cost = _frozen((d,), 1.0)
 
-    def activations(self, input_ids):
+    def activations(self, input_ids, keys=None):
         """The clean activations (B, T, d), in the parameters' dtype (no hooks involved).
 
         The planted tensors enter detached: they are the generative truth, never trained
-        (``from_pretrained`` may hand them back with ``requires_grad`` on).
+        (``from_pretrained`` may hand them back with ``requires_grad`` on). ``keys``: the
+        :func:`context_keys` of ``input_ids`` when the caller has them already.
         """
         c = self.config
         d, m = c.hidden_size, c.planted_rank
         dt = self.frame.dtype
-        keys = context_keys(input_ids, c.context_size)
+        if keys is None:
+            keys = context_keys(input_ids, c.context_size)
         xi = hash_normals(keys, m, c.salt * 8 + 1).to(dt)
         u = self.centres.detach()[input_ids] + self.spread.detach()[input_ids][..., None] * xi
         x = torch.zeros(*input_ids.shape, d, dtype=dt, device=input_ids.device)
@@ -226,11 +251,15 @@ class PlantedEmbed(nn.Module):
             h[:, 0, d - 1] = h[:, 0, d - 1] + c.pos0_scale * math.sqrt(m)
         return h
 
-    def gradient_directions(self, input_ids):
-        """w_c (B, T, d): the planted gradient direction of each position (see module docstring)."""
+    def gradient_directions(self, input_ids, keys=None):
+        """w_c (B, T, d): the planted gradient direction of each position (see module docstring).
+
+        ``keys``: the :func:`context_keys` of ``input_ids`` when the caller has them already.
+        """
         c = self.config
         m = c.planted_rank
-        keys = context_keys(input_ids, c.context_size)
+        if keys is None:
+            keys = context_keys(input_ids, c.context_size)
         eta = hash_normals(keys, c.hidden_size, c.salt * 8 + 5).to(self.frame.dtype)
         if getattr(c, "grad_bias", 0.0):
             eta = eta + c.grad_bias / math.sqrt(c.hidden_size)
@@ -239,7 +268,15 @@ class PlantedEmbed(nn.Module):
         return (g * eta) @ self.frame.detach().T
 
     def forward(self, input_ids):
-        """The site ``embed``: the activations (B, T, d)."""
+        """The site ``embed``: the activations (B, T, d).
+
+        Inside :meth:`PlantedForCausalLM.forward` the head has computed the clean activations of
+        these very ids already; the site then returns a copy of them (the same numbers, a fresh
+        tensor, so a hook that edits or marks the site output leaves the head's h₀ alone).
+        """
+        clean = getattr(self, "_clean", None)
+        if clean is not None and clean[0] is input_ids:
+            return clean[1].clone()
         return self.activations(input_ids)
 
 
@@ -331,10 +368,15 @@ class PlantedForCausalLM(PlantedPreTrainedModel):
     def forward(self, input_ids, attention_mask=None, labels=None, **kwargs):
         """Logits (B, T, V); ``labels`` (B, T) give the mean next-token loss, as for a causal LM."""
         c = self.config
-        h = self.planted(input_ids)
         emb = self.planted.embed
-        h0 = emb.activations(input_ids)
-        w = emb.gradient_directions(input_ids)
+        keys = context_keys(input_ids, c.context_size)
+        h0 = emb.activations(input_ids, keys)
+        emb._clean = (input_ids, h0)  # the site returns a copy: computed once, not twice
+        try:
+            h = self.planted(input_ids)
+        finally:
+            emb._clean = None
+        w = emb.gradient_directions(input_ids, keys)
         diff = h - h0
         q = ((diff @ emb.frame.detach()) ** 2 * emb.cost.detach()).sum(-1)
         F = (w * h).sum(-1) - _phi(q, c.cost_shape, c.cost_curvature)

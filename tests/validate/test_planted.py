@@ -40,6 +40,49 @@ def test_pure_function_of_ids_and_local_context():
     assert not torch.equal(context_keys(shifted, 3)[:, 5:7], keys[:, :2])
 
 
+def test_cached_normals_are_exact_and_not_shared():
+    """A repeated draw gives the same numbers as a fresh one, and editing it leaves the cache alone."""
+    import torch
+
+    from tangentlab.validate.planted import _hash_normals, hash_normals
+
+    keys = torch.randint(0, 2**31 - 2, (3, 11), generator=torch.Generator().manual_seed(1))
+    fresh = _hash_normals(keys, 6, 5)
+    first = hash_normals(keys, 6, 5)
+    first.add_(1.0)  # a caller that edits its copy
+    assert torch.equal(hash_normals(keys, 6, 5), fresh)
+    assert not torch.equal(hash_normals(keys, 6, 4), fresh)  # the salt is part of the key
+
+
+def test_head_keeps_clean_activations_when_a_hook_edits_the_site_in_place():
+    """The embed site hands out a copy of h₀: an in-place edit there moves the loss through φ."""
+    import torch
+
+    from tangentlab.validate.planted import PlantedConfig, PlantedForCausalLM
+
+    cfg = PlantedConfig(vocab_size=300, hidden_size=16, planted_rank=2, context_size=3,
+                        loss_scale=1.0)
+    m = PlantedForCausalLM(cfg)
+    ids = torch.randint(0, 300, (2, 20), generator=torch.Generator().manual_seed(0))
+    clean = m(input_ids=ids, labels=ids).loss
+    handle = m.planted.embed.register_forward_hook(lambda mod, inp, out: out.mul_(0.0))
+    try:
+        edited = m(input_ids=ids, labels=ids).loss
+    finally:
+        handle.remove()
+    emb = m.planted.embed
+    h0 = emb.activations(ids)
+    q = ((h0 @ emb.frame) ** 2 * emb.cost).sum(-1)  # h = 0: q = |h0|²_K, linear φ
+    F = -q
+    nxt = torch.cat([ids[:, 1:], ids[:, :1]], dim=1)
+    logits = torch.zeros(*ids.shape, cfg.vocab_size, dtype=h0.dtype)
+    logits = logits.scatter(-1, nxt[..., None], F[..., None])
+    want = torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, cfg.vocab_size).float(),
+                                             ids[:, 1:].reshape(-1))
+    assert not torch.isclose(edited, clean)
+    assert torch.isclose(edited, want, rtol=1e-6)
+
+
 def test_window_initial_positions_are_not_shared_across_windows():
     """Two windows that open with the same token must not give it one shared vector."""
     import torch
