@@ -1,7 +1,8 @@
 # tangentlab: set-up, tests and the reproduction.
 #   make setup      create .venv, install torch first, then the package under a torch constraint
 #   make test       setup + ruff + the whole pytest suite (slow and model tests included)
-#   make test-unit  setup + the tests that train, measure or reproduce nothing (about a minute)
+#   make test-unit  setup + the tests that train, measure or reproduce nothing, in one pytest-xdist
+#                   worker per core (each on one thread)
 #   make reproduce  setup + `tangentlab reproduce` (theory, synthetic, empirical, report)
 #   make docs       setup + regenerate docs/theory and docs/cli.md, then build the site (with the
 #                   API reference from the docstrings) into site/ with mkdocs, offline and strict
@@ -34,7 +35,7 @@ test: setup
 	$(BIN)/python -m pytest
 
 test-unit: setup
-	$(BIN)/python -m pytest -m "not slow and not model"
+	$(BIN)/python -m pytest -m "not slow and not model" -n auto
 
 test-fast: test-unit
 
