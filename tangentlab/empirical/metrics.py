@@ -207,7 +207,7 @@ GEOMETRY_RULE = ("disjoint eval windows; one random occurrence per (document, to
                  "(window, token), then k at random per token")
 
 #: The interval of the corrected frequency–spread rows: documents resampled, statistic recomputed.
-DOCUMENT_INTERVAL = "document bootstrap"
+DOCUMENT_INTERVAL = "document jackknife"
 
 
 def _correlation_rows(prefix: str, c: dict, n: int, base: RowBase, **extra) -> list[dict]:
@@ -221,10 +221,10 @@ def frequency_rows(st: SiteStats, counts, uniq, cfg, base: RowBase):
 
     Corrected (``freq_distance_*``): the mean distance to their centroid of k occurrences per
     token, drawn at random from the geometry occurrences (at most one per document and token,
-    and per window and token; no MLM-selected position), with a *document* bootstrap interval
-    (:func:`tangentlab.measure.document_bootstrap_correlation`: documents resampled, the
-    statistic recomputed; ``interval="document bootstrap"``, ``n_documents``) where the rows'
-    documents are known, else a token bootstrap. Raw (``freq_distance_raw_*``, RMS distance over
+    and per window and token; no MLM-selected position), with a *document* jackknife interval
+    (:func:`tangentlab.measure.document_jackknife_correlation`: groups of documents left out,
+    the statistic recomputed; ``interval="document jackknife"``, ``n_documents``) where the
+    rows' documents are known, else a token bootstrap. Raw (``freq_distance_raw_*``, RMS distance over
     all geometry rows) and ``freq_distance_unbiased_*`` (variance with n − 1) stay beside it,
     with token-bootstrap intervals. Each row says its ``statistic`` (pearson or spearman).
     ``counts``: (vocab,); ``uniq``: (U,) ids of ``st.tok_*``.
@@ -232,7 +232,7 @@ def frequency_rows(st: SiteStats, counts, uniq, cfg, base: RowBase):
     import numpy as np
 
     from tangentlab.errors import InsufficientSamplesError
-    from tangentlab.measure import document_bootstrap_correlation, equal_size_picks
+    from tangentlab.measure import document_jackknife_correlation, equal_size_picks
 
     k = cfg.spread_k
     rows = []
@@ -246,7 +246,7 @@ def frequency_rows(st: SiteStats, counts, uniq, cfg, base: RowBase):
     spread = np.linalg.norm(pts - pts.mean(axis=1, keepdims=True), axis=2).mean(axis=1) \
         if len(tokens) else np.zeros(0)
     if st.geo_docs is not None and len(tokens) >= 4 and np.ptp(logf_k) > 0 and np.ptp(spread) > 0:
-        got = document_bootstrap_correlation(H, picks, logf_k, st.geo_docs, n_boot=cfg.n_boot,
+        got = document_jackknife_correlation(H, picks, logf_k, st.geo_docs,
                                              confidence=cfg.confidence, seed=[cfg.seed, 11, 0])
         c, extra = got, {"interval": DOCUMENT_INTERVAL, "n_documents": got["n_documents"]}
     else:

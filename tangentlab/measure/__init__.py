@@ -12,7 +12,7 @@ moments accumulate in float64. Bad input raises a typed :mod:`tangentlab.errors`
 - batch tests: :func:`batch_energies`, :func:`batch_control_test` (intervals that cover);
 - frequency geometry: :func:`one_per_window`, :func:`one_per_group`, :func:`equal_size_spread`,
   :func:`equal_size_picks`, :func:`equal_size_centroids`, :func:`correlation_with_ci`,
-  :func:`document_bootstrap_correlation`;
+  :func:`document_jackknife_correlation`;
 - causal controls: :func:`variance_matched_controls`, :func:`removed_variance`,
   :func:`mean_ablate`, :func:`causal_contrast`;
 - causal dose-response (rank- and variance-matched): :func:`spectrum_weighted_controls`,
@@ -118,7 +118,7 @@ from tangentlab.measure.energy import (
 )
 from tangentlab.measure.geometry import (
     correlation_with_ci,
-    document_bootstrap_correlation,
+    document_jackknife_correlation,
     equal_size_centroids,
     equal_size_picks,
     equal_size_spread,
@@ -239,7 +239,7 @@ __all__ = [
     "one_per_window",
     "one_per_group",
     "equal_size_picks",
-    "document_bootstrap_correlation",
+    "document_jackknife_correlation",
     "first_k_indices",
     "equal_size_spread",
     "equal_size_centroids",

@@ -13,8 +13,9 @@ A token's spread (mean distance of its occurrences to their own centroid) is bia
   two occurrences from one document share its topic and context).
 
 Tokens that share documents are not independent, so the correlation of frequency and spread
-gets a *document-level* (cluster) bootstrap: :func:`document_bootstrap_correlation` resamples
-documents and recomputes the statistic.
+gets a *document-level* (cluster) interval: :func:`document_jackknife_correlation` drops groups
+of documents and recomputes the statistic (a document bootstrap would repeat occurrences inside
+a token's picks and pull the replicates towards 0; see its docstring).
 
 Masked or replaced MLM positions should be left out too: pass ``keep=False`` for them.
 
@@ -46,7 +47,7 @@ __all__ = [
     "one_per_group",
     "one_per_window",
     "equal_size_picks",
-    "document_bootstrap_correlation",
+    "document_jackknife_correlation",
     "first_k_indices",
     "equal_size_spread",
     "equal_size_centroids",
@@ -289,22 +290,29 @@ def _masked_pearson(x: np.ndarray, y: np.ndarray, m: np.ndarray) -> np.ndarray:
         return np.where((den > 0) & (n >= 3), (xc * yc).sum(1) / den, np.nan)
 
 
-def document_bootstrap_correlation(H: ArrayLike, picks: ArrayLike, x: ArrayLike,
-                                   doc_ids: ArrayLike, *, n_boot: int = 1000,
-                                   confidence: float = 0.95, seed: Seed = 0
-                                   ) -> dict[str, Any]:
-    """Pearson and Spearman correlation of ``x`` with the equal-size spread, bootstrapped by document.
+def document_jackknife_correlation(H: ArrayLike, picks: ArrayLike, x: ArrayLike,
+                                   doc_ids: ArrayLike, *, groups: int = 20,
+                                   confidence: float = 0.95, seed: Seed = 0) -> dict[str, Any]:
+    """Pearson and Spearman correlation of ``x`` with the equal-size spread, a document jackknife.
 
     Each token's spread is the mean distance of its k picked occurrences (one per document) to
-    their centroid, as :func:`equal_size_spread`. A replicate resamples the *documents* with
-    replacement (multiplicities ``w_j``) and recomputes every token's spread on its picks with
-    those multiplicities: the centroid ``c = Σ w_i h_i / Σ w_i`` and the spread
-    ``Σ w_i ‖h_i − c‖ / Σ w_i`` (from each token's k×k Gram matrix, so no (B, t, d) array is
-    formed); tokens with fewer than 2 distinct drawn documents drop out of that replicate, and
-    both correlations are recomputed over the remaining tokens. Tokens that share documents
-    thus move together, as they do between independent samples of documents; a token-level
-    bootstrap (:func:`correlation_with_ci`) treats them as independent and undercovers. With
-    few documents (say under 20 behind the rare tokens) a cluster bootstrap still runs narrow.
+    their centroid, as :func:`equal_size_spread`. The documents are split at random into J =
+    min(``groups``, documents) groups of near-equal size; replicate j drops group j's documents
+    and recomputes every token's spread on its remaining picks (n of k, rescaled by
+    √((k−1)/k ÷ (n−1)/n), the ratio of E‖h − c‖ at k and n points, so that a token that lost a
+    pick is not read as a pinned one; tokens left with fewer than 2 picks drop out of that
+    replicate). Both correlations are recomputed and Fisher-transformed; the interval is
+    tanh(atanh(ρ̂) ± t_{J−1} · se), se² = (J−1)/J · Σ (z_j − z̄)² (the delete-a-group
+    jackknife). Tokens that share documents move together between replicates, as they do
+    between independent samples of documents, so the interval is a cluster interval.
+
+    Why not a document bootstrap: a resample draws a token's documents with repetition, and a
+    centroid of repeated points sits closer to them, so every replicate's spreads carry
+    duplication noise that is unrelated to frequency. The replicate correlations are pulled
+    towards 0 and a percentile interval is shifted there: on clustered synthetic tokens whose
+    spread falls with frequency (mean ρ̂ −0.84) its coverage was 0.47, and on planted
+    trajectories it read ρ̂ = −0.35 with the interval [−0.36, +0.03]. At the null it still
+    covered (the shift points at the truth), which is why the null battery did not see it.
 
     Args:
         H: activations, shape ``(n, d)``.
@@ -312,17 +320,18 @@ def document_bootstrap_correlation(H: ArrayLike, picks: ArrayLike, x: ArrayLike,
             t >= 3, k >= 2.
         x: shape ``(t,)``, the variable paired with each token (e.g. log-frequency).
         doc_ids: shape ``(n,)`` integer document id of each row.
-        n_boot: bootstrap replicates.
+        groups: the most jackknife groups (>= 2).
         confidence: two-sided level in (0, 1).
-        seed: seed of the resampling.
+        seed: seed of the split of documents into groups.
 
     Returns:
         ``{"pearson": (value, low, high), "spearman": (value, low, high), "spread": (t,)
-        float64, "n_documents": distinct documents among the picks, "n_replicates_kept":
-        {"pearson": int, "spearman": int}}``; an interval is NaN when fewer than 2 replicates
-        are defined (e.g. a single document).
+        float64, "n_documents": distinct documents among the picks, "n_groups": J}``; an
+        interval is NaN with fewer than 2 documents, or when a replicate leaves fewer than 3
+        tokens or a constant variable.
     """
     from scipy.stats import rankdata
+    from scipy.stats import t as student_t
 
     X = as_points(H, name="H")
     P = _labels(np.asarray(picks).reshape(-1), "picks").reshape(np.shape(picks))
@@ -336,47 +345,50 @@ def document_bootstrap_correlation(H: ArrayLike, picks: ArrayLike, x: ArrayLike,
     if P.shape[0] < 3:
         raise InsufficientSamplesError(f"a correlation needs at least 3 tokens, got {P.shape[0]}")
     docs = _labels(doc_ids, "doc_ids", n=X.shape[0])
-    n_boot = check_positive_int(n_boot, "n_boot", minimum=2)
+    groups = check_positive_int(groups, "groups", minimum=2)
     if not 0 < confidence < 1:
         raise ValidationError(f"confidence must lie in (0, 1), got {confidence!r}")
+    k = P.shape[1]
     pts = X[P]  # (t, k, d)
-    spread = np.linalg.norm(pts - pts.mean(axis=1, keepdims=True), axis=2).mean(axis=1)
     ctr = pts - pts.mean(axis=1, keepdims=True)  # shift-free: distances do not change
+    spread = np.linalg.norm(ctr, axis=2).mean(axis=1)
     gram = np.einsum("tid,tjd->tij", ctr, ctr)  # (t, k, k)
     sq = np.einsum("tii->ti", gram)  # (t, k) squared norms
     uniq, dk = np.unique(docs[P], return_inverse=True)
     dk = dk.reshape(P.shape)
     G = uniq.size
-    rng = np.random.default_rng(seed)
-    alpha = (1 - confidence) / 2
-    out: dict[str, Any] = {"spread": spread, "n_documents": int(G), "n_replicates_kept": {}}
-    xr = _rank(xa)
-    reps: dict[str, list[np.ndarray]] = {"pearson": [], "spearman": []}
-    chunk = max(1, min(n_boot, 4_000_000 // max(P.size * P.shape[1], 1)))
-    done = 0
-    while done < n_boot:
-        b = min(chunk, n_boot - done)
-        W = np.stack([np.bincount(rng.integers(0, G, size=G), minlength=G) for _ in range(b)]
-                     ).astype(np.float64)  # (b, G) document multiplicities
-        w = W[:, dk]  # (b, t, k)
-        m = (w > 0).sum(axis=2) >= 2
-        tot = np.where(m, w.sum(axis=2), 1.0)
-        hc = np.einsum("btj,tij->bti", w, gram) / tot[..., None]  # h_i · c
-        cc = np.einsum("bti,bti->bt", w, hc) / tot  # ‖c‖²
-        dist = np.sqrt(np.maximum(sq[None] - 2 * hc + cc[..., None], 0.0))
-        s = np.where(m, (w * dist).sum(axis=2) / tot, np.nan)
-        xb = np.broadcast_to(xa, s.shape)
-        reps["pearson"].append(_masked_pearson(xb, s, m))
-        rx = rankdata(np.where(m, xb, np.nan), axis=1, nan_policy="omit")
-        rs = rankdata(s, axis=1, nan_policy="omit")
-        reps["spearman"].append(_masked_pearson(rx, rs, m))
-        done += b
-    for name, (xv, yv) in (("pearson", (xa, spread)), ("spearman", (xr, _rank(spread)))):
-        val = float(_pearson_rows(xv, yv))
-        r = np.concatenate(reps[name])
-        r = r[np.isfinite(r)]
-        out["n_replicates_kept"][name] = int(r.size)
-        lo, hi = (np.quantile(r, [alpha, 1 - alpha]) if r.size >= 2 and G >= 2
-                  else (np.nan, np.nan))
-        out[name] = (val, float(lo), float(hi))
+    J = min(groups, G)
+    out: dict[str, Any] = {"spread": spread, "n_documents": int(G), "n_groups": int(J)}
+    values = {"pearson": float(_pearson_rows(xa, spread)),
+              "spearman": float(_pearson_rows(_rank(xa), _rank(spread)))}
+    if J < 2:
+        for name, val in values.items():
+            out[name] = (val, float("nan"), float("nan"))
+        return out
+    group = np.empty(G, dtype=np.int64)
+    group[np.random.default_rng(seed).permutation(G)] = np.arange(G) % J
+    w = (group[dk][None] != np.arange(J)[:, None, None]).astype(np.float64)  # (J, t, k) kept
+    n = w.sum(axis=2)
+    m = n >= 2
+    tot = np.where(m, n, 1.0)
+    hc = np.einsum("btj,tij->bti", w, gram) / tot[..., None]  # h_i · c
+    cc = np.einsum("bti,bti->bt", w, hc) / tot  # ‖c‖²
+    dist = np.sqrt(np.maximum(sq[None] - 2 * hc + cc[..., None], 0.0))
+    scale = np.sqrt(((k - 1) / k) / np.where(m, (n - 1) / tot, 1.0))
+    s = np.where(m, (w * dist).sum(axis=2) / tot * scale, np.nan)
+    xb = np.broadcast_to(xa, s.shape)
+    reps = {"pearson": _masked_pearson(xb, s, m),
+            "spearman": _masked_pearson(rankdata(np.where(m, xb, np.nan), axis=1,
+                                                 nan_policy="omit"),
+                                        rankdata(s, axis=1, nan_policy="omit"), m)}
+    q = float(student_t.ppf(0.5 + confidence / 2, J - 1))
+    for name, val in values.items():
+        r = reps[name]
+        if not (np.all(np.isfinite(r)) and np.isfinite(val)) or abs(val) >= 1:
+            out[name] = (val, float("nan"), float("nan"))
+            continue
+        z = np.arctanh(np.clip(r, -1 + 1e-12, 1 - 1e-12))
+        se = float(np.sqrt((J - 1) / J * np.sum((z - z.mean()) ** 2)))
+        z0 = float(np.arctanh(val))
+        out[name] = (val, float(np.tanh(z0 - q * se)), float(np.tanh(z0 + q * se)))
     return out

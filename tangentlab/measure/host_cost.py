@@ -12,7 +12,7 @@ far from a GEMM's rate), so :func:`host_seconds` times the same library function
 calls, on random inputs of the given shape, on this machine.
 
 The frequency–spread rows are timed as three token bootstraps over ``tokens`` token types (the
-document bootstrap of the corrected row is counted as one of them; its real cost depends on the
+document jackknife of the corrected row is counted as one of them; its real cost depends on the
 eval text's documents). What is drawn once per measurement (the fixed proxy, its pools, the
 full-space pools; ``once=True``) a long trajectory amortizes.
 

@@ -611,7 +611,7 @@ def test_frequency_rows_take_a_document_bootstrap_when_documents_are_known():
     rows, _ = frequency_rows(_replace_stats(st, geo_docs=docs), counts, U,
                              MeasureConfig(n_boot=50), RowBase(site="s"))
     r = {x["metric"]: x for x in rows}
-    assert r["freq_distance_spearman"]["interval"] == "document bootstrap"
+    assert r["freq_distance_spearman"]["interval"] == "document jackknife"
     assert r["freq_distance_spearman"]["n_documents"] == 8
     assert r["freq_distance_raw_spearman"]["interval"] == "token bootstrap"
     rows, _ = frequency_rows(st, counts, U, MeasureConfig(n_boot=50), RowBase(site="s"))
