@@ -14,6 +14,8 @@ Every rule of ``docs/architecture.md`` is one assertion here:
 - no module imports another package's private (``_name``) module: a public name is missing there;
 - there is no import cycle anywhere in the package;
 - no module is over 500 lines, except the stated exceptions below, which may not grow.
+- following ``measure_trajectory``'s ``trajectory`` takes at most 25 stops and 8 returns
+  (:func:`test_the_trajectory_argument_takes_a_short_walk`).
 
 Edges hidden from a plain import reader are followed too: a package ``__init__``'s
 ``lazy_exports`` table (each module it names), and ``importlib.import_module`` targets (string
@@ -306,3 +308,70 @@ def test_the_checker_sees_registry_tables(graph, static_graph):
     assert "tangentlab.theory.visibility" in graph["tangentlab.theory.derivation"]
     assert "tangentlab.synthetic.experiments.visibility" in graph["tangentlab.synthetic.experiments._base"]
     assert "tangentlab.theory.visibility" not in static_graph["tangentlab.theory.derivation"]
+
+
+# -- the walk of measure_trajectory's ``trajectory`` ---------------------------------------------
+
+#: Issue 19's budget for following ``measure_trajectory``'s ``trajectory`` through a measurement.
+WALK_MAX_STOPS = 25
+WALK_MAX_RETURNS = 8
+
+
+def _trajectory_walk(run, out):
+    """(stops, returns) of one real measurement of the trajectory folder ``run`` (a str).
+
+    A *stop* is a call of a tangentlab function that holds the argument, or the
+    :class:`~tangentlab.empirical.checkpoints.Trajectory` it resolves to, in a local; a *return*
+    is such a call handing a value other than the argument back. Both are counted with
+    ``sys.settrace`` over the measurement itself.
+    """
+    import sys
+
+    from tangentlab.empirical.protocol import measure_trajectory
+
+    held: list = [run]
+    stops: list[str] = []
+    returns: list[str] = []
+
+    def where(frame):
+        return f"{Path(frame.f_code.co_filename).name}:{frame.f_code.co_name}"
+
+    def local(frame, event, arg):
+        if event == "return" and arg is not None and arg is not run:
+            returns.append(where(frame))
+            if frame.f_code.co_name == "resolve_trajectory" and len(held) == 1:
+                held.append(arg)
+        return local
+
+    def calls(frame, event, arg):
+        if event == "call" and "tangentlab" in frame.f_code.co_filename and any(
+                v is h for v in frame.f_locals.values() for h in held):
+            stops.append(where(frame))
+            return local
+        return None
+
+    sys.settrace(calls)
+    try:
+        measure_trajectory(run, out, device="cpu", seed=0,
+                           overrides={"n_batches": 4, "batch_size": 2, "n_boot": 20,
+                                      "causal": False, "bridge": False})
+    finally:
+        sys.settrace(None)
+    assert len(held) == 2, "the trajectory was never resolved: the walk saw nothing"
+    return stops, returns
+
+
+@pytest.mark.model
+def test_the_trajectory_argument_takes_a_short_walk(tmp_path):
+    """Issue 19: following ``trajectory`` through ``measure_trajectory`` takes ≤ 25 stops and
+    ≤ 8 returns. This counter read 15 and 11 before the run directory's files were looked up
+    once per trajectory (the issue, reading the code by hand before the execution modes and the
+    plan left ``protocol.py``, counted 45 stops and 27 returns)."""
+    from tangentlab.validate.planted_trajectories import PlantedSpec, shared_text, write_trajectory
+
+    text = shared_text("wikipedia", 512, max_train_tokens=20_000)
+    run = write_trajectory(PlantedSpec(steps=(0, 100), seed=3), tmp_path / "traj", text)
+    stops, returns = _trajectory_walk(str(run), tmp_path / "measure")
+    assert len(stops) <= WALK_MAX_STOPS, stops
+    assert len(returns) <= WALK_MAX_RETURNS, returns
+    assert stops[0].endswith(":measure_trajectory")

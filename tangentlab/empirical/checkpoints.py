@@ -7,6 +7,7 @@ these records) so that :mod:`~tangentlab.empirical.hub` can build them without a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from tangentlab.errors import CheckpointError
@@ -45,7 +46,11 @@ class Checkpoint:
 
 @dataclass
 class Trajectory:
-    """Checkpoints ordered by step, plus what the run directory knows (tokenizer, frequencies)."""
+    """Checkpoints ordered by step, plus what the run directory knows (tokenizer, frequencies).
+
+    ``tokenizer_dir``, ``eval_file`` and ``frequency_file`` look at the disk once, when first
+    read: preflight and the measurement see the same files.
+    """
 
     checkpoints: list[Checkpoint]
     model_name: str
@@ -58,7 +63,7 @@ class Trajectory:
         """The largest step of the trajectory."""
         return max(c.step for c in self.checkpoints)
 
-    @property
+    @cached_property
     def tokenizer_dir(self) -> Path:
         """The run's ``tokenizer/``, else the first checkpoint holding tokenizer files.
 
@@ -71,14 +76,14 @@ class Trajectory:
                 return ck.path
         return self.checkpoints[0].path
 
-    @property
+    @cached_property
     def eval_file(self) -> Path | None:
         """The training run's held-out documents (``eval.jsonl``), when the trajectory is one of ours."""
         if self.run_dir is not None and (self.run_dir / "eval.jsonl").is_file():
             return self.run_dir / "eval.jsonl"
         return None
 
-    @property
+    @cached_property
     def frequency_file(self) -> Path | None:
         """The training run's token-frequency table (``frequency.csv``), when the trajectory is one of ours."""
         if self.run_dir is not None and (self.run_dir / "frequency.csv").is_file():
