@@ -172,6 +172,17 @@ _NORMALS: OrderedDict = OrderedDict()
 _NORMALS_MAX = 1024
 
 
+def _uniform(mixed):
+    """Uniforms in (0, 1) from mixed integers in [0, 2^31).
+
+    ``mixed`` mod (2^31 − 1), plus ½, over 2^31 − 1. The xor-shift of :func:`_mix` can return
+    2^31 − 1 itself, which without the modulo gave u > 1, a negative logarithm under
+    Box–Muller's square root, and a NaN activation (one simulation in about 600 of the full
+    end-to-end setting hit it).
+    """
+    return ((mixed % _M31).double() + 0.5) / _M31
+
+
 def hash_normals(keys, n: int, salt: int):
     """Standard normals from integer keys: shape ``keys.shape + (n,)``, float64.
 
@@ -195,7 +206,7 @@ def hash_normals(keys, n: int, salt: int):
 def _hash_normals(keys, n: int, salt: int):
     base = (keys.long()[..., None] * 2654435761 % _M31
             + (salt * 97 + 1) * 40503 + torch.arange(2 * n, device=keys.device) * 69069) % _M31
-    u = (_mix(base).double() + 0.5) / _M31
+    u = _uniform(_mix(base))
     u1, u2 = u[..., :n], u[..., n:]
     return torch.sqrt(-2.0 * torch.log(u1)) * torch.cos(2.0 * math.pi * u2)
 

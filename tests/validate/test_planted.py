@@ -83,6 +83,17 @@ def test_head_keeps_clean_activations_when_a_hook_edits_the_site_in_place():
     assert torch.isclose(edited, want, rtol=1e-6)
 
 
+def test_uniforms_stay_inside_the_unit_interval_at_the_top_of_the_hash_range():
+    """_mix can return 2^31 − 1 (its xor-shift reaches the top bit pattern): u must stay < 1."""
+    import torch
+
+    from tangentlab.validate.planted import _M31, _uniform
+
+    u = _uniform(torch.tensor([0, 1, _M31 - 1, _M31, 2**31 - 1], dtype=torch.int64))
+    assert bool(((u > 0) & (u < 1)).all())
+    assert torch.isfinite(torch.sqrt(-2.0 * torch.log(u))).all()
+
+
 def test_window_initial_positions_are_not_shared_across_windows():
     """Two windows that open with the same token must not give it one shared vector."""
     import torch
