@@ -264,6 +264,9 @@ def gate_reason(e2e: EndToEnd | None, key: str, settings: Sequence[RunSetting],
     if rec is None:
         return "the end-to-end run has no check of this row"
     why = []
+    run_wide = e2e.rows.get("")  # checks of the whole run (every simulation ran)
+    if run_wide is not None and run_wide.failed:
+        why.append("a simulation raised, so nothing is certified: " + ", ".join(run_wide.failed))
     if rec.failed:
         more = f" and {len(rec.failed) - 3} more" if len(rec.failed) > 3 else ""
         why.append("checks failed: " + ", ".join(rec.failed[:3]) + more)

@@ -58,6 +58,7 @@ class SimulationResult:
     statuses: dict[str, str]
     reasons: dict[str, str]
     seconds: float
+    error: str = ""  #: why the simulation raised ("" when it ran); every row is then "not run"
 
 
 def _seed(cfg: EndToEndConfig, name: str, sim: int, unit: int) -> int:
@@ -117,6 +118,27 @@ def simulate(cfg: EndToEndConfig, name: str, sim: int, text, work: Path) -> Simu
                             {k: v[1] for k, v in verdicts.items()}, time.perf_counter() - t0)
 
 
+def _simulate_or_record(cfg: EndToEndConfig, name: str, sim: int, text, work: Path
+                        ) -> SimulationResult:
+    """:func:`simulate`, or, when it raises, a result whose every row is "not run" with the error.
+
+    One simulation that fails (a bug, a non-finite activation) must not cost the hours of the
+    others: the run goes on, and :func:`summarize` fails its ``simulations`` check.
+    """
+    from tangentlab.report.rules import NOT_RUN
+    from tangentlab.validate.planted_scenarios import PREDICTION_ROWS
+
+    t0 = time.perf_counter()
+    try:
+        return simulate(cfg, name, sim, text, work)
+    except Exception as exc:  # noqa: BLE001 - recorded, and the run's check fails
+        why = f"error: {type(exc).__name__}: {exc}"
+        shutil.rmtree(work / name / f"sim{sim:03d}", ignore_errors=True)
+        return SimulationResult(name, sim, {r: NOT_RUN for r in PREDICTION_ROWS},
+                                {r: why for r in PREDICTION_ROWS}, time.perf_counter() - t0,
+                                error=why)
+
+
 def _job(args):
     cfg, name, sim, text_path, work = args
     import pickle
@@ -125,7 +147,7 @@ def _job(args):
 
     text = pickle.loads(Path(text_path).read_bytes())
     with torch_threads(1):
-        return simulate(cfg, name, sim, text, Path(work))
+        return _simulate_or_record(cfg, name, sim, text, Path(work))
 
 
 def _wilson(k: int, n: int) -> tuple[float, float]:
@@ -193,6 +215,14 @@ def summarize(cfg: EndToEndConfig, results: Sequence[SimulationResult]):
                 checks.append({**chk.to_dict(), "row": row, "null": name, "metric": "power",
                                "truth": truth, "ci_low": lo, "ci_high": hi,
                                "bound_checked": bound})
+    failed = [r for r in results if r.error]
+    checks.append({**BatteryCheck(
+        name="simulations: every one ran", kind="end-to-end", measured=float(len(failed)),
+        target="0 simulations raised", low=None, high=0.0, passed=not failed, n=len(results),
+        detail=("; ".join(f"{r.scenario} #{r.sim}: {r.error}" for r in failed[:5])
+                or "none raised")).to_dict(),
+        "row": "", "null": "", "metric": "errors", "truth": "", "ci_low": float("nan"),
+        "ci_high": float("nan"), "bound_checked": bound})
     return rows, checks
 
 
@@ -202,7 +232,7 @@ def _run_all(cfg: EndToEndConfig, text, work: Path, nproc: int,
     out: list[SimulationResult] = []
     if nproc <= 1:
         for name, sim in jobs:
-            res = simulate(cfg, name, sim, text, work)
+            res = _simulate_or_record(cfg, name, sim, text, work)
             out.append(res)
             if on_result:
                 on_result(res)
@@ -299,7 +329,8 @@ def validated_rows(run_dir: str | Path) -> dict[str, bool]:
     """Per prediction row: True when every end-to-end check of the row passed, bound checked.
 
     Reads ``checks.json`` of an end-to-end run directory. A row whose checks were judged on point
-    rates only (a quick run), or that has no check, reads False.
+    rates only (a quick run), or that has no check, reads False; so does every row when a
+    simulation raised (its ``errors`` check failed).
     """
     import json
 
@@ -311,8 +342,12 @@ def validated_rows(run_dir: str | Path) -> dict[str, bool]:
         raise DataError(f"{str(path)!r} is missing; pass a directory written by "
                         "`tangentlab validate --end-to-end`")
     checks = json.loads(path.read_text())
+    raised = any(c.get("metric") == "errors" and not c.get("passed") for c in checks)
     out = {}
     for row in PREDICTION_ROWS:
+        if raised:  # a simulation that raised was never judged: no row is certified
+            out[row] = False
+            continue
         mine = [c for c in checks if c.get("row") == row]
         out[row] = bool(mine) and all(bool(c.get("passed")) and bool(c.get("bound_checked"))
                                       for c in mine)

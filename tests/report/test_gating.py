@@ -77,6 +77,19 @@ def test_failed_checks_and_point_rates_only_gate(tmp_path):
     assert _by(run)["enrichment"].gated == "the end-to-end run has no check of this row"
 
 
+def test_a_simulation_that_raised_gates_every_row(tmp_path):
+    """Every row's own checks pass, but one simulation raised: nothing is certified."""
+    run = _run(tmp_path, validated=False)
+    path = _e2e(run)
+    checks = json.loads((path / "checks.json").read_text())
+    checks.append({"name": "simulations: every one ran", "row": "", "null": "", "metric": "errors",
+                   "passed": False, "measured": 1.0, "ci_low": None, "ci_high": None,
+                   "bound_checked": True, "n": 750, "target": "", "detail": ""})
+    (path / "checks.json").write_text(json.dumps(checks))
+    v = _by(run)["enrichment"]
+    assert v.status == R.INCONCLUSIVE and "a simulation raised" in v.gated, v.gated
+
+
 def test_a_raw_inconclusive_row_is_left_as_it_is(tmp_path):
     run = write_run(tmp_path / "run", {"decoder": measure_rows("decoder", enrich_last=1.0)},
                     validated=False)

@@ -70,6 +70,30 @@ def test_validated_rows_needs_every_check_passed_with_its_bound(tmp_path):
                    "frequency-distance": False, "ablation": False, "learning-arms": False}
 
 
+def test_a_simulation_that_raises_is_recorded_and_certifies_nothing(monkeypatch, tmp_path):
+    """One failing simulation must not lose the others (the full run once stopped after 567 of
+    750 on a NaN activation): it is recorded as "not run", and no row is certified."""
+    import tangentlab.validate.end_to_end as e2e
+
+    def boom(cfg, name, sim, text, work):
+        raise FloatingPointError("a NaN activation")
+
+    monkeypatch.setattr(e2e, "simulate", boom)
+    cfg = EndToEndConfig(scenarios=("no-effect",), sims=50)
+    bad = e2e._simulate_or_record(cfg, "no-effect", 7, None, tmp_path)
+    assert "FloatingPointError: a NaN activation" in bad.error
+    assert set(bad.statuses.values()) == {"not run"} and set(bad.statuses) == set(PREDICTION_ROWS)
+    ok = [SimulationResult("no-effect", i, {r: "inconclusive" for r in PREDICTION_ROWS},
+                           {r: "" for r in PREDICTION_ROWS}, 0.0) for i in range(50) if i != 7]
+    _, checks = summarize(cfg, ok + [bad])
+    err = next(c for c in checks if c["metric"] == "errors")
+    assert not err["passed"] and "no-effect #7" in err["detail"]
+    (tmp_path / CHECKS_NAME).write_text(json.dumps(checks))
+    assert not any(validated_rows(tmp_path).values())
+    _, clean = summarize(cfg, ok + [ok[0]])
+    assert next(c for c in clean if c["metric"] == "errors")["passed"]
+
+
 @pytest.fixture(scope="module")
 def quick_run(quick_reproduce):
     """The quick end-to-end run the suite's quick reproduce wrote (its validate stage)."""
