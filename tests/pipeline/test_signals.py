@@ -22,11 +22,22 @@ ARGS = ["reproduce", "--quick", "--jobs", "2", "--device", "cpu", "--set", "arch
         "--set", "validate=false"]
 
 
+def _as_in_a_terminal() -> None:
+    """SIGINT at its default in the child, as a terminal's foreground job has it.
+
+    A non-interactive shell's background job (``make test &``, ``nohup ... &``) ignores SIGINT,
+    and its children inherit that; Python then installs no KeyboardInterrupt handler, so Ctrl-C
+    is not delivered to reproduce at all. Seen on a backgrounded fresh-clone run (rc 0).
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start(out: Path) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "tangentlab", *ARGS, "--out", str(out)],
                             env=subprocess_env({"PYTHONUNBUFFERED": "1"}),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)  # its own process group, as in a terminal
+                            start_new_session=True,  # its own process group, as in a terminal
+                            preexec_fn=_as_in_a_terminal)
 
 
 def _wait_for(proc: subprocess.Popen, path: Path, timeout: float = 300) -> None:
