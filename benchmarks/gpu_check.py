@@ -37,6 +37,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--layers", type=int, default=12)
     ap.add_argument("--vocab", type=int, default=50304)
     ap.add_argument("--allow-cpu", action="store_true", help="smoke-test on the CPU (tiny sizes)")
+    ap.add_argument("--exact-batches", type=int, default=2,
+                    help="batches whose captured rows the exactness check runs again (default 2)")
+    ap.add_argument("--no-exactness", action="store_true",
+                    help="skip the check of the device statistics against the CPU's float64")
     args = ap.parse_args(argv)
 
     import numpy as np
@@ -50,15 +54,11 @@ def main(argv: list[str] | None = None) -> int:
 
     from tangentlab.empirical.capture import capture_batch
     from tangentlab.measure import (
-        EnergyStream,
-        EnergyStreamGroup,
-        MomentAccumulator,
         complement_space,
         full_space_controls,
         normal_controls,
         restrict_to_complement,
     )
-    from tangentlab.measure.constrained import forced_cosine_parts
     from tangentlab.measure.cost_model import DEVICES, ModelShape, StatsShape, calibrate, predict
     from tangentlab.measure.precision import resolve_precision
 
@@ -118,34 +118,24 @@ def main(argv: list[str] | None = None) -> int:
             capture_batch(loaded, sites, x, x, grads=True)
         sync()
 
-    def measure() -> dict:
+    def measure(phases: dict) -> dict:
+        """The measure pass; ``phases`` gets its seconds: build (the statistics' objects and
+        bases, host work done once per checkpoint), batches (capture + statistics, per batch),
+        finish (to the host, once per checkpoint)."""
         model.eval()
-        accs = {s: MomentAccumulator(args.d, groups=labels) for s in sites}
-        streams = {s: {k: (EnergyStream(*p[0][:2], full_controls=p[0][2], n_groups=5),
-                           EnergyStream(*p[1][:2], full_controls=p[1][2]))
-                       for k, p in proxies.items()} for s in sites}
-        # the proxies share one projection per batch, plain and 𝟙-constrained (as measure)
-        groups = {s: (EnergyStreamGroup([a for a, _ in streams[s].values()]),
-                      EnergyStreamGroup([b for _, b in streams[s].values()])) for s in sites}
-        forced = {}
+        t0 = time.perf_counter()
+        stats = Statistics(args.d, sites, labels, proxies, U, prec.dtype)
+        sync()
+        t1 = time.perf_counter()
         for x in batches:
             cap = capture_batch(loaded, sites, x, x, grads=True)
-            rows = cap.rows
             for s in sites:
-                G = cap.grads[s][rows].to(prec.dtype)
-                H = cap.acts[s][rows].to(prec.dtype)
-                bucket = torch.arange(G.shape[0], device=G.device) % len(labels)
-                accs[s].update_indexed(G, bucket)
-                groups[s][0].add(G, bucket)
-                groups[s][1].add(G @ U)
-                parts = forced_cosine_parts(G, H)
-                forced[s] = parts if s not in forced else {
-                    k: (torch.maximum(forced[s][k], v) if k.endswith("_max") else forced[s][k] + v)
-                    for k, v in parts.items()}
-        out = {s: {"grad": accs[s].to_host(),
-                   "energies": {k: (a.finish(), b.finish()) for k, (a, b) in streams[s].items()},
-                   "forced": {k: float(v) for k, v in forced[s].items()}} for s in sites}
+                stats.add(s, cap.grads[s][cap.rows], cap.acts[s][cap.rows])
         sync()
+        t2 = time.perf_counter()
+        out = stats.finish()
+        sync()
+        phases.update(build=t1 - t0, batches=t2 - t1, finish=time.perf_counter() - t2)
         return out
 
     plain()  # warm-up (kernels, allocator; the capture runs the same kernels)
@@ -160,10 +150,21 @@ def main(argv: list[str] | None = None) -> int:
     t_passes = time.perf_counter() - t0
     if dev == "cuda":
         torch.cuda.reset_peak_memory_stats()
+    # twice: the first measure of a process also loads the float64 kernels (once per process);
+    # a trajectory's later checkpoints run warm, so the ratio is the second's
+    cold, warm = {}, {}
     t0 = time.perf_counter()
-    got = measure()
+    measure(cold)
+    t_cold = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    got = measure(warm)
     t_measure = time.perf_counter() - t0
     peak_measure = torch.cuda.max_memory_allocated() if dev == "cuda" else 0
+
+    exact_ok = True
+    if not args.no_exactness:
+        exact_ok = exactness(loaded, sites, batches[:args.exact_batches], labels, proxies,
+                             ones.basis, dev)
 
     values = [loss]
     for s in sites:
@@ -176,24 +177,187 @@ def main(argv: list[str] | None = None) -> int:
     ratio = t_measure / t_plain
     t_stats = t_measure - t_passes
     print(f"plain forward+backward: {tokens / t_plain:,.0f} tokens/s ({t_plain:.2f} s), loss {loss:.4f}")
-    print(f"full measure (4 sites): {tokens / t_measure:,.0f} tokens/s ({t_measure:.2f} s)")
-    print(f"ratio measure/plain time: {ratio:.3f} (target <= 1.2)")
+    print(f"full measure (4 sites): {tokens / t_measure:,.0f} tokens/s ({t_measure:.2f} s; the "
+          f"process's first measure {t_cold:.2f} s)")
+    print(f"ratio measure/plain time: {ratio:.3f} (target <= 1.2; first measure "
+          f"{t_cold / t_plain:.3f})")
     print(f"measured split: passes alone {t_passes:.2f} s ({t_passes / t_plain:.2f}x plain), "
-          f"statistics {t_stats:.2f} s ({100 * t_stats / t_measure:.0f}% of the measure)")
+          f"statistics {t_stats:.2f} s ({100 * t_stats / t_measure:.0f}% of the measure): build "
+          f"{warm['build']:.2f} s, batches {warm['batches'] - t_passes:.2f} s beyond the passes, "
+          f"finish {warm['finish']:.2f} s (first measure: {cold['build']:.2f}, "
+          f"{cold['batches'] - t_passes:.2f}, {cold['finish']:.2f} s)")
     # the cost model for these shapes (every batch here is a gradient batch: the test half)
     shape = ModelShape("gpu_check", args.d, L, n_params, vocab=args.vocab, seq_len=args.seq_len)
     stats = StatsShape(d=args.d, sites=len(sites), batch_rows=args.batch * (args.seq_len - 1),
                        test_batches=n_batches, itemsize=8 if prec.name == "float64" else 4)
-    for dv in (calibrate(dev), *DEVICES.values()):
-        p = predict(shape, stats, dv, halves=False)
+    here = calibrate(dev)
+    if here.to_device:
+        print(f"host link, timed: to the device {here.to_device / 1e9:.1f} GB/s, to the host "
+              f"{here.to_host / 1e9:.1f} GB/s (pageable, 64 MiB float64)")
+    for dv in (here, *DEVICES.values()):
+        # per checkpoint: the bases to the device, the gradient moments back (no activation
+        # moments here); spread over this check's tokens
+        p = predict(shape, stats, dv, halves=False, tokens=tokens, act_moments=False)
         print(f"cost model, {dv.name}: measure/plain {p['ratio']:.2f}x, statistics share "
               f"{100 * p['stats_share']:.0f}% (passes {p['passes_s'] * tokens:.2f} s, statistics "
-              f"{p['stats_s'] * tokens:.2f} s, plain {p['plain_s'] * tokens:.2f} s predicted)")
+              f"{p['stats_s'] * tokens:.2f} s of which host-link copies "
+              f"{p['transfer_s'] * tokens:.2f} s, plain {p['plain_s'] * tokens:.2f} s predicted)")
     print(f"peak GPU memory: plain {peak_plain / 2**30:.2f} GiB, measure {peak_measure / 2**30:.2f} GiB")
     if not finite:
         print(f"gpu_check: a result is not finite: {values}", file=sys.stderr)
         return 2
+    if not exact_ok:
+        print("gpu_check: the device statistics are outside their tolerance of the CPU's float64",
+              file=sys.stderr)
+        return 3
     return 0
+
+
+class Statistics:
+    """The statistics ``measure`` keeps per site, fed one batch's test rows at a time.
+
+    Per site: the bucketed gradient moments (:class:`MomentAccumulator`), for each proxy
+    ("fixed", "refit") an :class:`EnergyStream` of the plain rows (5 buckets) and one of the rows
+    in the complement of 𝟙 (``G @ U``), the proxies sharing one projection per batch
+    (:class:`EnergyStreamGroup`), and the forced-direction cosine sums. Everything stays on the
+    rows' device in ``dtype`` until :meth:`finish`.
+
+    Args:
+        d: width; sites: site names; labels: the 5 bucket labels.
+        proxies: ``{name: ((Q, complement pool, full pool), (Qc, pool, full pool))}`` (numpy).
+        U: ``(d, d - 1)`` tensor, an orthonormal basis of the complement of 𝟙, on the device.
+        dtype: the statistics' torch dtype (float64, or float32 for float32-compensated).
+    """
+
+    def __init__(self, d, sites, labels, proxies, U, dtype):
+        from tangentlab.measure import EnergyStream, EnergyStreamGroup, MomentAccumulator
+
+        self.sites, self.labels, self.U, self.dtype = sites, labels, U, dtype
+        self.accs = {s: MomentAccumulator(d, groups=labels) for s in sites}
+        self.streams = {s: {k: (EnergyStream(*p[0][:2], full_controls=p[0][2],
+                                             n_groups=len(labels)),
+                                EnergyStream(*p[1][:2], full_controls=p[1][2]))
+                            for k, p in proxies.items()} for s in sites}
+        self.groups = {s: (EnergyStreamGroup([a for a, _ in self.streams[s].values()]),
+                           EnergyStreamGroup([b for _, b in self.streams[s].values()]))
+                       for s in sites}
+        self.forced = {}
+
+    def add(self, site, G, H) -> None:
+        """One batch's rows at ``site``: gradients ``G`` and activations ``H``, ``(n, d)``."""
+        import torch
+
+        from tangentlab.measure.constrained import forced_cosine_parts
+
+        G, H = G.to(self.dtype), H.to(self.dtype)
+        bucket = torch.arange(G.shape[0], device=G.device) % len(self.labels)
+        self.accs[site].update_indexed(G, bucket)
+        self.groups[site][0].add(G, bucket)
+        self.groups[site][1].add(G @ self.U.to(G.device, self.dtype))
+        parts = forced_cosine_parts(G, H)
+        old = self.forced.get(site)
+        self.forced[site] = parts if old is None else {
+            k: (torch.maximum(old[k], v) if k.endswith("_max") else old[k] + v)
+            for k, v in parts.items()}
+
+    def finish(self) -> dict:
+        """Per site: ``{"grad": host MomentAccumulator, "energies": {proxy: (plain, 𝟙-constrained)
+        lists of BatchEnergies}, "forced": {name: float}}``."""
+        return {s: {"grad": self.accs[s].to_host(),
+                    "energies": {k: (a.finish(), b.finish())
+                                 for k, (a, b) in self.streams[s].items()},
+                    "forced": {k: float(v) for k, v in self.forced[s].items()}}
+                for s in self.sites}
+
+
+def flatten(out: dict) -> dict:
+    """Every number of :meth:`Statistics.finish` as named float64 arrays (for comparisons)."""
+    import numpy as np
+
+    flat = {}
+    for s, o in out.items():
+        acc = o["grad"]
+        for g in (None, *acc.group_labels):
+            flat[f"{s}/moment[{g}]"] = acc.second_moment(g)
+        for k, (plain, cons) in o["energies"].items():
+            for tag, per in (("plain", plain), ("1-constrained", cons)):
+                for j, e in enumerate(per):
+                    for f in ("tangent", "controls", "trace"):
+                        flat[f"{s}/{k}/{tag}/group{j}/{f}"] = np.asarray(getattr(e, f), float)
+        n = max(o["forced"]["n"], 1.0)
+        for k, v in o["forced"].items():
+            if k.endswith("_sum"):  # the mean |cosine| over the usable rows, a number in [0, 1]
+                flat[f"{s}/forced/{k[:-4]}_mean"] = np.asarray([v / n])
+    return flat
+
+
+def _relative_gaps(a: dict, b: dict) -> dict:
+    """Per kind of number, the largest gap of ``a`` from the reference ``b``.
+
+    Energies and traces (sums of squares, no cancellation): elementwise relative. Moments (entries
+    can cancel to near 0): relative to the array's largest entry. Mean |cosines| (bounded by 1,
+    and near 0 where a norm forces the gradient off 𝟙): absolute, i.e. relative to their scale 1.
+    """
+    import numpy as np
+
+    gaps = {"energies (elementwise)": 0.0, "moments (scale)": 0.0, "mean |cosines| (absolute)": 0.0}
+    for name, ref in b.items():
+        got = a[name]
+        diff = np.abs(got - ref)
+        if "/moment[" in name:
+            key, gap = "moments (scale)", diff.max() / max(np.abs(ref).max(), 1e-300)
+        elif "/forced/" in name:
+            key, gap = "mean |cosines| (absolute)", diff.max()
+        else:
+            key = "energies (elementwise)"
+            gap = float((diff / np.maximum(np.abs(ref), 1e-300)).max()) if ref.size else 0.0
+        gaps[key] = max(gaps[key], float(gap))
+    return gaps
+
+
+def exactness(loaded, sites, batches, labels, proxies, ones_basis, dev) -> bool:
+    """The device core against the CPU's float64 on the same captured rows; True when in tolerance.
+
+    The rows of ``batches`` are captured once on ``dev`` and copied to the host as float64; the
+    statistics then run on them three ways: on the CPU in float64 (the reference, the path the
+    CPU tests pin), on ``dev`` in float64 (tolerance 1e-12 relative) and on ``dev`` in
+    float32-compensated (tolerance 1e-6 relative on the energies, as the CPU tests of
+    :mod:`tangentlab.measure.precision`). The model's own float32 pass is not compared: it is
+    the same rows for all three.
+    """
+    import torch
+
+    from tangentlab.empirical.capture import capture_batch
+    from tangentlab.measure.precision import precision_scope
+
+    rows = []
+    for x in batches:
+        cap = capture_batch(loaded, sites, x, x, grads=True)
+        rows.append({s: (cap.grads[s][cap.rows].double().cpu(), cap.acts[s][cap.rows].double().cpu())
+                     for s in sites})
+    U_host = torch.from_numpy(ones_basis)
+
+    def run(device: str, name: str) -> dict:
+        with precision_scope(name, device):
+            dtype = torch.float64 if name == "float64" else torch.float32
+            stats = Statistics(U_host.shape[0], sites, labels, proxies, U_host.to(device), dtype)
+            for per_site in rows:
+                for s, (G, H) in per_site.items():
+                    stats.add(s, G.to(device), H.to(device))
+            return flatten(stats.finish())
+
+    ref = run("cpu", "float64")
+    n = sum(v.size for v in ref.values())
+    ok = True
+    print(f"exactness: {len(rows)} batches' captured rows, {n} numbers per path, against the CPU's "
+          f"float64")
+    for device, name, tol in ((dev, "float64", 1e-12), (dev, "float32-compensated", 1e-6)):
+        gaps = _relative_gaps(run(device, name), ref)
+        within = all(g <= tol for g in gaps.values())
+        ok &= within
+        print(f"exactness, {device} {name}: " + ", ".join(f"{k} {v:.1e}" for k, v in gaps.items())
+              + f" (tolerance {tol:.0e}: {'within' if within else 'OUTSIDE'})")
+    return ok
 
 
 def _loaded(model):

@@ -142,13 +142,9 @@ def _as_pool(controls: Any, d: int, r: int) -> np.ndarray:
     return P
 
 
-def _with_full(P: np.ndarray, full_controls: ArrayLike | None, d: int, r: int
-               ) -> tuple[np.ndarray, int]:
-    """The pool with the full-space controls appended, and how many of those there are."""
-    if full_controls is None:
-        return P, 0
-    F = _as_pool(full_controls, d, r)
-    return np.concatenate([P, F], axis=0), int(F.shape[0])
+def _full_pool(full_controls: ArrayLike | None, d: int, r: int) -> tuple[np.ndarray, ...]:
+    """The full-space controls as a 1-tuple of a checked pool, or () without them."""
+    return () if full_controls is None else (_as_pool(full_controls, d, r),)
 
 
 class EnergyStream:
@@ -180,12 +176,16 @@ class EnergyStream:
         self.d, self.r = Q.shape
         P = _as_pool(controls, self.d, self.r)
         self.K = int(P.shape[0])
-        P, self.Kf = _with_full(P, full_controls, self.d, self.r)
+        F = _full_pool(full_controls, self.d, self.r)
+        self.Kf = int(F[0].shape[0]) if F else 0
         # identity of the full-space pool: streams given the same array share its projection
         # when added together (EnergyStreamGroup)
         self._full_id = None if full_controls is None else id(full_controls)
-        self._bases_np = np.concatenate([Q[None], P], axis=0).transpose(1, 0, 2).reshape(
-            self.d, -1)
+        # Q, the pool and the full pool, (n, d, r) each, as given: _setup concatenates them and
+        # lays the (1 + K + K_f) bases out as (d, M) columns on the device. Done on the host,
+        # the concatenation and the transposing gather were most of a checkpoint's statistics
+        # on an H200 (docs/scale.md).
+        self._parts_np = (Q[None], P, *F)
         self.n_groups = int(n_groups)
         self._proj32 = proj_dtype == "float32"
         self._request = stats_dtype
@@ -201,8 +201,9 @@ class EnergyStream:
         from tangentlab.measure.precision import resolve_precision
 
         self.precision = resolve_precision(self._request, device)
-        self._bases = torch.from_numpy(self._bases_np).to(device=device,
-                                                          dtype=self.precision.dtype)
+        parts = [torch.from_numpy(p).to(device=device, dtype=self.precision.dtype)
+                 for p in self._parts_np]
+        self._bases = torch.cat(parts).permute(1, 0, 2).reshape(self.d, -1)
         self._bases_c = self._bases.to(torch.float32) if self._proj32 else self._bases
 
     def _batch(self, i: int, batch: Any):

@@ -34,8 +34,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 __all__ = ["StatsShape", "ModelShape", "Device", "DEVICES", "PYTHIA", "stats_flops",
-           "stats_bytes", "model_cost", "predict", "device_bytes_per_site", "largest_d",
-           "model_bytes", "calibrate", "calibrate_cpu"]
+           "stats_bytes", "transfer_bytes", "model_cost", "predict", "device_bytes_per_site",
+           "largest_d", "model_bytes", "calibrate", "calibrate_cpu"]
 
 
 @dataclass(frozen=True)
@@ -111,6 +111,23 @@ def stats_bytes(s: StatsShape) -> dict[str, float]:
     return {"test_row": test, "fit_row": fit, "per_token": s.sites * (test + fit) / 2}
 
 
+def transfer_bytes(s: StatsShape, *, act_moments: bool = True) -> dict[str, float]:
+    """Bytes across the host link once per checkpoint, all sites (an accelerator only).
+
+    To the device: each stream's bases ``(d, M)``, per proxy plain and 𝟙-constrained. To the
+    host: the gradient moments (each bucket and the total, ``d² + d`` each) and, with
+    ``act_moments``, the activation moments, in the statistics' dtype (the per-batch energies
+    are ``O(batches · controls)``, left out). Independent of the tokens, so at a few batches per
+    checkpoint these copies, not the per-row arithmetic, can be most of the statistics (measured
+    on an H200, ``docs/scale.md``).
+    """
+    d, b = s.d, s.itemsize
+    moments = (s.buckets + 1 + int(act_moments)) * (d * d + d) * b
+    h2d = s.sites * 2 * s.proxies * d * s.columns * b
+    d2h = s.sites * moments
+    return {"to device": float(h2d), "to host": float(d2h), "total": float(h2d + d2h)}
+
+
 @dataclass(frozen=True)
 class ModelShape:
     """A GPT-NeoX: hidden size, layers, vocabulary, total parameters, sequence length."""
@@ -160,28 +177,38 @@ def model_cost(m: ModelShape) -> dict[str, float]:
 
 @dataclass(frozen=True)
 class Device:
-    """Sustained rates: float32 and float64 FLOP/s of large matrix products, bytes/s of memory."""
+    """Sustained rates: float32 and float64 FLOP/s of large matrix products, bytes/s of memory.
+
+    ``to_device`` / ``to_host``: bytes/s of a plain (pageable) copy across the host link, for
+    :func:`transfer_bytes`; None on the CPU, whose statistics never leave host memory.
+    """
 
     name: str
     fp32: float
     fp64: float
     bandwidth: float
     note: str = field(default="", compare=False)
+    to_device: float | None = None
+    to_host: float | None = None
 
 
-#: Nominal peaks times 0.6 (a sustained GEMM fraction; the same for every device).
+#: Nominal peaks times 0.6 (a sustained GEMM fraction; the same for every device). The host
+#: link: the PCIe generation's x16 peak times 0.6 as well (64 GB/s for 5.0, 32 for 4.0), an
+#: optimistic figure for pageable copies (``docs/scale.md`` has what an H200 measured).
 DEVICES = {
     "h100": Device("H100 SXM (full-rate fp64)", 0.6 * 67e12, 0.6 * 67e12, 0.6 * 3.35e12,
-                   "fp32 67 TFLOP/s (no TF32), fp64 tensor cores 67 TFLOP/s, 3.35 TB/s"),
+                   "fp32 67 TFLOP/s (no TF32), fp64 tensor cores 67 TFLOP/s, 3.35 TB/s, "
+                   "PCIe 5.0 x16", 0.6 * 64e9, 0.6 * 64e9),
     "consumer": Device("consumer GPU (1/64 fp64, RTX 4090-class)", 0.6 * 82.6e12,
                        0.6 * 82.6e12 / 64, 0.6 * 1.01e12,
-                       "fp32 82.6 TFLOP/s, fp64 1.29 TFLOP/s, 1.01 TB/s"),
+                       "fp32 82.6 TFLOP/s, fp64 1.29 TFLOP/s, 1.01 TB/s, PCIe 4.0 x16",
+                       0.6 * 32e9, 0.6 * 32e9),
 }
 
 
 def predict(m: ModelShape, s: StatsShape, dev: Device, *, halves: bool = True,
-            host_s: float = 0.0, tokens: int | None = None, plain_s: float | None = None
-            ) -> dict[str, float]:
+            host_s: float = 0.0, tokens: int | None = None, plain_s: float | None = None,
+            act_moments: bool = True) -> dict[str, float]:
     """Seconds per token of the plain pass, measure's passes and its statistics; their ratios.
 
     The statistics run at ``dev.fp64`` in float64 (``s.itemsize == 8``), else at ``dev.fp32``
@@ -195,6 +222,10 @@ def predict(m: ModelShape, s: StatsShape, dev: Device, *, halves: bool = True,
     share (``passes_flops / plain_flops``) instead of a roofline, which on a small model is far
     too optimistic (kernel overheads, not FLOPs, set its speed). Without them the prediction is
     the roofline alone, as in ``docs/scale.md``'s large-model tables.
+
+    With ``tokens``, on a device with a host link (``dev.to_device``), the per-checkpoint copies
+    of :func:`transfer_bytes` (``act_moments`` as there) are spread over the tokens too and
+    added to the statistics (``transfer_s`` per token in the result).
     """
     mc = model_cost(m)
     if halves:
@@ -211,9 +242,14 @@ def predict(m: ModelShape, s: StatsShape, dev: Device, *, halves: bool = True,
     if host_s and not tokens:
         raise ValueError("host_s needs tokens, the eval tokens per checkpoint it is spread over")
     host = host_s / tokens if host_s else 0.0
-    stats = max(fl / rate, by / dev.bandwidth) + host
+    transfer = 0.0
+    if tokens and dev.to_device and dev.to_host:
+        tb = transfer_bytes(s, act_moments=act_moments)
+        transfer = (tb["to device"] / dev.to_device + tb["to host"] / dev.to_host) / tokens
+    stats = max(fl / rate, by / dev.bandwidth) + host + transfer
     return {"plain_s": plain, "passes_s": passes, "stats_s": stats, "host_s": host,
-            "ratio": (passes + stats) / plain, "stats_share": stats / (passes + stats)}
+            "transfer_s": transfer, "ratio": (passes + stats) / plain,
+            "stats_share": stats / (passes + stats)}
 
 
 def device_bytes_per_site(s: StatsShape) -> dict[str, float]:
@@ -253,8 +289,11 @@ def model_bytes(m: ModelShape, batch_tokens: int = 512) -> float:
 def calibrate(device: str = "cpu", n: int = 768, m: int = 3208, rows: int = 512) -> Device:
     """A device's rates, timed now: float32 and float64 matrix products, and a copy's bandwidth.
 
-    The products are (rows, n) by (n, m), the copy float32. Run it on a quiet machine; it takes about a second. On a device without float64 (MPS) the
-    float64 rate is the float32 one (the statistics run in compensated float32 there).
+    The products are (rows, n) by (n, m), the copy float32. Run it on a quiet machine; it takes
+    about a second. On a device without float64 (MPS) the float64 rate is the float32 one (the
+    statistics run in compensated float32 there). On an accelerator, also the host link, 64 MiB
+    of float64 each way as the statistics copy it: a plain ``.to()`` to the device
+    (``to_device``), :func:`~tangentlab.measure.precision.to_host64` back (``to_host``).
     """
     import time
 
@@ -289,7 +328,17 @@ def calibrate(device: str = "cpu", n: int = 768, m: int = 3208, rows: int = 512)
     bw = rate(lambda: y.copy_(x), 2.0 * x.numel() * 4)
     where = (f"this CPU ({torch.get_num_threads()} threads, timed)" if device == "cpu"
              else f"{device}, timed")
-    return Device(where, out[torch.float32], out[torch.float64], bw)
+    if device == "cpu":
+        return Device(where, out[torch.float32], out[torch.float64], bw)
+    # the host link as the statistics use it: the bases go over in plain .to() copies of
+    # pageable memory, the moments come back through page-locked buffers (to_host64)
+    from tangentlab.measure.precision import to_host64
+
+    host = torch.ones(1 << 23, dtype=torch.float64)  # 64 MiB
+    on_dev = host.to(device)
+    h2d = rate(lambda: host.to(device), 8.0 * host.numel())
+    d2h = rate(lambda: to_host64(on_dev), 8.0 * host.numel())
+    return Device(where, out[torch.float32], out[torch.float64], bw, to_device=h2d, to_host=d2h)
 
 
 def calibrate_cpu() -> Device:

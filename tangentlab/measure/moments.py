@@ -40,6 +40,7 @@ from tangentlab.errors import (
     ValidationError,
 )
 from tangentlab.measure._validate import check_positive_int
+from tangentlab.measure.precision import to_host64
 from tangentlab.typing import ArrayLike
 
 __all__ = ["MomentAccumulator", "outer_product_sum"]
@@ -164,16 +165,13 @@ class _Stats:
         self.n = n
 
     def host_values(self):
-        """(n, mean, m2) as float64 CPU tensors (the compensation folded in)."""
-        import torch
-
+        """(n, mean, m2) as new float64 CPU tensors (the compensation folded in)."""
         if self.n == 0:
             return 0, None, None
-        mean = self.mean.to("cpu", torch.float64)
-        m2 = self.m2.to("cpu", torch.float64)
+        mean, m2 = to_host64(self.mean), to_host64(self.m2)
         if self.compensated:
-            mean = mean + self.cm.to("cpu", torch.float64)
-            m2 = m2 + self.cm2.to("cpu", torch.float64)
+            mean = mean + to_host64(self.cm)
+            m2 = m2 + to_host64(self.cm2)
         return self.n, mean, m2
 
     def merge(self, other: _Stats) -> None:

@@ -247,6 +247,23 @@ def test_p_value_from_full_space_controls_is_calibrated_at_every_r_over_d(d, r):
         assert np.mean(p[:, 1] <= 0.05) > 0.08
 
 
+def test_stream_bases_are_q_then_the_pool_then_the_full_pool_as_column_blocks():
+    """The device layout built in _setup: base j of [Q, controls, full] is columns j r..(j+1) r."""
+    import torch
+
+    from tangentlab.measure import EnergyStream, full_space_controls
+
+    Q = np.linalg.qr(np.random.default_rng(0).standard_normal((9, 3)))[0]
+    pool, full = normal_controls(Q, 4, 1), full_space_controls(Q, 2, 1)
+    s = EnergyStream(Q, pool, full_controls=full)
+    s.add(torch.ones(2, 9, dtype=torch.float64))
+    B = s._bases.numpy()
+    assert B.shape == (9, (1 + 4 + 2) * 3)
+    for j, base in enumerate([Q, *pool, *full]):
+        assert np.array_equal(B[:, 3 * j:3 * (j + 1)], base)
+    assert np.array_equal(EnergyStream(Q, pool)._parts_np[1], pool)  # no full pool: no block
+
+
 def test_full_space_controls_ride_along_and_concat():
     from tangentlab.measure import full_space_controls, grouped_batch_energies
 

@@ -73,7 +73,7 @@ def test_host_work_and_a_measured_plain_pass_enter_the_prediction():
     base = predict(m, s, dev)
     assert base["host_s"] == 0.0
     hosted = predict(m, s, dev, host_s=0.5, tokens=8192)
-    assert hosted["stats_s"] == pytest.approx(base["stats_s"] + 0.5 / 8192)
+    assert hosted["stats_s"] == pytest.approx(base["stats_s"] + 0.5 / 8192 + hosted["transfer_s"])
     assert hosted["ratio"] > base["ratio"] and hosted["host_s"] == pytest.approx(0.5 / 8192)
     anchored = predict(m, s, dev, plain_s=1e-4)
     assert anchored["plain_s"] == 1e-4
@@ -81,6 +81,38 @@ def test_host_work_and_a_measured_plain_pass_enter_the_prediction():
     assert anchored["passes_s"] == pytest.approx(0.5e-4)
     with pytest.raises(ValueError, match="tokens"):
         predict(m, s, dev, host_s=0.5)
+
+
+def test_the_host_link_copies_enter_an_accelerators_prediction_per_checkpoint():
+    from dataclasses import replace
+
+    from tangentlab.measure.cost_model import (
+        DEVICES,
+        Device,
+        ModelShape,
+        StatsShape,
+        predict,
+        transfer_bytes,
+    )
+
+    s = StatsShape(d=768)
+    tb = transfer_bytes(s)
+    # 4 sites x 2 proxies x (plain, 1-constrained) bases of (768, 401 x 8); 5 buckets + total +
+    # activations moments of (d^2 + d), float64
+    assert tb["to device"] == 4 * 2 * 2 * 768 * 401 * 8 * 8
+    assert tb["to host"] == 4 * 7 * (768 ** 2 + 768) * 8
+    assert transfer_bytes(s, act_moments=False)["to host"] == 4 * 6 * (768 ** 2 + 768) * 8
+    m, dev = ModelShape("pythia-160m", 768, 12, 162e6), DEVICES["h100"]
+    got = predict(m, s, dev, tokens=65536)
+    want = (tb["to device"] / dev.to_device + tb["to host"] / dev.to_host) / 65536
+    assert got["transfer_s"] == pytest.approx(want)
+    # spread over twice the tokens, half the cost per token; none without tokens or a link
+    assert predict(m, s, dev, tokens=131072)["transfer_s"] == pytest.approx(want / 2)
+    assert predict(m, s, dev)["transfer_s"] == 0.0
+    cpu = Device("cpu", 1e11, 5e10, 1e10)
+    assert predict(m, s, cpu, tokens=65536)["transfer_s"] == 0.0
+    slow = predict(m, s, replace(dev, to_host=dev.to_host / 10), tokens=65536)
+    assert slow["stats_s"] > got["stats_s"] and slow["ratio"] > got["ratio"]
 
 
 def test_host_seconds_times_every_part_on_one_blas_thread():

@@ -14,6 +14,7 @@ from tangentlab.measure.precision import (
     precision_scope,
     resolve_precision,
     supports_float64,
+    to_host64,
 )
 
 
@@ -170,3 +171,15 @@ def test_energy_stream_reports_a_non_finite_batch_at_the_end():
         s.finish()
     with pytest.raises(ValidationError, match="group index"):
         EnergyStream(Q, normal_controls(Q, 3, 0), n_groups=2).add(torch.ones(4, 6))
+
+
+def test_to_host64_returns_a_new_float64_cpu_tensor_with_the_same_values():
+    x32 = torch.linspace(-1, 1, 12, dtype=torch.float32).reshape(3, 4)
+    got = to_host64(x32)
+    assert got.dtype == torch.float64 and got.device.type == "cpu"
+    assert torch.equal(got, x32.double())
+    x64 = torch.randn(5, 5, dtype=torch.float64, requires_grad=True)
+    out = to_host64(x64)
+    assert torch.equal(out, x64.detach()) and not out.requires_grad
+    out[0, 0] = 99.0  # a copy: the accumulator's own state cannot be changed through it
+    assert x64[0, 0].item() != 99.0
