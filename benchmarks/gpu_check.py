@@ -16,8 +16,12 @@ Pythia-160m's shape (d = 768, 12 layers, 12 heads, vocabulary 50304):
   for this device (its rates timed here) and for the nominal H100 / consumer classes;
 - their ratio (measure time / plain time; target <= 1.2) and the peak GPU memory.
 
+Also, unless ``--no-exactness``: the rows of ``--exact-batches`` batches captured once, copied to
+the host as float64, and the statistics run on them on the CPU in float64 (the reference), on the
+device in float64 (tolerance 1e-12 relative) and in float32-compensated (1e-6).
+
 Exit status: 1 without CUDA (unless ``--allow-cpu``, a smoke test of the code path), 2 when any
-result is not finite, 0 otherwise.
+result is not finite, 3 when the device statistics leave their tolerance, 0 otherwise.
 """
 
 from __future__ import annotations

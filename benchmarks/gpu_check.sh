@@ -3,8 +3,9 @@
 #
 # A random-initialized GPT-NeoX the size of Pythia-160m (d = 768, 12 layers), 4 sites, 64k
 # tokens: prints tokens/s of a plain forward+backward and of a full measure pass, their ratio
-# (target <= 1.2) and peak GPU memory. Exits non-zero when CUDA is absent (1) or any result is
-# not finite (2). Runs in well under 5 minutes on one modern GPU (a time limit of 290 s is set).
+# (target <= 1.2), peak GPU memory, and the device statistics against the CPU's float64 on the
+# same captured rows. Exits non-zero when CUDA is absent (1), any result is not finite (2) or the
+# device statistics leave their tolerance (3). Runs in well under 5 minutes on one modern GPU (a time limit of 290 s is set).
 #
 #   benchmarks/gpu_check.sh                 # from the repository root, with the project's venv
 #   PYTHON=python3 benchmarks/gpu_check.sh
