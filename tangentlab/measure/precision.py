@@ -136,7 +136,10 @@ def to_host64(t):
     1.1 GB/s, the same copy into a freshly allocated page-locked buffer at 52 GB/s
     (``docs/scale.md``); at d = 4096 the (d, d) moments' trip to the host was most of a
     checkpoint's statistics. Only the ``pin_memory`` flag depends on the device: on the CPU (and
-    MPS) the buffer is ordinary memory and the copy a plain one.
+    MPS) the buffer is ordinary memory and the copy a plain one. A float64 CUDA tensor comes back
+    *as* the page-locked buffer, so page-locked host memory of the moments' size (about 3 GiB for
+    4 sites at d = 4096) is held while the host reads them; torch's host caching allocator reuses
+    it at the next checkpoint.
     """
     import torch
 
