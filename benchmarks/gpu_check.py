@@ -194,6 +194,13 @@ def main(argv: list[str] | None = None) -> int:
     shape = ModelShape("gpu_check", args.d, L, n_params, vocab=args.vocab, seq_len=args.seq_len)
     stats = StatsShape(d=args.d, sites=len(sites), batch_rows=args.batch * (args.seq_len - 1),
                        test_batches=n_batches, itemsize=8 if prec.name == "float64" else 4)
+    # the host side of building the streams (numpy checks, the pools held for the device),
+    # timed here at this shape: the part of the build no device count sees
+    from tangentlab.measure.host_cost import host_seconds
+
+    build_s = host_seconds(StatsShape(d=args.d, sites=len(sites)),
+                           only=("energy streams (build)",))["total"]
+    print(f"host build of the streams, timed on random inputs: {build_s:.2f} s")
     here = calibrate(dev)
     if here.to_device:
         print(f"host link, timed: to the device {here.to_device / 1e9:.1f} GB/s, to the host "
@@ -201,11 +208,13 @@ def main(argv: list[str] | None = None) -> int:
     for dv in (here, *DEVICES.values()):
         # per checkpoint: the bases to the device, the gradient moments back (no activation
         # moments here); spread over this check's tokens
-        p = predict(shape, stats, dv, halves=False, tokens=tokens, act_moments=False)
+        p = predict(shape, stats, dv, halves=False, tokens=tokens, act_moments=False,
+                    host_s=build_s)
         print(f"cost model, {dv.name}: measure/plain {p['ratio']:.2f}x, statistics share "
               f"{100 * p['stats_share']:.0f}% (passes {p['passes_s'] * tokens:.2f} s, statistics "
-              f"{p['stats_s'] * tokens:.2f} s of which host-link copies "
-              f"{p['transfer_s'] * tokens:.2f} s, plain {p['plain_s'] * tokens:.2f} s predicted)")
+              f"{p['stats_s'] * tokens:.2f} s of which host build {build_s:.2f} s and host-link "
+              f"copies {p['transfer_s'] * tokens:.2f} s, plain {p['plain_s'] * tokens:.2f} s "
+              "predicted)")
     print(f"peak GPU memory: plain {peak_plain / 2**30:.2f} GiB, measure {peak_measure / 2**30:.2f} GiB")
     if not finite:
         print(f"gpu_check: a result is not finite: {values}", file=sys.stderr)

@@ -132,3 +132,16 @@ def test_host_seconds_times_every_part_on_one_blas_thread():
     after = {i["filepath"]: i["num_threads"] for i in threadpool_info()}
     assert set(two) == set(HOST_PARTS) | set(ONCE_PARTS) | {"total"}
     assert two["total"] > 0 and {k: after[k] for k in before} == before  # limits restored
+
+
+def test_host_seconds_times_only_the_parts_asked_for():
+    from tangentlab.errors import ValidationError
+    from tangentlab.measure.cost_model import StatsShape
+    from tangentlab.measure.host_cost import host_seconds
+
+    small = StatsShape(d=40, sites=2, pool=8, full=8, test_batches=3, sample_rows=64, tokens=50)
+    got = host_seconds(small, only=("energy streams (build)",))
+    assert set(got) == {"energy streams (build)", "total"}
+    assert got["total"] == got["energy streams (build)"] > 0
+    with pytest.raises(ValidationError, match="unknown parts"):
+        host_seconds(small, only=("energy stream build",))
