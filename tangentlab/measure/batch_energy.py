@@ -410,14 +410,7 @@ def batch_energies(Q: ArrayLike, controls: ArrayLike, grad_batches: Iterable[Arr
 
 
 def _group_row_sums(x, idx, n_groups: int):
-    """Σ of the rows of ``x`` ``(n, ...)`` in each of ``n_groups`` groups (``idx`` ``(n,)`` int64).
-
-    float64: ``index_add_`` (one pass, rows in order). float32 (the compensated precision): a
-    tree reduction per group over its rows, stably sorted by group. ``index_add_`` adds a batch's
-    rows one after another, so its float32 error grows with the rows (≈ 1.5e-6 relative at 8,184
-    rows, measured on an H200 and here: beyond the compensated path's 1e-6), where torch's
-    reductions grow like log n. The compensation then covers the sums across batches.
-    """
+    """Per-group row sums: index_add_ in float64, a tree reduction in float32 (docs/scale.md)."""
     import torch
 
     if x.dtype == torch.float64:
