@@ -57,12 +57,6 @@ def main(argv: list[str] | None = None) -> int:
     from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
 
     from tangentlab.empirical.capture import capture_batch
-    from tangentlab.measure import (
-        complement_space,
-        full_space_controls,
-        normal_controls,
-        restrict_to_complement,
-    )
     from tangentlab.measure.cost_model import DEVICES, ModelShape, StatsShape, calibrate, predict
     from tangentlab.measure.precision import resolve_precision
 
@@ -104,16 +98,7 @@ def main(argv: list[str] | None = None) -> int:
 
     loaded = _loaded(model)
     labels = [f"b{i}" for i in range(5)]
-    rng = np.random.default_rng(0)
-    ones = complement_space(np.ones((args.d, 1)) / np.sqrt(args.d))
-    proxies, full = {}, {}  # one full-space pool per shape, shared by the proxies (as measure)
-    for k in ("fixed", "refit"):
-        Q = np.linalg.qr(rng.standard_normal((args.d, 8)))[0]
-        Qc = restrict_to_complement(Q, ones.forced)
-        for B in (Q, Qc):
-            full.setdefault(B.shape, full_space_controls(B, 200, 0))
-        proxies[k] = ((Q, normal_controls(Q, 200, 0), full[Q.shape]),
-                      (Qc, normal_controls(Qc, 200, 0), full[Qc.shape]))
+    ones, proxies = make_proxies(args.d)
     U = torch.from_numpy(ones.basis).to(dev, prec.dtype)
 
     def passes() -> None:
@@ -224,6 +209,35 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 3
     return 0
+
+
+def make_proxies(d: int, seed: int = 0):
+    """The 𝟙-complement and two random rank-8 proxies ("fixed", "refit"), as ``measure`` holds them.
+
+    Returns ``(ones, proxies)``: ``ones`` a ComplementSpace of 𝟙; ``proxies[k] = ((Q, complement
+    pool, full pool), (Qc, pool, full pool))`` with 200 controls each, one full-space pool per
+    shape shared by the proxies (as ``measure``).
+    """
+    import numpy as np
+
+    from tangentlab.measure import (
+        complement_space,
+        full_space_controls,
+        normal_controls,
+        restrict_to_complement,
+    )
+
+    rng = np.random.default_rng(seed)
+    ones = complement_space(np.ones((d, 1)) / np.sqrt(d))
+    proxies, full = {}, {}
+    for k in ("fixed", "refit"):
+        Q = np.linalg.qr(rng.standard_normal((d, 8)))[0]
+        Qc = restrict_to_complement(Q, ones.forced)
+        for B in (Q, Qc):
+            full.setdefault(B.shape, full_space_controls(B, 200, 0))
+        proxies[k] = ((Q, normal_controls(Q, 200, 0), full[Q.shape]),
+                      (Qc, normal_controls(Qc, 200, 0), full[Qc.shape]))
+    return ones, proxies
 
 
 class Statistics:

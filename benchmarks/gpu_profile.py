@@ -59,28 +59,12 @@ def main(argv: list[str] | None = None) -> int:
 
 def profile_width(d: int, args, dev: str, timed, sync) -> None:
     """Time ``Statistics.add`` and its parts at width ``d`` on ``dev``; print them."""
-    import numpy as np
     import torch
-    from gpu_check import Statistics
+    from gpu_check import Statistics, make_proxies
 
-    from tangentlab.measure import (
-        complement_space,
-        full_space_controls,
-        normal_controls,
-        restrict_to_complement,
-    )
     from tangentlab.measure.constrained import forced_cosine_parts
 
-    rng = np.random.default_rng(0)
-    ones = complement_space(np.ones((d, 1)) / np.sqrt(d))
-    proxies, full = {}, {}
-    for k in ("fixed", "refit"):
-        Q = np.linalg.qr(rng.standard_normal((d, 8)))[0]
-        Qc = restrict_to_complement(Q, ones.forced)
-        for B in (Q, Qc):
-            full.setdefault(B.shape, full_space_controls(B, 200, 0))
-        proxies[k] = ((Q, normal_controls(Q, 200, 0), full[Q.shape]),
-                      (Qc, normal_controls(Qc, 200, 0), full[Qc.shape]))
+    ones, proxies = make_proxies(d)
     U = torch.from_numpy(ones.basis).to(dev, torch.float64)
     labels = [f"b{i}" for i in range(5)]
     g = torch.Generator(device=dev).manual_seed(0)
