@@ -153,8 +153,12 @@ def test_autocast_region_keeps_float64_statistics():
 @pytest.mark.slow
 def test_ddp_training_reduces_the_loss_every_n_steps_and_times_each_phase(tmp_path):
     """Two gloo ranks, 6 steps, log_every=3: two loss collectives (not one per step), the
-    tokenizer trained on rank 0 only, and every step's phases recorded with the bytes reduced."""
-    r = _torchrun(2, "train", str(tmp_path))
+    tokenizer trained on rank 0 only, and every step's phases recorded with the bytes reduced.
+    Rank 0 pauses 2 s before it renames the last checkpoint into place, and rank 1 reads that
+    checkpoint as soon as ``train_model`` returns: a rank that returned before rank 0 finished
+    writing fails here every time (CI once lost that race at random)."""
+    r = _torchrun(2, "train", str(tmp_path), TANGENTLAB_TEST_PAUSE_AT="checkpoint:6",
+                  TANGENTLAB_TEST_PAUSE_SECONDS="2")
     assert r.returncode == 0, r.stderr
     ranks = [json.loads((tmp_path / f"rank{k}.json").read_text()) for k in range(2)]
     for rank, rec in enumerate(ranks):

@@ -385,7 +385,6 @@ def _train(
     if resumable:
         start, ck = resumable[-1]
         from safetensors.torch import load_file
-
         try:
             sd = load_file(str(ck / "model.safetensors"))
             missing, unexpected = model.load_state_dict(sd, strict=False)
@@ -504,6 +503,7 @@ def _train(
     )
     if world.is_main:
         write_manifest(run_dir, manifest)
+    world.barrier()  # every rank returns a complete run: rank 0 has written the last checkpoint
     return run_dir
 
 
