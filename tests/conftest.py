@@ -96,31 +96,34 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def quick_reproduce(tmp_path_factory):
-    """A real ``tangentlab reproduce --quick --jobs N``, run at most once per N per session.
+    """A real ``tangentlab reproduce --quick --jobs N``, run at most once per (N, small) per session.
 
-    Returns ``run(jobs) -> (run_dir, exit_code, stderr_text, seconds)``; the end-to-end report
-    test and the --jobs equivalence test share the runs (each takes about a minute).
+    Returns ``run(jobs, small=False) -> (run_dir, exit_code, stderr_text, seconds)``.
+    ``small=False`` is the whole quick reproduce (the report, contract, synthetic and validation
+    tests read the ``--jobs 2`` one); ``small=True`` adds ``tests.killing.SMALL_REPRODUCE`` (the decoder,
+    one derivation, one experiment): the ``--jobs`` equivalence test compares its stages with the
+    whole ``--jobs 2`` run's, and the kill-and-resume test takes it as the uninterrupted run.
     """
     import contextlib
     import io
     import time
 
     from tangentlab.cli import main
+    from tests.killing import SMALL_REPRODUCE
 
-    runs: dict[int, tuple] = {}
+    runs: dict[tuple[int, bool], tuple] = {}
 
-    def run(jobs: int):
-        if jobs not in runs:
-            out = tmp_path_factory.mktemp(f"quick-jobs{jobs}") / "run"
+    def run(jobs: int, small: bool = False):
+        if (jobs, small) not in runs:
+            name = f"quick-jobs{jobs}" + ("-small" if small else "")
+            out = tmp_path_factory.mktemp(name) / "run"
             err = io.StringIO()
             start = time.perf_counter()
-            # the validation battery runs in the --jobs 2 run only (tests/validate covers it;
-            # the equivalence test compares the stages both runs have)
-            extra = [] if jobs == 2 else ["--set", "validate=false"]
+            extra = SMALL_REPRODUCE if small else []
             with contextlib.redirect_stderr(err):
                 rc = main(["reproduce", "--quick", "--out", str(out), "--device", "cpu",
                            "--jobs", str(jobs), *extra])
-            runs[jobs] = (out, rc, err.getvalue(), time.perf_counter() - start)
-        return runs[jobs]
+            runs[jobs, small] = (out, rc, err.getvalue(), time.perf_counter() - start)
+        return runs[jobs, small]
 
     return run

@@ -24,7 +24,12 @@ from pathlib import Path
 import tangentlab
 from tangentlab._faults import PAUSE_AT_ENV, PAUSE_FILE_ENV, PAUSE_SECONDS_ENV
 
-__all__ = ["tangentlab_cmd", "subprocess_env", "start_paused", "kill_at"]
+__all__ = ["tangentlab_cmd", "subprocess_env", "start_paused", "kill_at", "SMALL_REPRODUCE"]
+
+#: ``reproduce`` options for the smallest run that still has every kind of stage: one
+#: architecture, one derivation, one synthetic experiment, no validation battery.
+SMALL_REPRODUCE = ["--set", "archs=decoder", "--set", "synthetic=river-valley",
+                   "--set", "derivations=river-valley", "--set", "validate=false"]
 
 _ROOT = Path(tangentlab.__file__).resolve().parents[1]
 

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.killing import SMALL_REPRODUCE
+
 # one architecture, one derivation and one synthetic experiment keep the run short
-ARGS = ["reproduce", "--quick", "--jobs", "2", "--set", "archs=decoder",
-        "--set", "synthetic=river-valley", "--set", "derivations=river-valley",
-        "--set", "validate=false"]
+ARGS = ["reproduce", "--quick", "--jobs", "2", "--device", "cpu", *SMALL_REPRODUCE]
 _VOLATILE = re.compile(r"\d+(\.\d+)? ?s\b|seconds|time|/|\d{4}-\d{2}-\d{2}|reused|hash|wall|"
                        r"CPU|jobs|resum|commit|command|pid", re.IGNORECASE)
 
@@ -62,10 +62,13 @@ def _report_numbers(run: Path) -> list[str]:
 
 
 @pytest.mark.slow
-def test_kill_in_training_and_in_measure_then_resume_gives_the_same_results(tmp_path):
-    base, killed = tmp_path / "uninterrupted", tmp_path / "killed"
-    proc = _start(base)
-    assert proc.wait() == 0, proc.stderr.read().decode()[-3000:]
+def test_kill_in_training_and_in_measure_then_resume_gives_the_same_results(tmp_path,
+                                                                           quick_reproduce):
+    # the uninterrupted run: the session's small quick reproduce (the same stages, one at a time;
+    # the --jobs equivalence test holds it to the --jobs 2 results)
+    base, rc, err, _ = quick_reproduce(1, small=True)
+    assert rc == 0, err[-3000:]
+    killed = tmp_path / "killed"
 
     # 1. kill while train/decoder runs and has saved at least one complete checkpoint
     proc = _start(killed)

@@ -14,12 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.killing import subprocess_env
+from tests.killing import SMALL_REPRODUCE, subprocess_env
 
 # the smallest reproduce: one architecture, one derivation, one synthetic experiment
-ARGS = ["reproduce", "--quick", "--jobs", "2", "--device", "cpu", "--set", "archs=decoder",
-        "--set", "synthetic=river-valley", "--set", "derivations=river-valley",
-        "--set", "validate=false"]
+ARGS = ["reproduce", "--quick", "--jobs", "2", "--device", "cpu", *SMALL_REPRODUCE]
 
 
 def _as_in_a_terminal() -> None:
