@@ -32,7 +32,7 @@ of the last ``context_size`` ids inside the window), sits at
 is a designed function of the site activation and the target) and puts the logit β·F on y, 0 on
 every other id (β = ``loss_scale``), so the per-token loss is log(V − 1 + e^{βF}) − βF, with
 
-    F = w_c · h − φ((h − h₀)ᵀ K (h − h₀)),
+    F = w_c · (h − r_c e_rogue) − φ((h − h₀)ᵀ K (h − h₀)),
 
 - w_c = frame · (g ⊙ (η_c + b 1/√d)), η_c a standard normal from a hash of the context
   independent of ξ, ζ, and b (``grad_bias``) a shared offset: with b > 0 the gradient has a mean
@@ -46,6 +46,9 @@ every other id (β = ``loss_scale``), so the per-token loss is log(V − 1 + e^{
   −β(1 − p_y) w_c: its second moment in S per dimension is k · E[gain²] times that of every other
   direction, up to the O(1/V) variation of p_y. The planted enrichment factor of S against normal
   controls is therefore k (times the mean squared gain of the rows considered);
+- r_c e_rogue: the rogue offset (below), left out of the logit so that it moves no p_y. With
+  it in, w·h swung by ±2 at offset 20, p_y varied with it, and the gradient energy along the
+  rogue axis came out at 0.92 of the other axes': the ``rogue`` null was not null;
 - h₀: the clean activation, recomputed inside the head from the ids (no hooks), so an edit of a
   site (ablation, steering) changes the loss only through φ;
 - K = frame · diag(``cost``) · frameᵀ and φ (``cost_shape``): ``linear`` q, ``convex``
@@ -255,12 +258,22 @@ class PlantedEmbed(nn.Module):
             vec = hash_normals(input_ids.long(), d, c.salt * 8 + 3).to(dt)
             n = torch.arange(1, input_ids.shape[1] + 1, device=input_ids.device, dtype=dt)
             h = h + c.topic_strength * vec.cumsum(1) / n[None, :, None]
-        if c.rogue_dim >= 0 and c.rogue_scale:
-            r = hash_normals(keys, 1, c.salt * 8 + 4).to(dt)[..., 0]
-            h[..., c.rogue_dim] = h[..., c.rogue_dim] + c.rogue_scale * (1.0 + 0.5 * r)
+        rogue = self.rogue_offset(keys, dt)
+        if rogue is not None:
+            h[..., c.rogue_dim] = h[..., c.rogue_dim] + rogue
         if c.pos0_scale:
             h[:, 0, d - 1] = h[:, 0, d - 1] + c.pos0_scale * math.sqrt(m)
         return h
+
+    def rogue_offset(self, keys, dtype):
+        """The rogue axis's offset r_c = ``rogue_scale`` (1 + ξ'/2) per position, shape (B, T).
+
+        None without a rogue axis. ``keys``: the :func:`context_keys` of the ids.
+        """
+        c = self.config
+        if c.rogue_dim < 0 or not c.rogue_scale:
+            return None
+        return c.rogue_scale * (1.0 + 0.5 * hash_normals(keys, 1, c.salt * 8 + 4).to(dtype)[..., 0])
 
     def gradient_directions(self, input_ids, keys=None):
         """w_c (B, T, d): the planted gradient direction of each position (see module docstring).
@@ -391,6 +404,9 @@ class PlantedForCausalLM(PlantedPreTrainedModel):
         diff = h - h0
         q = ((diff @ emb.frame.detach()) ** 2 * emb.cost.detach()).sum(-1)
         F = (w * h).sum(-1) - _phi(q, c.cost_shape, c.cost_curvature)
+        rogue = emb.rogue_offset(keys, h.dtype)
+        if rogue is not None:  # the offset moves no logit: dF/dh stays w_c, p_y stays put
+            F = F - w[..., c.rogue_dim] * rogue
         nxt = torch.cat([input_ids[:, 1:], input_ids[:, :1]], dim=1)  # the last column: no target
         logits = torch.zeros(*input_ids.shape, c.vocab_size, dtype=h.dtype, device=h.device)
         logits = logits.scatter(-1, nxt[..., None], (c.loss_scale * F)[..., None])

@@ -205,3 +205,41 @@ def test_a_planted_checkpoint_loads_without_importing_validate_first(trajectory,
     lm = load_model(path)
     assert (lm.family, type(lm.model).__name__) == ("planted", "PlantedForCausalLM")
     assert "tangentlab.validate.planted" in sys.modules  # imported on first use, by the loader
+
+
+def test_a_rogue_offset_leaves_the_site_gradient_unchanged():
+    """The ``rogue`` null: the offset moves activations, not the loss's gradient at the site.
+
+    With the offset inside the logit (the old head), w·h swung by about ±2 at offset 20, p_y moved
+    with it, and the gradient energy along the rogue axis fell to about 0.92 of the other axes',
+    a planted depletion where the scenario's truth says there is none.
+    """
+    import torch
+
+    from tangentlab.validate.planted import PlantedConfig, PlantedForCausalLM
+
+    ids = torch.randint(0, 512, (16, 64), generator=torch.Generator().manual_seed(0))
+
+    def site_gradient(rogue_scale):
+        cfg = PlantedConfig(vocab_size=512, hidden_size=32, planted_rank=4, context_size=3,
+                            rogue_dim=0, rogue_scale=rogue_scale, loss_scale=0.1, salt=5)
+        m = PlantedForCausalLM(cfg)
+        seen = []
+
+        def keep(mod, inp, out):
+            out.requires_grad_(True)
+            seen.append(out)
+
+        handle = m.planted.embed.register_forward_hook(keep)
+        try:
+            m(input_ids=ids, labels=ids).loss.backward()
+        finally:
+            handle.remove()
+        return seen[0], seen[0].grad.reshape(-1, cfg.hidden_size)
+
+    h_rogue, g_rogue = site_gradient(20.0)
+    h_plain, g_plain = site_gradient(0.0)
+    assert float((h_rogue[..., 0] - h_plain[..., 0]).mean()) > 15.0  # the offset (20) is there
+    torch.testing.assert_close(g_rogue, g_plain, rtol=1e-5, atol=1e-9)
+    energy = (g_rogue ** 2).mean(0)
+    assert abs(float(energy[0] / energy.mean()) - 1.0) < 0.25  # no planted depletion on axis 0
