@@ -100,9 +100,10 @@ def quick_reproduce(tmp_path_factory):
 
     Returns ``run(jobs, small=False) -> (run_dir, exit_code, stderr_text, seconds)``.
     ``small=False`` is the whole quick reproduce (the report, contract, synthetic and validation
-    tests read the ``--jobs 2`` one); ``small=True`` adds ``tests.killing.SMALL_REPRODUCE`` (the decoder,
-    one derivation, one experiment): the ``--jobs`` equivalence test compares its stages with the
-    whole ``--jobs 2`` run's, and the kill-and-resume test takes it as the uninterrupted run.
+    tests read the ``--jobs 2`` one); ``small=True`` adds ``tests.killing.SMALL_REPRODUCE`` (the
+    decoder, one derivation, one experiment): the ``--jobs`` equivalence test compares its stages
+    with the whole ``--jobs 2`` run's, and the kill-and-resume test takes it as the uninterrupted
+    run.
     """
     import contextlib
     import io
