@@ -1,6 +1,8 @@
 # tangentlab: set-up, tests and the reproduction.
 #   make setup      create .venv, install torch first, then the package under a torch constraint
-#   make test       setup + ruff + the whole pytest suite (slow and model tests included)
+#   make test       setup + ruff + the whole pytest suite (slow and model tests included): the
+#                   model tier and the unit tier in two pytest processes side by side
+#                   (scripts/test_tiers.py)
 #   make test-unit  setup + the tests that train, measure or reproduce nothing, in one pytest-xdist
 #                   worker per core (each on one thread)
 #   make reproduce  setup + `tangentlab reproduce` (theory, synthetic, empirical, report)
@@ -32,7 +34,7 @@ lint: setup
 
 test: setup
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest
+	$(BIN)/python scripts/test_tiers.py
 
 test-unit: setup
 	$(BIN)/python -m pytest -m "not slow and not model" -n auto

@@ -1,0 +1,48 @@
+#!/usr/bin/env python3
+"""Run the whole pytest suite as its two tiers side by side: what ``make test`` runs.
+
+    python scripts/test_tiers.py [PYTEST_ARGS...]
+
+The ``model`` tier (tests that train, measure or reproduce; ``tests/conftest.py`` marks them)
+runs in the foreground and prints as it goes. The unit tier (``-m "not model"``) runs at the
+same time in a second pytest process; its output is held and printed after the model tier's,
+under its own header. PYTEST_ARGS go to both.
+
+Why two processes and not ``pytest -n 2 --dist loadgroup``: the model tests share session
+fixtures (one quick reproduce per session), so they must all run in one process, and xdist's
+``loadgroup`` no longer groups anything with pytest 9.2 (pytest-xdist issue #1386: it renames
+node ids, which pytest 9.2 ignores). The unit tier runs its numpy, BLAS and torch on one thread
+(``tests/conftest.py``), so on two cores it costs the model tier about one core for ~100 s.
+
+Exit status: the model tier's when it is not 0, else the unit tier's (pytest's codes: 0 all
+passed, 1 a test failed, 2 interrupted, 5 no tests collected).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+
+
+def main(argv: list[str]) -> int:
+    """Run both tiers; print the unit tier's output after the model tier's; return the status."""
+    python = sys.executable
+    print("unit tier (-m 'not model') runs beside the model tier; its output follows at the end",
+          flush=True)
+    with tempfile.TemporaryFile(mode="w+", encoding="utf-8") as unit_log:
+        unit = subprocess.Popen([python, "-m", "pytest", "-m", "not model", *argv],
+                                stdout=unit_log, stderr=subprocess.STDOUT)
+        try:
+            model_rc = subprocess.call([python, "-m", "pytest", "-m", "model", *argv])
+        finally:
+            unit_rc = unit.wait()
+        unit_log.seek(0)
+        print("\n" + "=" * 30 + " unit tier (-m 'not model') " + "=" * 30, flush=True)
+        sys.stdout.write(unit_log.read())
+    print(f"\ntiers: model exit {model_rc}, unit exit {unit_rc}", flush=True)
+    return model_rc or unit_rc
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,46 @@
+"""``scripts/test_tiers.py`` (what ``make test`` runs): both tiers run, and a failure in either
+one, the unit tier's included, is the script's exit status."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "test_tiers.py"
+
+INI = """[pytest]
+markers =
+    model: a model test
+addopts = -p no:cacheprovider --strict-markers
+"""
+
+
+def _suite(tmp_path: Path, *, unit_passes: bool, model_passes: bool) -> Path:
+    (tmp_path / "pytest.ini").write_text(INI)
+    (tmp_path / "test_suite.py").write_text(
+        "import pytest\n\n"
+        "@pytest.mark.model\n"
+        f"def test_a_model_test():\n    assert {model_passes}\n\n"
+        f"def test_a_unit_test():\n    assert {unit_passes}\n")
+    return tmp_path
+
+
+@pytest.mark.parametrize(("unit_passes", "model_passes", "status"), [
+    (True, True, 0), (False, True, 1), (True, False, 1)])
+def test_both_tiers_run_and_either_failure_is_the_exit_status(tmp_path, unit_passes,
+                                                              model_passes, status):
+    root = _suite(tmp_path, unit_passes=unit_passes, model_passes=model_passes)
+    done = subprocess.run([sys.executable, str(SCRIPT), "-q"], cwd=root, capture_output=True,
+                          text=True, timeout=120)
+    out = done.stdout
+    assert done.returncode == status, out + done.stderr
+    model_part, unit_part = out.split("unit tier (-m 'not model') ====")
+    # each tier ran exactly its own test: the model tier prints first, the unit tier after it
+    assert ("1 passed" if model_passes else "1 failed") in model_part
+    assert ("1 passed" if unit_passes else "1 failed") in unit_part
+    assert "1 deselected" in model_part and "1 deselected" in unit_part
+    assert f"tiers: model exit {0 if model_passes else 1}, unit exit {0 if unit_passes else 1}" \
+        in out
