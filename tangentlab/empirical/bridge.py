@@ -221,6 +221,19 @@ def _pooled(W: np.ndarray, nv: np.ndarray, tv: np.ndarray, mask: np.ndarray) -> 
         return (W[:, mask] @ nv[mask]) / (W[:, mask] @ tv[mask])
 
 
+def _outside_domain(pin) -> str:
+    """The note's suffix when a measured pinning exponent is negative ("" otherwise).
+
+    The closed forms need alpha = beta / s >= 0; a negative beta (frequent tokens *more* spread)
+    is predicted at beta = 0, no pinning (``predict_attenuation`` and :func:`_theory_pool` clip
+    it), so the prediction is the theory's boundary value, not a fit to what was measured.
+    """
+    if pin is None or not pin.beta < 0:
+        return ""
+    return (f"; measured beta {pin.beta:.3g} < 0 is outside the closed form (alpha >= 0): "
+            "predicted at beta = 0, no pinning")
+
+
 def _theory_pool(r: np.ndarray, s: float, beta: float, V: int, masks: list[np.ndarray],
                  t0: float = 1.0, ii: float = 1.0, m: int = 1) -> np.ndarray:
     """The theory's type-pooled visibility of each mask's ranks: ``sum t_r² V_r / sum t_r²``."""
@@ -295,7 +308,8 @@ def _curvature_rows(a: SiteArrays, ranks: np.ndarray, order: np.ndarray, zipf, p
                 pred = (pr.value, pr.ci_low, pr.ci_high)
             rows.append(_row(f"attenuation_{kind}", "comparison", measured=meas_att,
                              predicted=pred, n=int(toks.size),
-                             note=f"V = {V} (largest training rank measured); beta {kind}"))
+                             note=f"V = {V} (largest training rank measured); beta {kind}"
+                                  + _outside_domain(p)))
         p = pins.get("raw")
         masks = [bucket == b for b in range(len(labels))]
         all_pool = _pooled(np.vstack([ones, W]), nv, tv, all_mask)
@@ -332,7 +346,8 @@ def _curvature_rows(a: SiteArrays, ranks: np.ndarray, order: np.ndarray, zipf, p
                     pred_abs = (pa.value, pa.ci_low, pa.ci_high)
             rows.append(_row("relative_visibility", "comparison", bucket=lab, measured=meas_rel,
                              predicted=pred_rel, n=n_b,
-                             note="bucket type-pooled over all tokens' type-pooled visibility"))
+                             note="bucket type-pooled over all tokens' type-pooled visibility"
+                                  + _outside_domain(p)))
             rows.append(_row("bucket_visibility", "comparison", bucket=lab, measured=meas_abs,
                              predicted=pred_abs, n=n_b, note=f"m = {m}, beta raw"))
     else:

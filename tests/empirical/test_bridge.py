@@ -105,3 +105,19 @@ def test_trust_rules_follow_the_calibration():
     assert trust("ii_norm_sq", m=8, d=64)
     assert trust("zipf_s", n_ranks=4) and not trust("zipf_s", n_ranks=5)
     assert trust("pinning_beta", n_tokens=19) and not trust("pinning_beta", n_tokens=20)
+
+
+def test_a_negative_pinning_exponent_is_predicted_at_the_boundary_and_says_so(rows):
+    # planted beta < 0: frequent tokens more spread. The closed form needs alpha >= 0, so the
+    # prediction is its boundary value (no pinning: attenuation 1), and the note says so.
+    got = {(r["quantity"], r["bucket"]): r
+           for r in site_bridge(planted(beta=-0.3), BridgeSettings(n_boot=40, max_tokens=V,
+                                                                    intrinsic_dimension=False))}
+    b = got[("pinning_beta_raw", "all")]
+    assert b["measured_high"] < 0, b
+    att = got[("attenuation_raw", "all")]
+    assert att["predicted"] == 1.0 and "outside the closed form" in att["note"], att
+    assert "outside the closed form" in got[("relative_visibility", "f1")]["note"]
+    # a positive beta carries no such note
+    assert "outside the closed form" not in rows[("attenuation_raw", "all")]["note"]
+    assert "outside the closed form" not in rows[("relative_visibility", "f1")]["note"]
