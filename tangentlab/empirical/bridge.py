@@ -48,6 +48,7 @@ import numpy as np
 from tangentlab.empirical.bridge_rules import (
     MIN_BUCKET_TOKENS,
     NOT_MEASURABLE,
+    OUTSIDE_DOMAIN,
     agreement,
     trust,
 )
@@ -230,7 +231,7 @@ def _outside_domain(pin) -> str:
     """
     if pin is None or not pin.beta < 0:
         return ""
-    return (f"; measured beta {pin.beta:.3g} < 0 is outside the closed form (alpha >= 0): "
+    return (f"; measured beta {pin.beta:.3g} < 0 is {OUTSIDE_DOMAIN} (alpha >= 0): "
             "predicted at beta = 0, no pinning")
 
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["TOLERANCE", "NOT_MEASURABLE", "AGREEMENT_RULE", "MIN_ZIPF_RANKS",
+__all__ = ["TOLERANCE", "NOT_MEASURABLE", "OUTSIDE_DOMAIN", "AGREEMENT_RULE", "MIN_ZIPF_RANKS",
            "MIN_PINNING_TOKENS", "MIN_BUCKET_TOKENS", "II_TRUSTED_M", "II_TRUSTED_MIN_D",
            "agreement", "trust"]
 
@@ -42,6 +42,9 @@ __all__ = ["TOLERANCE", "NOT_MEASURABLE", "AGREEMENT_RULE", "MIN_ZIPF_RANKS",
 TOLERANCE = 1.2
 #: What a cell reads where the calibration (or the data) does not allow a number.
 NOT_MEASURABLE = "not measurable here"
+#: Marks a note whose prediction used beta = 0 because the measured beta was negative (the
+#: closed forms need alpha = beta / s >= 0); the report flags those lines' agreement.
+OUTSIDE_DOMAIN = "outside the closed form"
 #: The agreement rule in words (shown under the report table).
 AGREEMENT_RULE = (f"agree: the predicted and measured intervals overlap and predicted/measured "
                   f"lies in [1/{TOLERANCE:g}, {TOLERANCE:g}]; disagree: otherwise; "

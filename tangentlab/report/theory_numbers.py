@@ -38,6 +38,11 @@ AGREEMENT_RULE = ("agree: the predicted and measured intervals overlap and predi
                   "lies in [1/1.2, 1.2]; disagree: otherwise; 'not measurable here': either side "
                   "is not measurable (calibration or data)")
 NOT_MEASURABLE = "not measurable here"
+#: ``tangentlab.empirical.bridge_rules.OUTSIDE_DOMAIN`` (a test keeps the two equal): a line
+#: whose note carries it was predicted at beta = 0, the measured beta being negative.
+OUTSIDE_DOMAIN = "outside the closed form"
+#: What the agreement cell adds for such a line.
+OUTSIDE_DOMAIN_FLAG = " (measured β < 0, outside the closed form: predicted at β = 0)"
 _PHASE_ORDER = {"step0": 0, "peak": 1, "last": 2}
 
 
@@ -146,13 +151,18 @@ def _order(line: Line) -> tuple:
 
 
 def table_rows(lines: list[Line]) -> list[tuple[str, str, str, str, str, str, str]]:
-    """(model, site, phase, quantity, predicted [interval], measured [interval], agreement)."""
+    """(model, site, phase, quantity, predicted [interval], measured [interval], agreement).
+
+    The agreement carries :data:`OUTSIDE_DOMAIN_FLAG` where the prediction is the closed form's
+    boundary value (a negative measured β, predicted at β = 0).
+    """
     out = []
     for ln in sorted((x for x in lines if x.role == "comparison"), key=_order):
         pred = _fmt(ln.predicted, ln.status) if math.isfinite(ln.predicted[0]) else NOT_MEASURABLE
         meas = _fmt(ln.measured, ln.status) if math.isfinite(ln.measured[0]) else NOT_MEASURABLE
+        flag = OUTSIDE_DOMAIN_FLAG if OUTSIDE_DOMAIN in ln.note else ""
         out.append((ln.source, ln.site, f"{ln.phase} (step {ln.step})", ln.name, pred, meas,
-                    ln.status))
+                    ln.status + flag))
     return out
 
 

@@ -34,9 +34,24 @@ def _bridge_rows(model: str) -> list[dict]:
 
 
 def test_rule_text_is_the_measurements_rule():
-    from tangentlab.empirical.bridge_rules import AGREEMENT_RULE
+    from tangentlab.empirical.bridge_rules import AGREEMENT_RULE, OUTSIDE_DOMAIN
 
     assert TN.AGREEMENT_RULE == AGREEMENT_RULE
+    assert TN.OUTSIDE_DOMAIN == OUTSIDE_DOMAIN
+
+
+def test_a_prediction_at_the_closed_forms_boundary_is_flagged_in_the_table(tmp_path):
+    run = write_run(tmp_path / "run", {"decoder": measure_rows("decoder")})
+    ext = write_measure_dir(tmp_path / "ext" / "a", trajectory_rows(
+        "suite-a", {0: 1.0, 100: 0.6, 1000: 0.5}, site="blocks.2.resid_post"))
+    rows = _bridge_rows("suite-a")
+    rows[0] = {**rows[0], "predicted": 1.0, "predicted_low": 1.0, "predicted_high": 1.0,
+               "note": "V = 11; beta raw; measured beta -0.04 < 0 is outside the closed form "
+                       "(alpha >= 0): predicted at beta = 0, no pinning"}
+    write_bridge_csv(rows, ext / BRIDGE_NAME)
+    got = {r[3]: r for r in TN.table_rows(TN.read_lines(RunData.open(run, measures={"a": ext}))[0])}
+    assert got["attenuation_raw"][6] == "agree" + TN.OUTSIDE_DOMAIN_FLAG
+    assert got["relative_visibility [f1]"][6] == "agree"  # no note, no flag
 
 
 def test_report_shows_the_table_for_an_external_measurement(tmp_path):
