@@ -44,3 +44,16 @@ def test_both_tiers_run_and_either_failure_is_the_exit_status(tmp_path, unit_pas
     assert "1 deselected" in model_part and "1 deselected" in unit_part
     assert f"tiers: model exit {0 if model_passes else 1}, unit exit {0 if unit_passes else 1}" \
         in out
+
+
+def test_a_tier_that_collects_nothing_does_not_fail_the_run(tmp_path):
+    (tmp_path / "pytest.ini").write_text(INI)
+    (tmp_path / "test_suite.py").write_text("def test_a_unit_test():\n    assert True\n")
+    done = subprocess.run([sys.executable, str(SCRIPT), "-q"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120)
+    assert "tiers: model exit 5, unit exit 0" in done.stdout, done.stdout + done.stderr
+    assert done.returncode == 0
+    (tmp_path / "test_suite.py").unlink()  # nothing at all: 5, as pytest says it
+    done = subprocess.run([sys.executable, str(SCRIPT), "-q"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 5, done.stdout

@@ -11,9 +11,9 @@ at its one checkpoint. The stage is in the reproduce graph when the environment 
 - otherwise runs :func:`~tangentlab.empirical.protocol.measure_trajectory` with
   :data:`PRETRAINED_MEASURE` (sized for CPU: SmolLM2 takes about 15 s for a 32 x 128 forward
   pass; 100 x 8 x 128 tokens of the King James Bible corpus, whose 1,189 chapters are its
-  documents: half of them are eval text, so that the 400 fit windows fall in some 300 distinct
-  documents and the frequent tokens reach the 64 one-per-document occurrences the local fits
-  need (the 106-article Wikipedia corpus gave at most 30); the other half is counted as the
+  documents: half of them are eval text, so that the 800 windows fall in several hundred
+  documents (468 in the run of 2026-12-05) and the frequent tokens reach the 64
+  one-per-document occurrences the local fits need (the 106-article Wikipedia corpus gave at most 30); the other half is counted as the
   frequency table; position 0, whose activation norm is ~150x the others, is left out of fitting
   and distance statistics. About 7 minutes on 2 cores).
 
