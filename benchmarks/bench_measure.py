@@ -10,7 +10,12 @@ Prints, in one process:
 2. the causal check (ablation + steering, extra forward passes by design): cost per control;
 3. training tokens/s with the in-loop measurement every k steps against none (target <= 10%).
 
+``--set KEY=VALUE`` (repeatable) measures under other ``MeasureConfig`` settings, for example
+``--set control_pool=50 --set n_boot=200`` to see how much of the statistics' share is the
+statistical design (the control pools, the bootstrap replicates) rather than overhead.
+
 Usage: python benchmarks/bench_measure.py [--batches 4] [--repeats 3] [--skip-causal] [--skip-train]
+       [--set KEY=VALUE ...]
 """
 
 from __future__ import annotations
@@ -34,6 +39,8 @@ def main() -> None:
     ap.add_argument("--skip-causal", action="store_true", help="stop after the measure (part 1)")
     ap.add_argument("--repeats", type=int, default=3,
                     help="timed runs of the plain pass and of the passes alone (median)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a MeasureConfig override of the measure in part 1 (repeatable)")
     args = ap.parse_args()
     os.environ.setdefault("TANGENTLAB_QUIET", "1")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -100,10 +107,13 @@ def main() -> None:
     # count, 1 for the small preset, which would compare one thread against all cores)
     threads = torch.get_num_threads()
     common = {"n_batches": args.batches, "batch_size": B, "seq_len": T, "threads": threads}
+    from tangentlab.config import parse_overrides
+
+    extra = parse_overrides(args.set)  # --set overrides of the measure (part 1 only)
     runs_t = []
     for k in range(args.repeats):  # the median of each component over --repeats measures
         m1 = measure_trajectory(ck, root / f"m1_{k}", device="cpu", overrides={
-            **common, "causal": False, "eval_text": str(run / "eval.jsonl")})
+            **common, "causal": False, "eval_text": str(run / "eval.jsonl"), **extra})
         man1 = json.loads((m1 / "manifest.json").read_text())
         runs_t.append(man1["timings_s"])
     t1 = {key: statistics.median(t.get(key, 0.0) for t in runs_t) for key in runs_t[0]}
@@ -126,7 +136,8 @@ def main() -> None:
     print(f"  whole measure call incl. load {t1.get('load', 0):.2f}, data {t1.get('data', 0):.2f}, "
           f"figures {t1.get('figures', 0):.2f}, theory-against-measurement bridge "
           f"{t1.get('bridge', 0):.2f} s (at three phases of a trajectory, not per checkpoint)")
-    print(f"  statistics precision: {man1['statistics_dtype']['dtype']}")
+    print(f"  statistics precision: {man1['statistics_dtype']['dtype']}"
+          + (f"; settings changed by --set: {extra}" if extra else ""))
 
     # the cost model's prediction for this model, these batches and this CPU (rates timed now)
     from tangentlab.measure.cost_model import ModelShape, StatsShape, calibrate, predict

@@ -203,23 +203,70 @@ def _rank(a: np.ndarray) -> np.ndarray:
     return rankdata(a, axis=-1)
 
 
-def _resampled_ranks(a: np.ndarray, idx: np.ndarray) -> np.ndarray:
-    """``rankdata(a[idx], axis=-1)`` (average ranks of ties), without sorting each replicate.
-
-    ``a``: (n,); ``idx``: (B, m) indices into ``a`` (one resample per row). The ranks of a
-    resample follow from how many times it draws each distinct value: a value drawn c times,
-    after c_< draws of smaller values, has the average rank c_< + (c + 1) / 2. Counting is
-    O(B·(m + G)) for G distinct values instead of a sort per row; the ranks are the same
-    numbers (integers and halves, exact in float64).
-    """
-    _, inv = np.unique(a, return_inverse=True)
-    G = int(inv.max()) + 1 if inv.size else 0
+def _draw_counts(idx: np.ndarray, n: int) -> np.ndarray:
+    """``(B, n)`` float64: how many times each row of ``idx`` (B, m) draws each of n items."""
     B = idx.shape[0]
-    g = inv.reshape(-1)[idx]  # (B, m) group of each draw
-    counts = np.bincount((g + G * np.arange(B)[:, None]).ravel(), minlength=B * G)
-    counts = counts.reshape(B, G).astype(np.float64)
-    avg = np.cumsum(counts, axis=1) - (counts - 1) / 2  # average rank of each group per row
-    return np.take_along_axis(avg, g, axis=1)
+    flat = (idx + n * np.arange(B)[:, None]).ravel()
+    return np.bincount(flat, minlength=B * n).reshape(B, n).astype(np.float64)
+
+
+def _group_counts(C: np.ndarray, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Draws of each distinct value of ``a`` per resample, and each item's value group.
+
+    ``C``: (B, n) draw counts (:func:`_draw_counts`); ``a``: (n,). Returns ``(Cg (B, G), g
+    (n,))``: ``Cg[b, j]`` = draws in resample b of the j-th smallest distinct value, ``g[t]`` =
+    the group of item t.
+    """
+    _, g = np.unique(a, return_inverse=True)
+    G = int(g.max()) + 1
+    order = np.argsort(g, kind="stable")
+    Cs = C[:, order]
+    if G == a.size:  # no ties: each item is its own group
+        return Cs, g
+    starts = np.flatnonzero(np.r_[True, np.diff(g[order]) != 0])
+    return np.add.reduceat(Cs, starts, axis=1), g
+
+
+def _replicate_correlations(x: np.ndarray, y: np.ndarray,
+                            idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Pearson and Spearman correlation of every resample ``x[idx[b]], y[idx[b]]``: ``(B,)`` each.
+
+    Computed from how many times each resample draws each pair, without gathering the (B, m)
+    resampled values:
+
+    - Pearson: the draw-weighted first and second moments of x and y, centred at their full-sample
+      means, by one ``(B, n) @ (n, 5)`` product (the replicate's own mean differs from the
+      full-sample one by O(std / sqrt(m)), so the centring loses nothing).
+    - Spearman: a value drawn c times after c_< draws of smaller values has the average rank
+      c_< + (c + 1) / 2 (ties, in the sample and from repeated draws, get average ranks, as
+      ``scipy.stats.rankdata``). The ranks, their deviations from (m + 1) / 2 and the sums of
+      their products are halves and quarters, exact in float64, so each Spearman replicate is
+      the same number the ranks of the gathered resample give.
+
+    A resample that draws one distinct value of x or of y has no correlation: NaN, as the
+    gathered route gives.
+    """
+    n = x.size
+    m = idx.shape[1]
+    C = _draw_counts(idx, n)
+    Cx, gx = _group_counts(C, x)
+    Cy, gy = _group_counts(C, y)
+    ok = ((Cx > 0).sum(1) > 1) & ((Cy > 0).sum(1) > 1)
+    x0, y0 = x - x.mean(), y - y.mean()
+    S = C @ np.stack([x0, y0, x0 * x0, y0 * y0, x0 * y0], axis=1) / m
+    sxx = S[:, 2] - S[:, 0] ** 2
+    syy = S[:, 3] - S[:, 1] ** 2
+    sxy = S[:, 4] - S[:, 0] * S[:, 1]
+    mid = (m + 1) / 2
+    dev_x = np.cumsum(Cx, axis=1) - (Cx - 1) / 2 - mid  # (B, Gx): each group's rank - mid
+    dev_y = np.cumsum(Cy, axis=1) - (Cy - 1) / 2 - mid
+    rxx = (Cx * dev_x * dev_x).sum(1)
+    ryy = (Cy * dev_y * dev_y).sum(1)
+    rxy = (C * np.take(dev_x, gx, axis=1) * np.take(dev_y, gy, axis=1)).sum(1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        pearson = np.where(ok & (sxx > 0) & (syy > 0), sxy / np.sqrt(sxx * syy), np.nan)
+        spearman = np.where(ok, rxy / np.sqrt(rxx * ryy), np.nan)
+    return pearson, spearman
 
 
 def _pearson_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -263,12 +310,10 @@ def correlation_with_ci(x: ArrayLike, y: ArrayLike, *, n_boot: int = 1000, confi
     idx = rng.integers(0, xa.size, size=(n_boot, xa.size))
     a = (1 - confidence) / 2
     out = {}
+    replicates = dict(zip(("pearson", "spearman"), _replicate_correlations(xa, ya, idx)))
     for name, (xv, yv) in (("pearson", (xa, ya)), ("spearman", (_rank(xa), _rank(ya)))):
         val = float(_pearson_rows(xv, yv))
-        if name == "pearson":
-            reps = _pearson_rows(xa[idx], ya[idx])
-        else:
-            reps = _pearson_rows(_resampled_ranks(xa, idx), _resampled_ranks(ya, idx))
+        reps = replicates[name]
         reps = reps[np.isfinite(reps)]
         if reps.size >= 2:
             lo, hi = np.quantile(reps, [a, 1 - a])

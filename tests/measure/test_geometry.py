@@ -81,16 +81,35 @@ def test_correlation_with_ci():
 
 
 @pytest.mark.parametrize("values", ["continuous", "tied"])
-def test_resampled_ranks_are_scipy_average_ranks(values):
-    """The counting route gives rankdata's average ranks of every resample, ties included."""
+def test_replicate_correlations_equal_those_of_the_gathered_resamples(values):
+    """The draw-count route gives each resample's Pearson and (average-rank) Spearman."""
     from scipy.stats import rankdata
 
-    from tangentlab.measure.geometry import _resampled_ranks
+    from tangentlab.measure.geometry import _pearson_rows, _replicate_correlations
 
     rng = np.random.default_rng(1)
-    a = rng.standard_normal(97) if values == "continuous" else rng.integers(0, 6, 97) * 1.0
-    idx = rng.integers(0, a.size, size=(50, a.size))
-    np.testing.assert_array_equal(_resampled_ranks(a, idx), rankdata(a[idx], axis=-1))
+    x = rng.standard_normal(97) if values == "continuous" else rng.integers(0, 6, 97) * 1.0
+    y = 1e3 + 0.4 * x + rng.standard_normal(97)  # far from 0: the centring must hold up
+    idx = rng.integers(0, x.size, size=(50, x.size))
+    pearson, spearman = _replicate_correlations(x, y, idx)
+    np.testing.assert_allclose(pearson, _pearson_rows(x[idx], y[idx]), rtol=1e-12)
+    # the ranks are halves, their products quarters: the same numbers, not just close
+    np.testing.assert_array_equal(
+        spearman, _pearson_rows(rankdata(x[idx], axis=-1), rankdata(y[idx], axis=-1)))
+
+
+def test_replicate_correlations_of_a_constant_resample_are_nan():
+    """A resample that draws one distinct x (or y) has no correlation, as the gathered route."""
+    from tangentlab.measure.geometry import _replicate_correlations
+
+    x = np.array([1.0, 1.0, 2.0, 3.0])
+    y = np.array([0.5, 0.7, 0.1, 0.2])
+    idx = np.array([[0, 1, 0, 1],   # x constant (two items with equal x), y not
+                    [2, 2, 2, 2],   # one item
+                    [0, 2, 3, 1]])  # a proper resample
+    pearson, spearman = _replicate_correlations(x, y, idx)
+    assert np.isnan(pearson[:2]).all() and np.isnan(spearman[:2]).all()
+    assert np.isfinite(pearson[2]) and np.isfinite(spearman[2])
 
 
 def test_spearman_interval_is_the_percentile_of_resampled_spearman():
