@@ -10,12 +10,18 @@ Prints, in one process:
 2. the causal check (ablation + steering, extra forward passes by design): cost per control;
 3. training tokens/s with the in-loop measurement every k steps against none (target <= 10%).
 
+``--split`` also prints where the statistics' time goes inside those same measures, measured (each
+part's library call wrapped in a timer), not modelled: the passes, the per-batch energies, the
+moments, the control pools, the proxy fits, the energy tests, the frequency correlations, and
+what is left. The bridge (theory against measurement, run after the checkpoints and outside the
+per-checkpoint timers) is switched off there, since its own passes would count in the split.
+
 ``--set KEY=VALUE`` (repeatable) measures under other ``MeasureConfig`` settings, for example
 ``--set control_pool=50 --set n_boot=200`` to see how much of the statistics' share is the
 statistical design (the control pools, the bootstrap replicates) rather than overhead.
 
 Usage: python benchmarks/bench_measure.py [--batches 4] [--repeats 3] [--skip-causal] [--skip-train]
-       [--set KEY=VALUE ...]
+       [--split] [--set KEY=VALUE ...]
 """
 
 from __future__ import annotations
@@ -28,6 +34,59 @@ import tempfile
 import time
 from pathlib import Path
 
+#: --split: (label, module, attribute[, class]) of each timed part; the label sums its calls
+SPLIT_PARTS = (
+    ("passes (capture_batch)", "tangentlab.empirical.capture", "capture_batch", None),
+    ("per-batch energies", "tangentlab.measure.batch_energy", "add", "EnergyStreamGroup"),
+    ("per-batch energies", "tangentlab.measure.batch_energy", "_setup", "EnergyStream"),
+    ("per-batch energies", "tangentlab.measure.batch_energy", "finish", "EnergyStream"),
+    ("moments", "tangentlab.measure.moments", "update", "MomentAccumulator"),
+    ("moments", "tangentlab.measure.moments", "update_indexed", "MomentAccumulator"),
+    ("forced-direction cosines", "tangentlab.measure.constrained", "forced_cosine_parts", None),
+    ("control pools", "tangentlab.empirical.protocol", "energy_test_subspaces", None),
+    ("proxy fits", "tangentlab.empirical.proxy_schedule", "proxies", "ProxySchedule"),
+    ("proxy fits", "tangentlab.empirical.proxy_schedule", "fit_fixed", "ProxySchedule"),
+    ("energy tests (bootstrap + oracle)", "tangentlab.empirical.protocol", "energy_rows", None),
+    ("frequency correlations", "tangentlab.empirical.protocol", "frequency_rows", None),
+    ("isotropy share", "tangentlab.empirical.protocol", "isotropy_share_rows", None),
+    ("representation metrics", "tangentlab.empirical.protocol", "representation_rows", None),
+)
+
+
+def _install_split_timers() -> dict:
+    """Wrap each :data:`SPLIT_PARTS` call in a timer; returns the {label: seconds} it fills."""
+    import functools
+    import importlib
+
+    spent: dict[str, float] = {}
+    for label, module, name, cls in SPLIT_PARTS:
+        owner = importlib.import_module(module)
+        owner = getattr(owner, cls) if cls else owner
+        inner = getattr(owner, name)
+
+        @functools.wraps(inner)
+        def timed(*a, _inner=inner, _label=label, **k):
+            t0 = time.perf_counter()
+            try:
+                return _inner(*a, **k)
+            finally:
+                spent[_label] = spent.get(_label, 0.0) + time.perf_counter() - t0
+
+        setattr(owner, name, timed)
+    return spent
+
+
+def _print_split(splits: list[dict], totals: list[float]) -> None:
+    """Each part's median seconds over the measures, and what the parts leave of the total."""
+    labels = list(dict.fromkeys(label for label, *_ in SPLIT_PARTS))
+    med = {k: statistics.median(s.get(k, 0.0) for s in splits) for k in labels}
+    rest = statistics.median(t - sum(s.values()) for s, t in zip(splits, totals))
+    print("  SPLIT, measured inside the measures (median seconds of each part; the passes run in "
+          "the measure, cold after each load):")
+    for k in labels:
+        print(f"    {k:36s} {med[k]:.3f}")
+    print(f"    {'the rest (indexing, copies, rows)':36s} {rest:.3f}")
+
 
 def main() -> None:
     ap = argparse.ArgumentParser()
@@ -39,6 +98,8 @@ def main() -> None:
     ap.add_argument("--skip-causal", action="store_true", help="stop after the measure (part 1)")
     ap.add_argument("--repeats", type=int, default=3,
                     help="timed runs of the plain pass and of the passes alone (median)")
+    ap.add_argument("--split", action="store_true",
+                    help="time the parts of the statistics inside the measures (part 1)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="a MeasureConfig override of the measure in part 1 (repeatable)")
     args = ap.parse_args()
@@ -110,12 +171,19 @@ def main() -> None:
     from tangentlab.config import parse_overrides
 
     extra = parse_overrides(args.set)  # --set overrides of the measure (part 1 only)
-    runs_t = []
+    if args.split:  # the bridge (after the checkpoints, outside the per-checkpoint timers)
+        extra.setdefault("bridge", "false")  # would add its own passes to the split's
+    runs_t, splits = [], []
+    spent = _install_split_timers() if args.split else None
     for k in range(args.repeats):  # the median of each component over --repeats measures
+        if spent is not None:
+            spent.clear()
         m1 = measure_trajectory(ck, root / f"m1_{k}", device="cpu", overrides={
             **common, "causal": False, "eval_text": str(run / "eval.jsonl"), **extra})
         man1 = json.loads((m1 / "manifest.json").read_text())
         runs_t.append(man1["timings_s"])
+        if spent is not None:
+            splits.append(dict(spent))
     t1 = {key: statistics.median(t.get(key, 0.0) for t in runs_t) for key in runs_t[0]}
     per_ckpt_runs = [t.get("capture", 0) + t.get("proxy_fit", 0) + t.get("metrics", 0)
                      for t in runs_t]
@@ -136,8 +204,10 @@ def main() -> None:
     print(f"  whole measure call incl. load {t1.get('load', 0):.2f}, data {t1.get('data', 0):.2f}, "
           f"figures {t1.get('figures', 0):.2f}, theory-against-measurement bridge "
           f"{t1.get('bridge', 0):.2f} s (at three phases of a trajectory, not per checkpoint)")
+    if splits:
+        _print_split(splits, per_ckpt_runs)
     print(f"  statistics precision: {man1['statistics_dtype']['dtype']}"
-          + (f"; settings changed by --set: {extra}" if extra else ""))
+          + (f"; measure settings changed: {extra}" if extra else ""))
 
     # the cost model's prediction for this model, these batches and this CPU (rates timed now)
     from tangentlab.measure.cost_model import ModelShape, StatsShape, calibrate, predict
@@ -155,9 +225,18 @@ def main() -> None:
                                    for t in b.token_ids.reshape(-1)}))
     cpu = calibrate("cpu")
     roof = predict(shape, stats, cpu)
+    # the frequency correlations run over the tokens with repeated geometry occurrences (the n
+    # of the measure's freq_distance_raw rows), not over every distinct fit token
+    import csv
+    from dataclasses import replace
+
     from tangentlab.measure.host_cost import host_seconds
 
-    host = host_seconds(stats, repeats=3, once=True)  # a one-checkpoint measure pays them all
+    with open(m1 / "results.csv", newline="") as fh:
+        corr_tokens = max((int(float(r["n"])) for r in csv.DictReader(fh)
+                           if r["metric"].startswith("freq_distance_raw") and r["n"]), default=3)
+    host = host_seconds(replace(stats, tokens=max(corr_tokens, 3)), repeats=3,
+                        once=True)  # a one-checkpoint measure pays them all
     pred = predict(shape, stats, cpu, host_s=host["total"], tokens=N, plain_s=plain / N)
     measured_ratio, measured_share = per_ckpt / plain, (per_ckpt - passes) / per_ckpt
     print(f"COST MODEL ({cpu.name}: fp32 {cpu.fp32 / 1e9:.1f}, fp64 {cpu.fp64 / 1e9:.1f} "
@@ -166,7 +245,8 @@ def main() -> None:
           f"{100 * roof['stats_share']:.0f}%; plain {roof['plain_s'] * N:.2f} s (measured "
           f"{plain:.2f}), passes {roof['passes_s'] * N:.2f} s (measured {passes:.2f}), per-token "
           f"statistics {roof['stats_s'] * N:.2f} s")
-    print("  per-checkpoint host work, timed on random inputs of this shape: "
+    print(f"  per-checkpoint host work, timed on random inputs of this shape ({corr_tokens} "
+          "correlated tokens, as in the measure's rows): "
           + ", ".join(f"{k} {v:.3f}" for k, v in host.items() if k != "total")
           + f"; total {host['total']:.2f} s (measured proxy fit + metrics "
           f"{t1.get('proxy_fit', 0) + t1.get('metrics', 0):.2f} s)")
