@@ -204,27 +204,31 @@ def _rank(a: np.ndarray) -> np.ndarray:
 
 
 def _draw_counts(idx: np.ndarray, n: int) -> np.ndarray:
-    """``(B, n)`` float64: how many times each row of ``idx`` (B, m) draws each of n items."""
+    """``(n, B)`` float64: how many times each row of ``idx`` (B, m) draws each of n items.
+
+    Items along the first axis, so that the per-item sums and cumulative sums below run over
+    contiguous rows of B replicates.
+    """
     B = idx.shape[0]
-    flat = (idx + n * np.arange(B)[:, None]).ravel()
-    return np.bincount(flat, minlength=B * n).reshape(B, n).astype(np.float64)
+    flat = (idx * B + np.arange(B)[:, None]).ravel()
+    return np.bincount(flat, minlength=n * B).reshape(n, B).astype(np.float64)
 
 
 def _group_counts(C: np.ndarray, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Draws of each distinct value of ``a`` per resample, and each item's value group.
 
-    ``C``: (B, n) draw counts (:func:`_draw_counts`); ``a``: (n,). Returns ``(Cg (B, G), g
-    (n,))``: ``Cg[b, j]`` = draws in resample b of the j-th smallest distinct value, ``g[t]`` =
+    ``C``: (n, B) draw counts (:func:`_draw_counts`); ``a``: (n,). Returns ``(Cg (G, B), g
+    (n,))``: ``Cg[j, b]`` = draws in resample b of the j-th smallest distinct value, ``g[t]`` =
     the group of item t.
     """
     _, g = np.unique(a, return_inverse=True)
     G = int(g.max()) + 1
     order = np.argsort(g, kind="stable")
-    Cs = C[:, order]
+    Cs = C[order]
     if G == a.size:  # no ties: each item is its own group
         return Cs, g
     starts = np.flatnonzero(np.r_[True, np.diff(g[order]) != 0])
-    return np.add.reduceat(Cs, starts, axis=1), g
+    return np.add.reduceat(Cs, starts, axis=0), g
 
 
 def _replicate_correlations(x: np.ndarray, y: np.ndarray,
@@ -235,13 +239,13 @@ def _replicate_correlations(x: np.ndarray, y: np.ndarray,
     resampled values:
 
     - Pearson: the draw-weighted first and second moments of x and y, centred at their full-sample
-      means, by one ``(B, n) @ (n, 5)`` product (the replicate's own mean differs from the
+      means, by one ``(5, n) @ (n, B)`` product (the replicate's own mean differs from the
       full-sample one by O(std / sqrt(m)), so the centring loses nothing).
     - Spearman: a value drawn c times after c_< draws of smaller values has the average rank
       c_< + (c + 1) / 2 (ties, in the sample and from repeated draws, get average ranks, as
-      ``scipy.stats.rankdata``). The ranks, their deviations from (m + 1) / 2 and the sums of
-      their products are halves and quarters, exact in float64, so each Spearman replicate is
-      the same number the ranks of the gathered resample give.
+      ``scipy.stats.rankdata``). Twice the ranks' deviations from (m + 1) / 2, and the sums of
+      their products, are integers, exact in float64, and the factors 2 cancel exactly, so
+      each Spearman replicate is the same number the ranks of the gathered resample give.
 
     A resample that draws one distinct value of x or of y has no correlation: NaN, as the
     gathered route gives.
@@ -251,18 +255,31 @@ def _replicate_correlations(x: np.ndarray, y: np.ndarray,
     C = _draw_counts(idx, n)
     Cx, gx = _group_counts(C, x)
     Cy, gy = _group_counts(C, y)
-    ok = ((Cx > 0).sum(1) > 1) & ((Cy > 0).sum(1) > 1)
+    ok = ((Cx > 0).sum(0) > 1) & ((Cy > 0).sum(0) > 1)
     x0, y0 = x - x.mean(), y - y.mean()
-    S = C @ np.stack([x0, y0, x0 * x0, y0 * y0, x0 * y0], axis=1) / m
-    sxx = S[:, 2] - S[:, 0] ** 2
-    syy = S[:, 3] - S[:, 1] ** 2
-    sxy = S[:, 4] - S[:, 0] * S[:, 1]
-    mid = (m + 1) / 2
-    dev_x = np.cumsum(Cx, axis=1) - (Cx - 1) / 2 - mid  # (B, Gx): each group's rank - mid
-    dev_y = np.cumsum(Cy, axis=1) - (Cy - 1) / 2 - mid
-    rxx = (Cx * dev_x * dev_x).sum(1)
-    ryy = (Cy * dev_y * dev_y).sum(1)
-    rxy = (C * np.take(dev_x, gx, axis=1) * np.take(dev_y, gy, axis=1)).sum(1)
+    S = np.stack([x0, y0, x0 * x0, y0 * y0, x0 * y0]) @ C / m  # (5, B)
+    sxx = S[2] - S[0] ** 2
+    syy = S[3] - S[1] ** 2
+    sxy = S[4] - S[0] * S[1]
+
+    def twice_rank_deviation(Cg):  # (G, B): 2 (average rank - (m + 1) / 2), integers
+        dev = np.cumsum(Cg, axis=0)
+        dev *= 2
+        dev -= Cg
+        dev -= m  # 2 c_< + c + 1 - (m + 1)
+        return dev
+
+    def weighted_square_sum(Cg, dev):
+        sq = dev * dev
+        sq *= Cg
+        return sq.sum(0)
+
+    dev_x, dev_y = twice_rank_deviation(Cx), twice_rank_deviation(Cy)
+    rxx, ryy = weighted_square_sum(Cx, dev_x), weighted_square_sum(Cy, dev_y)
+    prod = dev_x[gx]  # (n, B), each item's value in each replicate
+    prod *= dev_y[gy]
+    prod *= C
+    rxy = prod.sum(0)  # the factors 2 cancel in the ratio below, exactly (powers of 2)
     with np.errstate(invalid="ignore", divide="ignore"):
         pearson = np.where(ok & (sxx > 0) & (syy > 0), sxy / np.sqrt(sxx * syy), np.nan)
         spearman = np.where(ok, rxy / np.sqrt(rxx * ryy), np.nan)
