@@ -266,7 +266,7 @@ def _replicate_correlations(x: np.ndarray, y: np.ndarray,
         dev = np.cumsum(Cg, axis=0)
         dev *= 2
         dev -= Cg
-        dev -= m  # 2 c_< + c + 1 - (m + 1)
+        dev -= m  # 2 c_< + c - m = 2 (c_< + (c + 1) / 2 - (m + 1) / 2)
         return dev
 
     def weighted_square_sum(Cg, dev):
