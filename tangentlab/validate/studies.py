@@ -25,6 +25,11 @@ __all__ = [
 ]
 
 
+def _se(x: np.ndarray) -> float:
+    """Standard error of the mean of ``x`` (sd with ddof 1 / sqrt(size)); NaN below 2 values."""
+    return float(x.std(ddof=1) / np.sqrt(x.size)) if x.size > 1 else float("nan")
+
+
 def _record(obj) -> dict[str, Any]:
     out = {}
     for k, v in asdict(obj).items():
@@ -261,6 +266,7 @@ class FrequencyNullStudy:
 
     ``rho_fair`` ``(n_sims,)``: one occurrence per window, then equal-size k-subsamples (the
     corrected statistic); ``rho_first_k``: each token's first k rows in row order (the old rule).
+    ``se_*``: standard errors over simulations (sd with ddof 1 / sqrt(n_sims); NaN below 2).
     """
 
     n_sims: int
@@ -272,6 +278,7 @@ class FrequencyNullStudy:
     mean_rho_fair: float
     se_rho_fair: float
     mean_rho_first_k: float
+    se_abs_rho_fair: float = float("nan")
 
     def to_dict(self) -> dict[str, Any]:
         """The fields as a plain dict for JSON (arrays become lists)."""
@@ -313,8 +320,8 @@ def frequency_null_study(*, n_sims: int, n_types: int = 3000, n_windows: int = 5
     return FrequencyNullStudy(
         n_sims=n, k=k, mean_tokens=ntok / n, rho_fair=fair, rho_first_k=first,
         mean_abs_rho_fair=float(np.mean(np.abs(fair))), mean_rho_fair=float(fair.mean()),
-        se_rho_fair=float(fair.std(ddof=1) / np.sqrt(n)) if n > 1 else float("nan"),
-        mean_rho_first_k=float(first.mean()),
+        se_rho_fair=_se(fair),
+        mean_rho_first_k=float(first.mean()), se_abs_rho_fair=_se(np.abs(fair)),
     )
 
 
@@ -331,6 +338,8 @@ class CausalNullStudy:
     remove less variance, so "the tangent matters" is found whatever the geometry).
     ``n_sims`` counts the simulations that could be matched; ``n_unmatchable`` those where the
     complement of Q_T held less variance than Q_T (left out, and counted here).
+    ``se_relative_effect_matched``: the standard error of the matched mean relative effect over
+    the simulations with a finite effect (NaN below 2).
     """
 
     n_sims: int
@@ -341,6 +350,7 @@ class CausalNullStudy:
     mean_relative_effect_matched: float
     mean_relative_effect_plain: float
     relative_effects_matched: np.ndarray
+    se_relative_effect_matched: float = float("nan")
 
     def to_dict(self) -> dict[str, Any]:
         """The fields as a plain dict for JSON (arrays become lists)."""
@@ -427,4 +437,5 @@ def causal_null_study(*, n_sims: int, d: int = 32, m: int = 3, n_batches: int = 
                            rejection_rate_matched=rej_m / n, rejection_rate_plain=rej_p / n,
                            mean_relative_effect_matched=float(np.nanmean(eff_m)),
                            mean_relative_effect_plain=float(np.nanmean(eff_p)),
-                           relative_effects_matched=eff_m[np.isfinite(eff_m)])
+                           relative_effects_matched=eff_m[np.isfinite(eff_m)],
+                           se_relative_effect_matched=_se(eff_m[np.isfinite(eff_m)]))
