@@ -13,6 +13,8 @@ Errors and exit codes (all listed in :data:`EXIT_CODES`, shown by ``tangentlab -
 - any other exception is an internal error: one line naming what failed and the path of a crash
   log (:mod:`tangentlab.crash`), exit 3; ``--debug`` or ``TANGENTLAB_DEBUG=1`` prints the
   traceback instead;
+- an ``OSError`` that a bad path causes (too long, a folder where a file belongs, no permission,
+  a read-only file system) is bad input too: one line naming the path and the fix, exit 2;
 - Ctrl-C exits 130 and SIGTERM 143, after the command's clean-up (temporary files removed, run
   lock released); a closed output pipe exits 141;
 - commands return their own exit code otherwise (for example ``theory verify`` returns 1 when a
@@ -179,7 +181,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with _sigterm_raises():
             return int(func(args) or 0)
     except TangentlabError as exc:
-        message = " ".join(str(exc).split())
+        message = " ".join(_shorten(word) for word in str(exc).split())
         sys.stderr.write(f"tangentlab: error: {message}\n")
         return int(getattr(exc, "exit_code", 2))
     except KeyboardInterrupt:
@@ -197,8 +199,47 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (OSError, ValueError, AttributeError):  # stdout is not a real file (tests)
             pass
         return 141
+    except OSError as exc:
+        line = _path_error_line(exc)
+        if line is None:
+            return _internal_error(exc, args, argv, debug)
+        sys.stderr.write(f"tangentlab: error: {line}\n")
+        return 2
     except Exception as exc:
         return _internal_error(exc, args, argv, debug)
+
+
+#: errno -> what to do, for the file-system errors that bad input causes (a path too long, a
+#: folder where a file belongs, no permission, a read-only file system)
+_PATH_ERRNO_HINTS = {
+    "ENAMETOOLONG": "the path is longer than the file system allows; choose a shorter one",
+    "EISDIR": "it is a folder where a file was expected; pass a file path",
+    "ENOTDIR": "a part of the path is a file, not a folder; fix the path",
+    "EACCES": "no permission; choose a location you can read and write, or fix its permissions",
+    "EPERM": "the operation is not permitted there; choose another location",
+    "EROFS": "the file system is read-only; choose a writable location",
+}
+
+
+def _shorten(word: str, limit: int = 160) -> str:
+    """A very long word of an error message (a path of thousands of characters) cut to its ends."""
+    if len(word) <= limit:
+        return word
+    return f"{word[:60]}...{word[-60:]} ({len(word)} characters)"
+
+
+def _path_error_line(exc: OSError) -> str | None:
+    """One line for an ``OSError`` that a bad path causes, or None for any other OSError.
+
+    The line names the path (shortened when very long), the system's words and what to do.
+    """
+    import errno
+
+    name = errno.errorcode.get(exc.errno or -1)
+    if name not in _PATH_ERRNO_HINTS or exc.filename is None:
+        return None
+    where = _shorten(str(exc.filename))
+    return f"cannot use {where}: {exc.strerror or name}; {_PATH_ERRNO_HINTS[name]}"
 
 
 def iter_parsers(parser: argparse.ArgumentParser | None = None) -> Iterator[tuple[str, argparse.ArgumentParser]]:

@@ -424,7 +424,35 @@ def read_results(path: str | Path):
         p = p / RESULTS_NAME
     if not p.is_file():
         raise DataError(f"no results table at {str(p)!r}; run the experiment first")
-    return pd.read_csv(p, keep_default_na=True)
+    _check_not_cut(p)
+    try:
+        return pd.read_csv(p, keep_default_na=True)
+    except (pd.errors.ParserError, UnicodeDecodeError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise DataError(f"{p} is not a readable CSV table ({first}); restore it or re-run the "
+                        "stage that wrote it") from None
+
+
+def _check_not_cut(path: Path) -> None:
+    """Refuse an empty results file, and one whose last line was cut short.
+
+    Every results table this package writes ends with a newline. A file that does not, and whose
+    last line has fewer fields than its header, was cut mid-row (a copy or a disk that filled).
+    """
+    data = path.read_bytes()
+    if not data.strip():
+        raise DataError(f"{path} is empty ({len(data)} bytes); a results table has a header line "
+                        "and one row per measured number: restore it or re-run the stage that "
+                        "wrote it")
+    if data.endswith(b"\n"):
+        return
+    lines = data.decode("utf-8", errors="replace").splitlines()
+    if len(lines) >= 2:
+        head, last = (next(csv.reader([x])) for x in (lines[0], lines[-1]))
+        if len(last) < len(head):
+            raise DataError(f"{path} ends in the middle of a row (its last line has {len(last)} "
+                            f"of {len(head)} fields and no newline): the file was cut short; "
+                            "restore it or re-run the stage that wrote it")
 
 
 def package_versions(names: Iterable[str] = _DEFAULT_PACKAGES) -> dict[str, str | None]:

@@ -352,3 +352,21 @@ def test_reproduce_refuses_a_missing_external_measure_before_any_stage(tmp_path,
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "external_measures" in err[0] and str(missing) in err[0], err
     assert not out.exists()
+
+
+def test_a_path_the_file_system_refuses_is_bad_input_not_an_internal_error(tmp_path, capsys):
+    """Issue 32: a 4800-character path was an internal error (exit 3)."""
+    long = tmp_path / ("x" * 4800)
+    assert main(["report", str(long)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "internal error" not in err and "4800" not in err[:80]
+    assert len(err) < 600  # the path is shortened in the message (it had 4800+ characters)
+
+
+@pytest.mark.parametrize("extra", [["--setting", "full"], ["--nproc", "2"]])
+def test_validate_refuses_end_to_end_options_without_end_to_end(tmp_path, capsys, extra):
+    """Issue 32: `validate --setting` and `--nproc` without `--end-to-end` did nothing, silently."""
+    out = tmp_path / "v"
+    assert main(["validate", "--quick", "--out", str(out), *extra]) == 2
+    err = capsys.readouterr().err
+    assert extra[0] in err and "--end-to-end" in err and not out.exists()

@@ -13,6 +13,8 @@ def _report(args: argparse.Namespace) -> int:
     from tangentlab.runs import run_lock
 
     measures = parse_measure_args(args.measure or [])
+    if args.summary_figure:
+        _check_figure_path(args.summary_figure)  # before anything is rendered
     # the folder written holds its run lock meanwhile: a reproduce still writing that run (or
     # another report) makes this one exit 4 instead of racing it
     with run_lock(args.out or args.run_dir, command="report"):
@@ -32,6 +34,28 @@ def _report(args: argparse.Namespace) -> int:
             sys.stderr.write(f"tangentlab: a verdict rule raised: {err}\n")
         return 1
     return 0
+
+
+def _check_figure_path(path: str) -> None:
+    """Refuse a ``--summary-figure`` path that is a folder or lies under a file."""
+    from pathlib import Path
+
+    from tangentlab.errors import OutputPathError
+
+    p = Path(path)
+    try:
+        is_dir = p.is_dir()
+        blocked = next((q for q in p.parents if q.exists() and not q.is_dir()), None)
+    except OSError as exc:
+        raise OutputPathError(f"--summary-figure {path[:120]!r} cannot be used "
+                              f"({exc.strerror or exc}); pass a PNG file path such as "
+                              "figures/summary.png") from None
+    if is_dir:
+        raise OutputPathError(f"--summary-figure {path!r} is a folder; pass a PNG file path "
+                              f"inside it, e.g. {str(p / 'summary.png')!r}")
+    if blocked is not None:
+        raise OutputPathError(f"--summary-figure {path!r} lies under {str(blocked)!r}, which is a "
+                              "file, not a folder; pass a PNG file path in a folder")
 
 
 def register(sub: argparse._SubParsersAction) -> None:

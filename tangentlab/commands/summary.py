@@ -11,25 +11,27 @@ def _summary(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from tangentlab.report.summary import (
-        SUMMARY_NAME,
         format_summary,
         headline_table,
+        summary_output_path,
         write_summary,
     )
 
-    table = headline_table(args.run)
+    run = Path(args.run)
+    # every argument is checked before anything is written: the table, the verdicts (and so
+    # --validation), then the output path
+    table = headline_table(run)
     if table.empty:
         from tangentlab.errors import DataError
 
         raise DataError(f"{args.run!r} stores no enrichment or energy rows to summarise (a "
                         "measurement without gradients, e.g. an encoder without its LM head?)")
-    out = Path(args.out) if args.out else Path(args.run) / SUMMARY_NAME
-    if out.is_dir():
-        out = out / SUMMARY_NAME
-    print(format_summary(table))
+    verdicts = _verdict_lines(run, args.validation)
+    out = summary_output_path(run, args.out)
     path = write_summary(table, out)
+    print(format_summary(table))
     print(f"{len(table)} rows written to {path}")
-    for line in _verdict_lines(Path(args.run), args.validation):
+    for line in verdicts:
         print(line)
     return 0
 
@@ -81,5 +83,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_validation_arg(p, run="RUN")
     p.add_argument("--out", metavar="PATH",
                    help="write the CSV here (a file, or a folder to hold summary.csv) instead of "
-                        "RUN/summary.csv")
+                        "RUN/summary.csv; refused, with nothing written, when PATH is inside a "
+                        "run directory (other than RUN/summary.csv) or is an existing file that "
+                        "is not a summary")
     p.set_defaults(func=_summary)

@@ -49,6 +49,14 @@ def _run(args: argparse.Namespace) -> int:
 
     if getattr(args, "end_to_end", False):
         return _run_end_to_end(args)
+    from tangentlab.errors import ConfigError
+
+    unused = [flag for flag, given in (("--setting", args.setting is not None),
+                                       ("--nproc", args.nproc != 1)) if given]
+    if unused:
+        verb = "applies" if len(unused) == 1 else "apply"
+        raise ConfigError(f"{' and '.join(unused)} {verb} only to the end-to-end battery; add "
+                          "--end-to-end, or drop them to run the validation battery")
     cfg = BatteryConfig.quick(args.seed) if args.quick else BatteryConfig.full(args.seed)
     cfg.validate()
     out = args.out if args.out is not None else Path("runs") / "validate"

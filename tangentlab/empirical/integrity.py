@@ -32,7 +32,12 @@ count, 0 when clean):
 ``on_duplicate`` decides what happens: ``warn`` (default) records the warnings and measures every
 checkpoint; ``error`` raises :class:`~tangentlab.errors.CheckpointError` naming every finding;
 ``skip`` drops the later checkpoints of each duplicate group (the lowest step is kept) and every
-out-of-order checkpoint, and records which (step-label findings are only recorded).
+out-of-order checkpoint, and records which (step-label findings are only recorded). A checkpoint
+is never judged out of order against a later checkpoint that repeats the reference it is measured
+from (the first, or the last): that copy is a duplicate and reported as one, so with steps 0, 3
+and 5 where 5 repeats 0, ``skip`` drops step 5 alone and keeps step 3. :func:`console_lines`
+gives the lines the CLI prints: one per finding under ``warn``, and what was dropped under
+``skip``.
 """
 
 from __future__ import annotations
@@ -51,7 +56,7 @@ if TYPE_CHECKING:  # annotations only
     import numpy as np
 
 __all__ = ["ON_DUPLICATE", "OUT_OF_ORDER_MARGIN", "SKETCH_PER_TENSOR", "WeightsDigest",
-           "IntegrityReport", "hash_checkpoint", "check_trajectory", "integrity_rows"]
+           "IntegrityReport", "hash_checkpoint", "check_trajectory", "integrity_rows", "console_lines"]
 
 #: The choices of ``--on-duplicate``.
 ON_DUPLICATE = ("warn", "error", "skip")
@@ -200,9 +205,12 @@ def _findings(cks, digests) -> list[dict]:
         b = np.linalg.norm(S - S[-1], axis=1)
         f = 1 - OUT_OF_ORDER_MARGIN
         n = len(ok)
+        h = [digests[i].sha256 for i in ok]
         for pos in range(1, n - 1):
-            far = [j for j in range(pos + 1, n - 1) if f * b[j] > b[pos]]
-            near = [j for j in range(pos + 1, n) if a[j] < f * a[pos]]
+            # A later copy of the reference checkpoint (the first for "near", the last for "far")
+            # is a duplicate, reported as such; it says nothing about the order of pos.
+            far = [j for j in range(pos + 1, n - 1) if f * b[j] > b[pos] and h[j] != h[-1]]
+            near = [j for j in range(pos + 1, n) if a[j] < f * a[pos] and h[j] != h[0]]
             if not (far or near):
                 continue
             ck = cks[ok[pos]]
@@ -278,6 +286,25 @@ def check_trajectory(checkpoints: Sequence, *, on_duplicate: str = "warn",
     return IntegrityReport(on_duplicate=on_duplicate, checkpoints=recs, warnings=warnings,
                            skipped=sorted(set(skipped), key=[c.name for c in cks].index),
                            kept=kept)
+
+
+def console_lines(report: IntegrityReport) -> list[str]:
+    """The lines to print on the console for ``report``: one per finding, then what was dropped.
+
+    Under ``warn`` each finding is one line saying that every checkpoint is still measured; under
+    ``skip`` each finding is one line and a last line names the checkpoints dropped. A clean
+    trajectory gives no line.
+    """
+    if report.on_duplicate == "skip":
+        tail = "; dropped" if report.skipped else "; nothing dropped"
+        lines = [f"integrity: {w['message']}{tail if w['kind'] != 'step_label' else '; recorded only'}"
+                 for w in report.warnings]
+        if report.skipped:
+            lines.append(f"integrity: --on-duplicate skip dropped {', '.join(report.skipped)}; "
+                         f"measuring {', '.join(f'{c.name}@{c.step}' for c in report.kept)}")
+        return lines
+    return [f"integrity warning: {w['message']}; every checkpoint is measured "
+            "(--on-duplicate skip drops the later copy, error stops)" for w in report.warnings]
 
 
 def integrity_rows(report: IntegrityReport, base) -> list[dict]:

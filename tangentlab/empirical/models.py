@@ -29,7 +29,7 @@ Weights load through safetensors (or ``torch.load(weights_only=True)`` inside tr
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -77,6 +77,8 @@ class LoadedModel:
         repo_id: the Hub model id it was resolved from (None for a local path).
         revision: the Hub revision (None for a local path).
         commit: the commit hash of the Hub snapshot (None for a local path).
+        gguf_file: the GGUF file inside ``path`` it was loaded from (None otherwise).
+        tokenizer: the tokenizer saved beside the weights, loaded on first use (property).
     """
 
     model: torch.nn.Module
@@ -90,6 +92,32 @@ class LoadedModel:
     repo_id: str | None = None
     revision: str | None = None
     commit: str | None = None
+    gguf_file: str | None = None
+    _tokenizer: Any = field(default=None, repr=False, compare=False)
+
+    @property
+    def tokenizer(self):
+        """The tokenizer stored with the checkpoint (``AutoTokenizer``, local files only).
+
+        Loaded on first access and kept. Raises :class:`~tangentlab.errors.CheckpointError`
+        when the checkpoint folder holds no tokenizer (then load one with
+        :func:`tangentlab.empirical.tokenizer.load_tokenizer` from where it is).
+        """
+        if self._tokenizer is None:
+            if self.gguf_file is None:
+                from tangentlab.empirical.tokenizer import load_tokenizer
+
+                self._tokenizer = load_tokenizer(self.path)
+            else:
+                from transformers import AutoTokenizer
+
+                try:
+                    self._tokenizer = AutoTokenizer.from_pretrained(
+                        self.path, gguf_file=self.gguf_file, local_files_only=True)
+                except (OSError, ValueError, KeyError) as exc:
+                    raise CheckpointError(f"cannot load the tokenizer of {self.gguf_file!r} in "
+                                          f"{self.path!r}: {_first_line(exc)}") from None
+        return self._tokenizer
 
 
 def resolve_device(device: str) -> str:
@@ -394,7 +422,7 @@ def load_model(path: str | Path, *, device: str = "cpu", gguf_file: str | None =
                        stored_dtype=_dtype_name(stored) if stored is not None else "",
                        repo_id=hub_ck.repo_id if hub_ck else None,
                        revision=hub_ck.revision if hub_ck else None,
-                       commit=hub_ck.commit if hub_ck else None)
+                       commit=hub_ck.commit if hub_ck else None, gguf_file=gguf_file)
 
 
 def _first_line(exc: BaseException) -> str:

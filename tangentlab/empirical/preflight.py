@@ -212,6 +212,11 @@ def _check_spec(spec: str) -> None:
             if getattr(est, name) not in allowed:
                 raise ConfigError(f"proxy {spec!r}: {name} must be {', '.join(allowed)}; got "
                                   f"{getattr(est, name)!r}")
+    elif spec.partition(":")[0].lower() in ("saelens", "hub") or spec.endswith(
+            (".npy", ".safetensors")):
+        raise UnknownNameError(
+            f"unknown proxy {spec!r}: a dictionary or basis is given after 'basis:', as "
+            f"basis:{spec} (with a site: SITE=basis:{spec})")
     elif spec.lower() not in PROXY_NAMES:
         raise UnknownNameError(
             f"unknown proxy {spec!r}; choose one of {', '.join(PROXY_NAMES)}, basis:PATH, or "
@@ -351,8 +356,12 @@ def loaded_site_plan(pf, model, cfg) -> tuple[tuple[str, ...], int, dict]:
                                   d=d, rank=cfg.rank)
 
 
-def _check_eval_text(cfg, traj) -> None:
-    """The eval text, frequency table and text column the config names exist and fit."""
+def _check_eval_text(cfg, traj, *, fraction_given: bool = False) -> None:
+    """The eval text, frequency table and text column the config names exist and fit.
+
+    ``fraction_given``: eval_fraction was set by the caller (a flag, ``--set`` or a config file),
+    which needs an eval_text to split.
+    """
     from tangentlab.empirical.corpus import BUILTIN_CORPORA, DATASET_FORMATS
 
     src = cfg.eval_text
@@ -374,6 +383,11 @@ def _check_eval_text(cfg, traj) -> None:
     elif cfg.text_column != "text":
         raise ConfigError(f"text_column={cfg.text_column!r} names the column of eval_text; give "
                           "eval_text too")
+    elif fraction_given:
+        raise ConfigError(
+            f"eval_fraction={cfg.eval_fraction} (--eval-fraction) splits the documents of "
+            "eval_text, but no eval_text (--eval-text) is given: the training run's own held-out "
+            "documents are measured as they are. Give --eval-text too, or drop --eval-fraction")
     if cfg.frequency_table and not Path(cfg.frequency_table).expanduser().is_file():
         raise DataError(f"frequency table {cfg.frequency_table!r} does not exist; give a CSV of "
                         "token_id,count")
@@ -405,7 +419,11 @@ def preflight(trajectory, out_dir=None, *, seed: int | None = 0, overrides=None,
     cks = list(traj.checkpoints)
     if cfg.max_checkpoints and len(cks) > cfg.max_checkpoints:
         cks = [cks[i] for i in sorted(spread_indices(len(cks), cfg.max_checkpoints))]
-    _check_eval_text(cfg, traj)
+    from tangentlab.empirical.measure_config import MeasureConfig
+
+    given = "eval_fraction" in (overrides or {}) or \
+        cfg.eval_fraction != MeasureConfig.__dataclass_fields__["eval_fraction"].default
+    _check_eval_text(cfg, traj, fraction_given=given)
     for entry in cfg.proxy:  # the names, before any site is known
         _check_spec(str(entry).partition("=")[2].strip() if is_site_entry(entry) else str(entry))
     if any(ck.gguf_file for ck in cks):

@@ -67,7 +67,7 @@ from tangentlab.empirical.plan import layer_of as _layer_of
 from tangentlab.empirical.plan import load_checkpoint as _load
 from tangentlab.empirical.plan import prepare as _prepare
 from tangentlab.empirical.records import EvalBatch, RowBase, RowPlan, SiteStats
-from tangentlab.errors import TangentlabError
+from tangentlab.errors import ConfigError, TangentlabError
 from tangentlab.measure.precision import precision_scope, resolve_precision
 
 __all__ = ["MeasureConfig", "AGGREGATED_METRICS", "measure_trajectory", "resolve_measure_config",
@@ -266,8 +266,13 @@ def measure_trajectory(
     resume: bool = False,
     on_checkpoint=None,
     autocast: str | None = None,
+    dtype: str | None = None,
 ) -> Path:
     """Run the protocol over ``trajectory``; write ``results.csv``, ``manifest.json`` and figures.
+
+    ``dtype``: the forward-pass dtype (``float32`` | ``bfloat16`` | ``float16``), as
+    :func:`~tangentlab.empirical.models.load_model` takes it; the same as
+    ``overrides={"dtype": ...}`` (giving both with different values is a ConfigError).
 
     ``out_dir`` is built atomically (a failure leaves no partial output). Each finished
     checkpoint is also saved to a partial folder beside it (:mod:`tangentlab.empirical.partial`);
@@ -285,6 +290,12 @@ def measure_trajectory(
     """
     from tangentlab.empirical.preflight import preflight
 
+    if dtype is not None:  # a name, or a torch.dtype such as torch.bfloat16
+        name = dtype if isinstance(dtype, str) else str(dtype).removeprefix("torch.")
+        given = (overrides or {}).get("dtype")
+        if given is not None and str(given) != name:
+            raise ConfigError(f"dtype={name!r} and overrides dtype={given!r} disagree; give one")
+        overrides = {**(overrides or {}), "dtype": name}
     pf = preflight(trajectory, out_dir, seed=seed, overrides=overrides, config_path=config_path,
                    gguf=gguf)  # before torch is imported: seconds, no weights
     import torch
@@ -303,9 +314,18 @@ def measure_trajectory(
     dist = dict(parallel.world_record(world, dev), autocast=autocast or None, t_start=t_start)
     parallel.autocast(dev, autocast)  # a bad choice fails before any work
     resolve_dtype(cfg.dtype, dev)  # a dtype the device cannot run fails before loading
-    from tangentlab.empirical.integrity import check_trajectory  # hashes, duplicates, order
+    from tangentlab.empirical.integrity import check_trajectory, console_lines  # hashes, order
+    from tangentlab.measure.batch_test import VALIDATED_MIN_BATCHES
+    from tangentlab.progress import log
 
     dist["integrity"] = check_trajectory(cks, on_duplicate=cfg.on_duplicate)
+    for line in console_lines(dist["integrity"]):
+        log(line)
+    n_test = cfg.n_batches - cfg.n_batches // 2
+    if n_test < VALIDATED_MIN_BATCHES:
+        log(f"warning: the intervals resample {n_test} test batches (n_batches={cfg.n_batches}); "
+            f"their coverage is validated at >= {VALIDATED_MIN_BATCHES} (n_batches >= "
+            f"{2 * VALIDATED_MIN_BATCHES}): read them as rough, the summary flags them")
     cks = dist["integrity"].kept
     timer = Timer()
     torch.manual_seed(cfg.seed)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tangentlab.errors import CheckpointError, DataError
 
-__all__ = ["SPECIAL_TOKENS", "train_tokenizer", "load_tokenizer", "check_tokenizer_fits",
+__all__ = ["SPECIAL_TOKENS", "TOKENIZER_FILES", "train_tokenizer", "load_tokenizer", "check_tokenizer_fits",
            "encode_stream"]
 
 SPECIAL_TOKENS = ("<pad>", "<unk>", "<eos>", "<mask>")
@@ -50,6 +50,11 @@ def train_tokenizer(texts: Sequence[str], vocab_size: int = 4096, *, min_frequen
     )
 
 
+#: Files of which a folder must hold at least one to hold a tokenizer.
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "vocab.txt",
+                   "tokenizer.model", "spiece.model", "merges.txt")
+
+
 def load_tokenizer(path: str | Path):
     """Load the tokenizer saved in a model or run directory (``AutoTokenizer``, local files only)."""
     from transformers import AutoTokenizer
@@ -57,6 +62,11 @@ def load_tokenizer(path: str | Path):
     p = Path(path)
     if not p.is_dir():
         raise CheckpointError(f"no tokenizer: {str(p)!r} is not a directory")
+    if not any((p / name).is_file() for name in TOKENIZER_FILES):
+        # transformers 5 would build an empty tokenizer (one id, no vocabulary) from config.json
+        raise CheckpointError(f"no tokenizer in {str(p)!r}: it holds none of "
+                              f"{', '.join(TOKENIZER_FILES)}; save one there "
+                              "(tokenizer.save_pretrained) or load it from where it is")
     try:
         tok = AutoTokenizer.from_pretrained(str(p), local_files_only=True)
     except (OSError, ValueError, KeyError) as exc:

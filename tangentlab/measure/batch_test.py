@@ -19,7 +19,12 @@ from tangentlab.measure._validate import (
 from tangentlab.measure.batch_energy import BatchEnergies
 from tangentlab.measure.energy import _ControlTestFields
 
-__all__ = ["BatchControlTestResult", "batch_control_test"]
+__all__ = ["BatchControlTestResult", "batch_control_test", "VALIDATED_MIN_BATCHES"]
+
+#: The fewest test batches at which the validation battery checks the intervals' coverage
+#: (``BatteryConfig.coverage_batches``): an interval from fewer batches is outside what was
+#: validated, and the summary and report say so beside it.
+VALIDATED_MIN_BATCHES = 32
 
 
 _INTERVALS = ("bootstrap", "bca", "jackknife", "studentized")

@@ -319,11 +319,12 @@ class RunData:
         path = self.stage_dir(stage) / CHECKS_NAME
         if not path.is_file():
             return []
-        data = json.loads(path.read_text())
+        data = _read_json(path)
         if isinstance(data, dict) and isinstance(data.get("checks"), list):
             data = data["checks"]
-        if not isinstance(data, list):
-            raise DataError(f"{path} is not a list of checks")
+        if not isinstance(data, list) or not all(isinstance(c, dict) for c in data):
+            raise DataError(f"{path} is not a list of checks (each an object with name, passed, "
+                            "...); re-run the stage that wrote it")
         return [dict(c) for c in data]
 
     def theory(self) -> dict[str, Any]:
@@ -331,9 +332,24 @@ class RunData:
         path = self.stage_dir(THEORY) / VERIFY_NAME
         if not path.is_file():
             raise DataError(f"{path} is missing")
-        return json.loads(path.read_text())
+        data = _read_json(path)
+        if not isinstance(data, dict) or not isinstance(data.get("derivations"), list):
+            found = type(data).__name__ if not isinstance(data, dict) else "an object without a 'derivations' list"
+            raise DataError(f"{path} holds {found}; a theory record is an object whose "
+                            "'derivations' list holds each derivation's verify() report: re-run "
+                            "the theory stage (`tangentlab reproduce --resume` after deleting it)")
+        return data
 
     def figures(self, stage: str) -> list[Path]:
         """PNG figures the stage stored (sorted)."""
         d = self.stage_dir(stage)
         return sorted(d.glob("*.png")) if d.is_dir() else []
+
+
+def _read_json(path: Path) -> Any:
+    """The JSON document at ``path``; a damaged one is a :class:`DataError` naming the file."""
+    try:
+        return json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise DataError(f"{path} is not valid JSON ({exc}); restore it or re-run the stage "
+                        "that wrote it") from None

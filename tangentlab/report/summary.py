@@ -28,7 +28,11 @@ Columns, in order (:data:`SUMMARY_COLUMNS`; a number that was not stored is empt
   floor 1/(1+n) (a p at its floor cannot tell 1.1x from 19x);
 - ``enrichment_refit`` (with CI): the proxy refitted at each checkpoint;
 - ``enrichment_constrained`` (with CI): the test inside the space the gradients can reach;
-- ``n``: the number of gradient rows behind the enrichment.
+- ``n``: the number of gradient rows behind the enrichment;
+- ``notes``: numbers that cannot be right, or lie outside what was validated, said in words
+  (``;``-separated, empty when none): a non-finite estimate or bound, an interval that excludes
+  its own estimate, and an interval resampled from fewer test batches than the validation battery
+  checks coverage at (:data:`~tangentlab.measure.batch_test.VALIDATED_MIN_BATCHES`).
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ from tangentlab.contract import measure_stage
 from tangentlab.errors import DataError
 
 __all__ = ["SUMMARY_COLUMNS", "SUMMARY_NAME", "headline_table", "load_results", "write_summary",
-           "format_summary"]
+           "format_summary", "summary_output_path"]
 
 #: The file ``tangentlab summary`` writes.
 SUMMARY_NAME = "summary.csv"
@@ -54,7 +58,7 @@ SUMMARY_COLUMNS: tuple[str, ...] = (
     "baseline", "oracle", "position", "p_value", "n_controls", "p_floor",
     "enrichment_refit", "enrichment_refit_ci_low", "enrichment_refit_ci_high",
     "enrichment_constrained", "enrichment_constrained_ci_low", "enrichment_constrained_ci_high",
-    "n",
+    "n", "notes",
 )
 
 _WITH_CI = ("enrichment", "energy_tangent")
@@ -112,6 +116,9 @@ def _long(run: Path):
     for label, folder, manifest in _sources(run):
         path = folder / RESULTS_NAME
         df = check_results(read_results(path), path).copy()
+        if df.empty:
+            raise DataError(f"{path} holds a header and no rows: it was truncated, or the stage "
+                            "measured nothing; restore it or re-run the stage that wrote it")
         df.insert(0, "run", label)
         df.attrs["manifest"] = manifest
         frames.append((df, manifest))
@@ -161,6 +168,47 @@ def _estimate(idx, metric: str, site: str, step: float) -> tuple[float | None, f
     return _num(row["value"]), lo, hi
 
 
+def _test_batches(manifest: dict[str, Any]) -> int | None:
+    """How many test batches the measurement's intervals resampled (from its manifest's split)."""
+    split = manifest.get("split") if isinstance(manifest.get("split"), dict) else {}
+    tests = split.get("test_batches")
+    return len(tests) if isinstance(tests, list) else None
+
+
+def row_notes(value: Any, low: Any, high: Any, *, what: str = "enrichment",
+              test_batches: int | None = None) -> list[str]:
+    """What is wrong with an estimate and its interval, in words (empty when nothing is).
+
+    ``value``, ``low``, ``high``: the stored estimate and interval (None/NaN where absent);
+    ``test_batches``: the batches the interval resampled, when known.
+    """
+    from tangentlab.measure.batch_test import VALIDATED_MIN_BATCHES
+
+    out = []
+    v, lo, hi = (None if x is None else _raw(x) for x in (value, low, high))
+    if v is not None and not math.isfinite(v):
+        out.append(f"non-finite {what} ({v})")
+    bounds = [b for b in (lo, hi) if b is not None]
+    if any(not math.isfinite(b) for b in bounds):
+        out.append(f"non-finite {what} interval bound")
+    elif v is not None and math.isfinite(v) and lo is not None and hi is not None \
+            and not (lo - 1e-9 * abs(v) <= v <= hi + 1e-9 * abs(v)):
+        out.append(f"{what} interval [{lo:.4g}, {hi:.4g}] excludes its estimate {v:.4g}")
+    if bounds and test_batches is not None and test_batches < VALIDATED_MIN_BATCHES:
+        out.append(f"interval from {test_batches} test batches (coverage validated at >= "
+                   f"{VALIDATED_MIN_BATCHES})")
+    return out
+
+
+def _raw(x: Any) -> float | None:
+    """``x`` as a float, keeping infinities (None for text, None and NaN)."""
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(v) else v
+
+
 def _rows(df, manifest: dict[str, Any]) -> list[dict[str, Any]]:
     import pandas as pd
 
@@ -173,6 +221,7 @@ def _rows(df, manifest: dict[str, Any]) -> list[dict[str, Any]]:
     keys = sorted({(site, step) for (m, site, step) in fixed if m in (*_WITH_CI, *_VALUE_ONLY)},
                   key=lambda k: (k[0], k[1]))
     n_controls = _n_controls(manifest, df)
+    n_test = _test_batches(manifest)
     label = str(df["run"].iloc[0]) if len(df) else "."
     rows = []
     for site, step in keys:
@@ -190,6 +239,13 @@ def _rows(df, manifest: dict[str, Any]) -> list[dict[str, Any]]:
             row[name], row[f"{name}_ci_low"], row[f"{name}_ci_high"] = _estimate(idx, "enrichment", site, step)
         enr = fixed.get(("enrichment", site, step))
         row["n"] = _num(enr["n"]) if enr is not None else None
+        flags = [f for m in ("enrichment", "enrichment_refit", "enrichment_constrained")
+                 for f in row_notes(row[m], row[f"{m}_ci_low"], row[f"{m}_ci_high"], what=m,
+                                    test_batches=None)]
+        flags += [f for f in row_notes(row["enrichment"], row["enrichment_ci_low"],
+                                       row["enrichment_ci_high"], test_batches=n_test)
+                  if f.startswith("interval from")]
+        row["notes"] = "; ".join(flags)
         rows.append(row)
     return rows
 
@@ -206,7 +262,7 @@ def headline_table(run: str | Path):
     rows = [r for df, manifest in frames for r in _rows(df, manifest)]
     out = pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
     for c in SUMMARY_COLUMNS:
-        if c not in ("run", "model", "site", "checkpoint"):
+        if c not in ("run", "model", "site", "checkpoint", "notes"):
             out[c] = pd.to_numeric(out[c], errors="coerce")
     return out
 
@@ -235,18 +291,104 @@ def load_results(run: str | Path, *, long: bool = False):
     return pd.concat([df for df, _ in frames], ignore_index=True)
 
 
+def _enclosing_run(folder: Path) -> Path | None:
+    """The nearest folder at or above ``folder`` that holds a ``manifest.json`` (a run)."""
+    from tangentlab.runs import MANIFEST_NAME
+
+    for p in (folder, *folder.parents):
+        try:
+            if (p / MANIFEST_NAME).is_file():
+                return p
+        except OSError:  # unreadable or too long: not a run we can see
+            return None
+    return None
+
+
+def _short(path: Path, limit: int = 160) -> str:
+    text = str(path)
+    return text if len(text) <= limit else f"{text[:60]}...{text[-60:]} ({len(text)} characters)"
+
+
+def summary_output_path(run: str | Path, out: str | Path | None) -> Path:
+    """Where ``tangentlab summary RUN [--out OUT]`` may write, checked before anything is written.
+
+    The default is ``RUN/summary.csv``; ``OUT`` is a file path, or an existing folder to hold
+    ``summary.csv``. Refused (:class:`~tangentlab.errors.OutputPathError`, nothing written):
+
+    - a path inside a run directory (a folder at or above it holds ``manifest.json``) other than
+      the summarised run's own ``summary.csv``: a summary never replaces a run's results,
+      manifest or anything else it holds;
+    - an existing file other than RUN/summary.csv that is not a summary this command wrote (its
+      first line does not start with the header of :data:`SUMMARY_COLUMNS`);
+    - a path whose parent is a file, or that the file system cannot hold (too long).
+    """
+    import errno
+
+    from tangentlab.errors import OutputPathError
+
+    run = Path(run)
+    path = run / SUMMARY_NAME if out is None else Path(out)
+    try:
+        if path.is_dir():
+            path = path / SUMMARY_NAME
+        resolved = path.resolve()
+        exists, is_file = path.exists(), path.is_file()
+    except OSError as exc:
+        why = ("is longer than the file system allows" if exc.errno == errno.ENAMETOOLONG
+               else f"cannot be used ({exc.strerror or exc})")
+        raise OutputPathError(f"--out {_short(path)} {why}; pass a shorter path to a CSV file, "
+                              "e.g. --out summary.csv") from None
+    if exists and not is_file:
+        raise OutputPathError(f"--out {_short(path)} exists and is not a file; pass a CSV file path "
+                              "or a folder to hold summary.csv")
+    holder = _enclosing_run(resolved.parent)
+    own = run.resolve() / SUMMARY_NAME
+    if holder is not None and resolved != own:
+        raise OutputPathError(
+            f"--out {_short(path)} lies inside the run directory {_short(holder)}; summary writes "
+            f"into a run only its own {SUMMARY_NAME} ({_short(own)}): pass --out outside any run, "
+            "e.g. --out summary.csv")
+    if exists and resolved != own:  # a run's own summary.csv is always this command's file
+        header = ",".join(SUMMARY_COLUMNS[:6])
+        try:
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                first = fh.readline().rstrip("\r\n")
+        except OSError as exc:
+            raise OutputPathError(f"--out {_short(path)} exists and cannot be read "
+                                  f"({exc.strerror or exc}); choose another path") from None
+        if not first.startswith(header):
+            raise OutputPathError(
+                f"--out {_short(path)} exists and is not a summary written by `tangentlab "
+                "summary` (its first line is not the summary header); it is left as it is: "
+                "choose another path, or remove the file yourself")
+    return path
+
+
 def write_summary(table, path: str | Path) -> Path:
-    """Write the headline ``table`` as CSV to ``path`` atomically (a temporary name, then rename)."""
+    """Write the headline ``table`` as CSV to ``path`` atomically (a temporary name, then rename).
+
+    Raises:
+        OutputPathError: the folder cannot be written (read-only, no permission, no space); no
+            file is left behind.
+    """
+    from tangentlab.errors import OutputPathError
     from tangentlab.runs import atomic_write_text
 
-    return atomic_write_text(Path(path), table.to_csv(index=False, float_format="%.6g"))
+    try:
+        return atomic_write_text(Path(path), table.to_csv(index=False, float_format="%.6g"))
+    except OSError as exc:
+        raise OutputPathError(f"cannot write the summary to {_short(Path(path))}: "
+                              f"{exc.strerror or exc}; pass --out PATH in a writable folder"
+                              ) from None
 
 
 def format_summary(table) -> str:
-    """The headline table as aligned text.
+    """The headline table as aligned text, then one numbered note per distinct flag.
 
     Columns: run, model, site, step, enrichment [CI], step 0, E_T, baseline, oracle, p (floor),
-    and the refit and constrained enrichment where stored (a column nothing fills is left out).
+    the refit and constrained enrichment where stored (a column nothing fills is left out), and
+    ``notes``: the numbers of the notes (the ``notes`` column) that row carries, each note's
+    text printed once below the table.
     """
     def f(x: Any, digits: int = 4) -> str:
         v = _num(x)
@@ -259,8 +401,15 @@ def format_summary(table) -> str:
         lo, hi = f(r[f"{m}_ci_low"]), f(r[f"{m}_ci_high"])
         return f"{v} [{lo}, {hi}]" if lo and hi else v
 
+    notes: dict[str, int] = {}
+
+    def note_refs(r) -> str:
+        text = r.get("notes") if isinstance(r.get("notes"), str) else ""
+        refs = [notes.setdefault(flag, len(notes) + 1) for flag in text.split("; ") if flag]
+        return ",".join(f"[{i}]" for i in refs)
+
     head = ("run", "model", "site", "step", "enrichment [95% CI]", "step 0", "E_T", "r/d", "oracle",
-            "p (floor)", "refit", "constrained")
+            "p (floor)", "refit", "constrained", "notes")
     lines = [head]
     for r in table.to_dict("records"):
         p = f(r["p_value"], 3)
@@ -269,7 +418,9 @@ def format_summary(table) -> str:
         lines.append((str(r["run"]), str(r["model"]), str(r["site"]), f(r["step"], 10),
                       ci(r, "enrichment"), f(r["enrichment_step0"]), ci(r, "energy_tangent"),
                       f(r["baseline"]), f(r["oracle"]), p, ci(r, "enrichment_refit"),
-                      ci(r, "enrichment_constrained")))
+                      ci(r, "enrichment_constrained"), note_refs(r)))
     keep = [j for j in range(len(head)) if any(line[j] for line in lines[1:])] or list(range(4))
     widths = [max(len(line[j]) for line in lines) for j in keep]
-    return "\n".join("  ".join(line[j].ljust(w) for j, w in zip(keep, widths)).rstrip() for line in lines)
+    text = [("  ".join(line[j].ljust(w) for j, w in zip(keep, widths)).rstrip()) for line in lines]
+    text += [f"[{i}] {flag}" for flag, i in notes.items()]
+    return "\n".join(text)

@@ -11,7 +11,11 @@ everything was written there are the old outputs replaced:
 2. ``report.md`` then ``report.html`` are each replaced by one ``os.replace``;
 3. the staging folder, holding the old figures, is removed.
 
-A staging folder older than an hour, left by a killed render, is removed by the next render.
+Each staging folder holds an owner file (``.owner``: the pid and host of the render writing it).
+The next render removes every staging folder whose owner is a process of this host that no longer
+runs (a render killed with ``kill -9`` leaves one), and any staging folder older than an hour
+(one from another host, or without an owner file); a folder of a render still running is left
+alone, and nothing but ``.report.partial-*`` folders is touched.
 Any error before step 1 leaves the old report and figures as they were; a target that cannot be
 written is an :class:`~tangentlab.errors.OutputPathError` raised before anything is touched.
 """
@@ -28,7 +32,7 @@ from pathlib import Path
 
 from tangentlab.errors import OutputPathError
 
-__all__ = ["REPORT_FILES", "FIGURES_DIR", "STALE_AFTER_S", "staged_report"]
+__all__ = ["REPORT_FILES", "FIGURES_DIR", "STALE_AFTER_S", "OWNER_FILE", "staged_report"]
 
 #: The page files a report writes at the top of its target directory.
 REPORT_FILES: tuple[str, ...] = ("report.md", "report.html")
@@ -40,15 +44,39 @@ FIGURES_DIR = "figures"
 STALE_AFTER_S = 3600.0
 
 
-def _remove_stale(target: Path) -> None:
-    """Remove staging folders a killed render left (older than :data:`STALE_AFTER_S`).
+#: The file in a staging folder naming the render that writes it: ``PID HOST``.
+OWNER_FILE = ".owner"
 
-    A younger one may belong to a render still running, so it is left alone.
+
+def _owner_gone(folder: Path) -> bool:
+    """Whether the render that made ``folder`` was a process of this host that no longer runs."""
+    import socket
+
+    try:
+        pid_text, host = (folder / OWNER_FILE).read_text().split(maxsplit=1)
+        pid = int(pid_text)
+    except (OSError, ValueError):
+        return False
+    if host.strip() != socket.gethostname() or pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # it exists, owned by someone else
+        return False
+    return False
+
+
+def _remove_stale(target: Path) -> None:
+    """Remove staging folders a killed render left (see the module docstring).
+
+    A folder whose owner still runs, or a young one of unknown owner, is left alone.
     """
     now = time.time()
     for p in target.glob(".report.partial-*"):
         try:
-            if p.is_dir() and now - p.stat().st_mtime > STALE_AFTER_S:
+            if p.is_dir() and (_owner_gone(p) or now - p.stat().st_mtime > STALE_AFTER_S):
                 shutil.rmtree(p, ignore_errors=True)
         except OSError:
             continue
@@ -66,6 +94,9 @@ def _staging(target: Path) -> Path:
     mask = os.umask(0)
     os.umask(mask)
     os.chmod(tmp, 0o777 & ~mask)  # mkdtemp gives 0700; the figures are ordinary output
+    import socket
+
+    (tmp / OWNER_FILE).write_text(f"{os.getpid()} {socket.gethostname()}\n")
     return tmp
 
 

@@ -8,7 +8,12 @@ import json
 import pytest
 
 from tangentlab.empirical.checkpoints import Checkpoint
-from tangentlab.empirical.integrity import check_trajectory, hash_checkpoint, integrity_rows
+from tangentlab.empirical.integrity import (
+    check_trajectory,
+    console_lines,
+    hash_checkpoint,
+    integrity_rows,
+)
 from tangentlab.empirical.records import RowBase
 from tangentlab.empirical.trajectory import resolve_trajectory
 from tangentlab.errors import CheckpointError, ConfigError
@@ -114,6 +119,24 @@ def test_final_weights_served_early_and_bad_step_labels(tmp_path):
     assert [w["kind"] for w in got] == ["step_label"] and "step_2=5" in got[0]["message"]
 
 
+def test_skip_drops_exactly_the_later_copy_of_a_repeated_weight_set(tmp_path):
+    """Steps 0, 3 and 5 where 5 repeats 0's weights: skip drops step 5 alone (issue 32: step 3,
+    a good checkpoint, was dropped as out of order against the copy of step 0)."""
+    for name, t in (("step_0", 0.0), ("step_3", 0.5), ("step_5", 0.0)):
+        _interpolated(t)(tmp_path / name)
+    cks = [Checkpoint(path=tmp_path / f"step_{i}", name=f"step_{i}", step=i) for i in (0, 3, 5)]
+    warn = check_trajectory(cks)
+    assert [(w["kind"], w["checkpoints"]) for w in warn.warnings] == [
+        ("duplicate", ["step_0", "step_5"])]
+    lines = console_lines(warn)  # warn prints one line per finding and keeps everything
+    assert len(lines) == 1 and "step_0, step_5" in lines[0] and "every checkpoint" in lines[0]
+    skip = check_trajectory(cks, on_duplicate="skip")
+    assert [c.name for c in skip.kept] == ["step_0", "step_3"] and skip.skipped == ["step_5"]
+    said = console_lines(skip)
+    assert any("dropped step_5" in s and "step_3@3" in s for s in said)
+    assert console_lines(check_trajectory(cks[:2])) == []  # a clean trajectory prints nothing
+
+
 @pytest.mark.slow
 def test_measure_records_integrity_and_the_cli_flag_decides(suite, tmp_path, capsys):
     import pandas as pd
@@ -130,6 +153,7 @@ def test_measure_records_integrity_and_the_cli_flag_decides(suite, tmp_path, cap
 
     out = tmp_path / "skip"  # one measure run: the findings recorded, the flagged ones skipped
     assert main(argv(out, "--on-duplicate", "skip")) == 0
+    assert "--on-duplicate skip dropped step1, step2" in capsys.readouterr().err  # said, not silent
     man = json.loads((out / "manifest.json").read_text())
     assert [w["kind"] for w in man["integrity"]["warnings"]] == ["duplicate", "out_of_order"]
     assert man["integrity"]["skipped"] == ["step1", "step2"]

@@ -96,3 +96,36 @@ def test_load_like_refuses_another_model_and_a_checkpoint_missing_a_weight(tmp_p
     with pytest.raises(CheckpointError, match="lacks 1 weight.*transformer.ln_f.weight") as err:
         load_like(first, tmp_path / "a")
     assert "\n" not in str(err.value)
+
+
+def test_the_loaded_model_carries_its_tokenizer(tmp_path):
+    """Issue 32: `LoadedModel` had no tokenizer; it loads the one saved beside the weights."""
+    from tangentlab.empirical.tokenizer import train_tokenizer
+
+    docs = ["the river runs to the sea and the valley holds the light"] * 20
+    tok = train_tokenizer(docs, vocab_size=300)
+    build_model("decoder", vocab_size=300, d_model=16, n_layers=1, n_heads=2, seq_len=8,
+                seed=1).save_pretrained(tmp_path / "m")
+    tok.save_pretrained(tmp_path / "m")
+    lm = load_model(tmp_path / "m")
+    assert lm.tokenizer("the river")["input_ids"] == tok("the river")["input_ids"]
+    assert lm.tokenizer is lm.tokenizer  # loaded once
+    build_model("decoder", vocab_size=300, d_model=16, n_layers=1, n_heads=2, seq_len=8,
+                seed=1).save_pretrained(tmp_path / "bare")
+    with pytest.raises(CheckpointError, match="tokenizer"):
+        _ = load_model(tmp_path / "bare").tokenizer
+
+
+def test_measure_trajectory_takes_dtype_like_load_model(tmp_path):
+    """Issue 32: `measure_trajectory(dtype=)` raised TypeError; it is the config's dtype."""
+    from tangentlab.empirical.protocol import measure_trajectory
+    from tangentlab.errors import ConfigError
+
+    build_model("decoder", vocab_size=300, d_model=16, n_layers=1, n_heads=2, seq_len=8,
+                seed=1).save_pretrained(tmp_path / "m")
+    with pytest.raises(ConfigError, match="disagree"):
+        measure_trajectory(tmp_path / "m", tmp_path / "out", dtype="bfloat16",
+                           overrides={"dtype": "float16"})
+    with pytest.raises(ConfigError, match="dtype"):  # reaches the config's own check
+        measure_trajectory(tmp_path / "m", tmp_path / "out", dtype=torch.float64)
+    assert not (tmp_path / "out").exists()

@@ -118,6 +118,8 @@ def test_bad_dtype(tmp_path, capsys, spy):
     ("basis:{missing}", "does not exist"),
     ("blocks.9.resid_post=pca", "blocks.9.resid_post"),
     ("blocks.0.attn_out=pca", "not measured"),
+    ("blocks.0.resid_post=saelens:rel/sae", "as basis:saelens:rel/sae"),  # issue 32: the spelling
+    ("hub:org/name/folder", "SITE=basis:hub:org/name/folder"),
 ])
 def test_bad_proxy_spec(tmp_path, capsys, spy, proxy, match):
     traj = _trajectory(tmp_path / "t", {0: NEOX, 4: NEOX})
@@ -284,6 +286,8 @@ def test_rank_and_eval_inputs_are_checked_up_front(tmp_path):
         preflight(traj, overrides={"eval_text": str(tmp_path / "plain.txt"), "eval_fraction": 1})
     with pytest.raises(Exception, match="frequency table"):
         preflight(traj, overrides={"frequency_table": str(tmp_path / "none.csv")})
+    with pytest.raises(ConfigError, match="no eval_text"):  # issue 32: it would do nothing
+        preflight(traj, overrides={"eval_fraction": 0.1})
     np.save(tmp_path / "wide.npy", np.ones((48, 4)))
     with pytest.raises(ShapeError, match="d=32"):
         preflight(traj, overrides={"sites": "embed", "proxy": f"basis:{tmp_path / 'wide.npy'}"})

@@ -163,3 +163,15 @@ def test_report_renders_in_headless_chromium_when_installed(failed_run, tmp_path
     assert res.returncode == 0, res.stderr[-2000:]
     px = decode_png(shot.read_bytes())
     assert px.shape[:2] == (4000, 1400) and float(px[..., :3].var()) > 0
+
+
+@pytest.mark.parametrize("content,match", [("[]", "holds list"), ("{not json", "not valid JSON"),
+                                           ('{"seed": 0}', "without a 'derivations' list")])
+def test_a_damaged_theory_record_is_named_not_an_internal_error(tmp_path, content, match):
+    """Issue 32: `theory/verify.json` holding `[]` made the report fail with exit 3."""
+    out = tmp_path / "run"
+    reproduce(QUICK, out, stages=fixture_stages()[:1])  # the theory stage alone
+    (out / "theory" / "verify.json").write_text(content)
+    by = {v.key: v for v in build_verdicts(RunData.open(out))}
+    assert by["theory"].error is not None and match in by["theory"].error
+    assert "verify.json" in by["theory"].error

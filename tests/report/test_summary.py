@@ -73,3 +73,79 @@ def test_bad_runs_are_typed_errors(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert main(["summary", str(tmp_path / "empty")]) == 2
     assert "holds no results.csv" in capsys.readouterr().err
+
+
+def test_out_never_replaces_a_run_file_or_a_users_file(measured, tmp_path, capsys):
+    """Issue 32: `summary --out` replaced results.csv, manifest.json and a user's own file."""
+    before = {p.name: p.read_bytes() for p in measured.iterdir()}
+    mine = tmp_path / "notes.txt"
+    mine.write_text("my own notes\n")
+    for target in (measured / "results.csv", measured / "manifest.json", mine,
+                   measured / "new.csv"):
+        assert main(["summary", str(measured), "--out", str(target)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and str(target.name) in err
+    assert {p.name: p.read_bytes() for p in measured.iterdir()} == before  # nothing written
+    assert mine.read_text() == "my own notes\n"
+    # a summary it wrote may be replaced, and so may the run's own summary.csv
+    assert main(["summary", str(measured), "--out", str(tmp_path / "s.csv")]) == 0
+    assert main(["summary", str(measured), "--out", str(tmp_path / "s.csv")]) == 0
+    assert main(["summary", str(measured), "--out", str(measured / "summary.csv")]) == 0
+
+
+def test_a_refused_validation_leaves_no_summary_behind(tmp_path, measured, capsys):
+    run = write_run(tmp_path / "run", {"decoder": measure_rows("decoder")})
+    assert main(["summary", str(run), "--validation", str(tmp_path / "nope")]) == 2
+    assert "nope" in capsys.readouterr().err
+    assert not (run / "summary.csv").exists()
+    assert main(["summary", str(measured), "--validation", str(tmp_path / "nope")]) == 2
+    assert not (measured / "summary.csv").exists()
+
+
+def test_unwritable_folders_and_impossible_paths_are_typed_errors(measured, tmp_path, capsys,
+                                                                   monkeypatch):
+    from tangentlab import atomic
+
+    def read_only(path, data):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(atomic, "atomic_write_bytes", read_only)
+    assert main(["summary", str(measured)]) == 2  # a read-only run: exit 2, not an internal error
+    assert "Permission denied" in capsys.readouterr().err
+    monkeypatch.undo()
+    long = tmp_path / ("a" * 4800)
+    assert main(["summary", str(measured), "--out", str(long)]) == 2
+    assert "longer than the file system allows" in capsys.readouterr().err
+    assert main(["summary", str(tmp_path / ("b" * 4800))]) == 2  # as RUN too
+    assert "internal error" not in capsys.readouterr().err
+
+
+def test_numbers_that_cannot_be_right_are_flagged(tmp_path, capsys):
+    rows = trajectory_rows("m", {0: 1.0, 10: 2.0, 100: 3.0}, site="blocks.0.resid_post")
+    for r in rows:
+        if r["metric"] == "enrichment" and r["step"] == 100 and r["bucket"] == "all":
+            r.update(value=float("inf"))
+        if r["metric"] == "enrichment" and r["step"] == 10 and r["bucket"] == "all":
+            r.update(ci_low=2.5, ci_high=2.9)  # excludes its estimate 2.0
+    run = write_measure_dir(tmp_path / "m", rows, extra={"split": {"test_batches": list(range(4))}})
+    t = headline_table(run).set_index("step")
+    assert "non-finite enrichment" in t.loc[100, "notes"]
+    assert "excludes its estimate 2" in t.loc[10, "notes"]
+    assert all("interval from 4 test batches (coverage validated at >= 32)" in f for f in t.notes)
+    assert main(["summary", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "[1] " in out and "non-finite enrichment (inf)" in out and "excludes its estimate" in out
+    assert pd.read_csv(run / "summary.csv")["notes"].str.contains("non-finite").sum() == 1
+
+
+def test_damaged_results_tables_are_typed_errors(measured, capsys):
+    text = (measured / "results.csv").read_text()
+    (measured / "results.csv").write_text(text.splitlines()[0] + "\n")  # the header alone
+    with pytest.raises(DataError, match="header and no rows"):
+        tangentlab.load_results(measured)
+    (measured / "results.csv").write_text(text[: len(text) // 2].rsplit(",", 1)[0])  # cut mid-row
+    with pytest.raises(DataError, match="cut short"):
+        tangentlab.load_results(measured, long=True)
+    (measured / "results.csv").write_text("")
+    assert main(["summary", str(measured)]) == 2
+    assert "is empty (0 bytes)" in capsys.readouterr().err

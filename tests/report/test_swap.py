@@ -128,6 +128,29 @@ def test_a_staging_folder_left_by_a_killed_render_is_removed_later(tmp_path):
     assert (tmp_path / "report.html").read_text() == "<html></html>"
 
 
+def test_a_staging_folder_of_a_render_killed_minutes_ago_is_removed_by_the_next(tmp_path):
+    """Issue 32: a kill -9 during `report` left a .report.partial-* folder that the next
+    successful report kept (it was younger than an hour); a live render's folder stays."""
+    import socket
+    import subprocess
+    import sys
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    killed = tmp_path / ".report.partial-killed"
+    live = tmp_path / ".report.partial-live"
+    other = tmp_path / ".keep-me"
+    for d, pid in ((killed, dead), (live, str(os.getppid()))):
+        (d / "figures").mkdir(parents=True)
+        (d / ".owner").write_text(f"{pid} {socket.gethostname()}\n")
+    other.mkdir()
+    with staged_report(tmp_path) as staging:
+        assert (staging / ".owner").read_text().split()[0] == str(os.getpid())
+        (staging / "report.html").write_text("<html></html>")
+    assert not killed.exists() and live.exists() and other.exists()
+    assert not list(tmp_path.glob(".report.partial-*"))[1:]  # only the live one is left
+
+
 def test_report_waits_for_no_one_a_locked_run_exits_4(rendered, tmp_path, capsys):
     from tests.test_runs import _hold_in_subprocess
 
