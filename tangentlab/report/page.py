@@ -6,6 +6,7 @@ The HTML page (:mod:`tangentlab.report.html_page`) and its Markdown twin
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections import Counter
 
@@ -17,7 +18,7 @@ from tangentlab.report.load import RunData
 from tangentlab.report.verdicts import SECTION_TITLES, Verdict
 
 __all__ = ["SECTIONS", "QUICK_TEXT", "banner", "limitations", "summary_facts", "reproduce_command",
-           "theory_rows", "stage_rows", "counts_text", "compact", "overall", "unit_rows", "check_rows",
+           "theory_rows", "stage_rows", "counts_text", "raw_counts_text", "p_text", "with_p_floor", "compact", "overall", "unit_rows", "check_rows",
            "external_overall", "external_key", "EXTERNAL_HEADING"]
 
 #: Section ids (HTML ``id`` attributes, and ``##`` headings in the Markdown twin), in order.
@@ -251,14 +252,36 @@ def _words(statuses) -> list[str]:
     return [*R.STATUS_WORDS, *extra]
 
 
+def raw_counts_text(rows: list[Verdict]) -> str:
+    """What the inconclusive ``rows`` would read before gating.
+
+    ``3 raw supported, 2 raw not supported, 1 undecided``: a gated row counts by its raw verdict
+    (the rules' word before the end-to-end gate, :mod:`tangentlab.report.gating`); an
+    inconclusive row that was not gated is undecided. Empty when no row was gated.
+    """
+    inc = [v for v in rows if v.status == R.INCONCLUSIVE]
+    if not any(v.gated for v in inc):
+        return ""
+    raw = Counter(v.raw_status for v in inc if v.gated)
+    words = [R.SUPPORTED, R.NOT_SUPPORTED] + [w for w in raw if w not in (R.SUPPORTED, R.NOT_SUPPORTED)]
+    parts = [f"{raw.get(w, 0)} raw {w}" for w in words]
+    return ", ".join(parts + [f"{sum(not v.gated for v in inc)} undecided"])
+
+
 def counts_text(verdicts: list[Verdict], section: str) -> str:
-    """How many independent rows of ``section`` got each status word."""
+    """How many independent rows of ``section`` got each status word.
+
+    Where gating turned rows inconclusive, their raw verdicts follow the inconclusive count
+    (``6 inconclusive: 3 raw supported, 2 raw not supported, 1 undecided; 0 not run``).
+    """
     rows = [v for v in verdicts if v.section == section and not v.depends_on]
     dep = [v for v in verdicts if v.section == section and v.depends_on]
     c = Counter(v.status for v in rows)
-    words = _words(c)
-    txt = ", ".join(f"{c.get(w, 0)} {w}" for w in words if w in R.STATUS_WORDS or c.get(w)) \
-        + f" of {len(rows)}"
+    words = [w for w in _words(c) if w in R.STATUS_WORDS or c.get(w)]
+    raw = raw_counts_text(rows)
+    parts = [f"{c.get(w, 0)} {w}" + (f": {raw};" if raw and w == R.INCONCLUSIVE else ",")
+             for w in words]
+    txt = " ".join(parts).rstrip(",;") + f" of {len(rows)}"
     if dep:
         txt += f" (+{len(dep)} dependent row{'s' if len(dep) > 1 else ''} not counted)"
     return txt
@@ -321,13 +344,74 @@ EXTERNAL_HEADING = ("External measurements, shown apart: they do not change the 
                     "(tangentlab report --pool judges by ours and theirs together)")
 
 
+def _num(x: float) -> str:
+    """A p-value or its floor: 3 significant digits, scientific below 1e-3 (as the rules write)."""
+    return f"{x:.2e}" if x != 0 and abs(x) < 1e-3 else f"{x:.3g}"
+
+
+def p_text(p: float | str | None, n_controls: int | None) -> str:
+    """A control p-value with its floor ``1/(1 + n_controls)`` (:func:`~tangentlab.report.rules.p_floor`).
+
+    ``p = 0.0476, the floor for 20 controls``; ``p = 0.0952, above the floor 0.0476 for 20
+    controls``. ``p`` as text keeps its digits. p-values of a control test take the values
+    ``k/(1+n)``, so "at the floor" allows for the rounding of a written value (1%).
+    """
+    floor = R.p_floor(n_controls)
+    ftxt = "" if floor is None else f"the floor {_num(floor)} for {n_controls} controls"
+    try:
+        val = float(p) if p is not None else float("nan")
+    except ValueError:
+        val = float("nan")
+    if val != val:  # NaN: nothing stored
+        return "p not stored" + (f" ({ftxt.replace('the floor ', 'floor ')})" if ftxt else "")
+    shown = p if isinstance(p, str) else _num(val)
+    if floor is None:
+        return f"p = {shown}, its floor unknown (the number of controls was not recorded)"
+    if val <= floor * 1.01:
+        return f"p = {shown}, the floor for {n_controls} controls"
+    return f"p = {shown}, above {ftxt}"
+
+
+#: How the rules (``p = 0.0476 (floor 0.0476)``) and the enrichment unit's note
+#: (``p 0.04762 (n_controls 20)``) write a control p-value; :func:`unit_rows` shows both with
+#: their floor (:func:`p_text`).
+_P_RULE = re.compile(r"\bp = (?P<p>[0-9.eE+-]+|n/a) \(floor (?:[0-9.eE+-]+|unknown)\)")
+_P_NOTE = re.compile(r"\bp (?P<p>[0-9.eE+-]+|n/a) \(n_controls (?P<n>\d+|\?)\)(?P<sep>, |; |$)")
+
+
+def with_p_floor(reason: str, note: str) -> tuple[str, str]:
+    """``reason`` and ``note`` with a control p-value written as :func:`p_text` writes it.
+
+    The number of controls is the note's ``n_controls``; where the reason already states the
+    p-value, the note's copy of it is dropped (it said the same with one digit more).
+    """
+    m = _P_NOTE.search(note)
+    if m is None:
+        return reason, note
+    n = int(m["n"]) if m["n"].isdigit() else None
+
+    def text(p: str) -> str:
+        return p_text(None if p == "n/a" else p, n)
+
+    reason, hits = _P_RULE.subn(lambda r: text(r["p"]), reason)
+    if hits:
+        note = (note[:m.start()] + note[m.end():]).strip()
+    else:
+        note = note[:m.start()] + text(m["p"]) + m["sep"] + note[m.end():]
+    return reason, note
+
+
 def unit_rows(v: Verdict, *, external: bool = False) -> list[tuple[str, str, str, str, str, str]]:
     """(model, site, status, estimate, checkpoints used, why and notes) of each unit.
 
-    ``external``: the row's external units instead of its own.
+    ``external``: the row's external units instead of its own. A control p-value shows its
+    floor (:func:`with_p_floor`).
     """
-    return [(u.model, u.site, u.status, u.estimate, u.at, u.reason + (f". {u.note}" if u.note else ""))
-            for u in (v.external_units if external else v.units)]
+    out = []
+    for u in v.external_units if external else v.units:
+        reason, note = with_p_floor(u.reason, u.note)
+        out.append((u.model, u.site, u.status, u.estimate, u.at, reason + (f". {note}" if note else "")))
+    return out
 
 
 def check_rows(v: Verdict) -> list[tuple[str, str, str, str, str]]:
