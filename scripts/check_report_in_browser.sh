@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # Render a tangentlab report.html in Debian's headless chromium and save a screenshot.
 #
-#   scripts/check_report_in_browser.sh [REPORT_HTML] [SCREENSHOT_PNG]
+#   [WIDTH=1400] [HEIGHT=4000] scripts/check_report_in_browser.sh [REPORT_HTML] [SCREENSHOT_PNG]
 #
-# Defaults: runs/latest/report.html and <report dir>/report-screenshot.png.
+# Defaults: runs/latest/report.html and <report dir>/report-screenshot.png; the window is
+# WIDTH x HEIGHT pixels (the screenshot's size).
 # Install the browser once with: apt-get update && apt-get install -y chromium
 # The report is self-contained (figures embedded, no scripts, no external resources), so it is
 # loaded from a file:// URL with networking disabled; any console error chromium prints about the
-# page is shown. Exit status: 0 when the screenshot was written and is not blank, 1 otherwise.
+# page is shown. Then a copy of the page with a small measuring script added is laid out at the
+# same width (--dump-dom): every block that runs past the page's width, and every table cell whose
+# text runs out of the cell, is listed.
+# Exit status: 0 when the screenshot was written and is not blank and the page fits its width,
+# 1 otherwise.
 set -euo pipefail
 
 report="${1:-runs/latest/report.html}"
@@ -18,6 +23,8 @@ fi
 report_abs="$(cd "$(dirname "$report")" && pwd)/$(basename "$report")"
 shot="${2:-$(dirname "$report_abs")/report-screenshot.png}"
 case "$shot" in /*) ;; *) shot="$(pwd)/$shot" ;; esac
+width="${WIDTH:-1400}"
+height="${HEIGHT:-4000}"
 
 browser=""
 for candidate in chromium chromium-browser google-chrome; do
@@ -30,12 +37,13 @@ fi
 
 profile="$(mktemp -d)"
 log="$(mktemp)"
-trap 'rm -rf "$profile" "$log"' EXIT
+probe="$(mktemp -d)"
+trap 'rm -rf "$profile" "$log" "$probe"' EXIT
 rm -f "$shot"
 timeout 120 "$browser" --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
     --disable-background-networking --disable-component-update --disable-sync \
     --user-data-dir="$profile" --enable-logging=stderr --v=0 \
-    --screenshot="$shot" --window-size=1400,4000 "file://$report_abs" >"$log" 2>&1 || {
+    --screenshot="$shot" --window-size="$width,$height" "file://$report_abs" >"$log" 2>&1 || {
     echo "check_report_in_browser: $browser exited with an error:" >&2
     cat "$log" >&2
     exit 1
@@ -69,4 +77,69 @@ rows = [raw[i * stride + 1:(i + 1) * stride] for i in range(0, h, max(1, h // 20
 distinct = {bytes(r[j:j + 3]) for r in rows for j in range(0, len(r), bpp * 7)}
 print(f"screenshot {sys.argv[1]}: {w}x{h}, {len(distinct)} distinct sampled colours")
 sys.exit(0 if len(distinct) > 4 else 1)
+PY
+
+# Layout: the same page plus a measuring script, laid out at the same width. The script lists
+# every element that ends right of the viewport and every table cell whose content is wider than
+# the cell (text running out of it), then writes the list into the page for --dump-dom.
+python3 - "$report_abs" "$probe/page.html" <<'PY'
+import sys
+page = open(sys.argv[1], encoding="utf-8").read()
+probe = r'''<script>
+(function () {
+  var vw = document.documentElement.clientWidth, out = [];
+  var heads = Array.prototype.slice.call(document.querySelectorAll("h1,h2,h3,h4"));
+  function where(el) {  // the element, under the last heading before it
+    var h = null;
+    heads.forEach(function (x) {
+      if (x.compareDocumentPosition(el) & Node.DOCUMENT_POSITION_FOLLOWING) h = x;
+    });
+    return el.tagName.toLowerCase() + (el.className ? "." + el.className : "") +
+      (h ? " under '" + h.textContent.trim().slice(0, 60) + "'" : "");
+  }
+  function past(el) {
+    var r = el.getBoundingClientRect();
+    return r.width > 0 && r.right > vw + 1 ? Math.round(r.right) : 0;
+  }
+  document.querySelectorAll("body *").forEach(function (el) {
+    if (el.tagName === "SCRIPT" || el.closest("pre")) return;
+    var right = past(el);  // listed once, at the outermost element that runs past the page
+    if (right && !(el.parentElement && past(el.parentElement))) out.push("past the page (" +
+      right + " > " + vw + " px): " + where(el));
+    if ((el.tagName === "TD" || el.tagName === "TH") && el.scrollWidth > el.clientWidth + 1)
+      out.push("out of its cell (" + el.scrollWidth + " > " + el.clientWidth + " px): " + where(el));
+  });
+  if (document.documentElement.scrollWidth > vw) out.unshift("page scrolls sideways (" +
+    document.documentElement.scrollWidth + " > " + vw + " px)");
+  var pre = document.createElement("pre");
+  pre.id = "layout-check";
+  pre.textContent = out.length ? "LAYOUT-OVERFLOW\n" + out.slice(0, 40).join("\n")
+    : "LAYOUT-FITS " + vw;
+  document.body.appendChild(pre);
+})();
+</script>'''
+open(sys.argv[2], "w", encoding="utf-8").write(page.replace("</body>", probe + "</body>", 1))
+PY
+timeout 120 "$browser" --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
+    --disable-background-networking --disable-component-update --disable-sync \
+    --user-data-dir="$profile" --window-size="$width,$height" --dump-dom \
+    "file://$probe/page.html" >"$probe/dom.html" 2>"$log" || {
+    echo "check_report_in_browser: $browser --dump-dom exited with an error:" >&2
+    cat "$log" >&2
+    exit 1
+}
+python3 - "$probe/dom.html" "$width" <<'PY'
+import html, re, sys
+dom = open(sys.argv[1], encoding="utf-8").read()
+m = re.search(r'<pre id="layout-check">(.*?)</pre>', dom, re.S)
+if not m:
+    print("check_report_in_browser: the layout probe did not run", file=sys.stderr)
+    sys.exit(1)
+text = html.unescape(m.group(1))
+if text.startswith("LAYOUT-FITS"):
+    print(f"layout: the page fits {sys.argv[2]} px (nothing runs past it or out of a table cell)")
+    sys.exit(0)
+print(f"check_report_in_browser: at {sys.argv[2]} px the page does not fit:", file=sys.stderr)
+print(text.split("\n", 1)[1], file=sys.stderr)
+sys.exit(1)
 PY

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import html
 import json
+import re
 
 from tangentlab.report import page as P  # the parts both pages share
 from tangentlab.report import rules as R
@@ -57,6 +58,18 @@ def _row_status_html(v: Verdict) -> str:
     return _status_html(v.status, status_text(v)) + raw
 
 
+#: Column widths of the "validated end to end" table (fixed layout: it never runs past the page).
+_END_TO_END_WIDTHS = ("13%", "17%", "7%", "13%", "11%", "8%", "31%")
+
+
+def _verdict_cell(text: str) -> str:
+    """The last cell: a yes/no badge, then the reason as ordinary text that wraps."""
+    m = re.match(r"(yes|no)\b:?\s*(.*)", text, re.S)
+    word, rest = (m[1], m[2]) if m else (text, "")
+    badge = f'<span class="status {"ok" if word == "yes" else "bad"}">{_e(word)}</span>'
+    return badge + (f" {_e(rest)}" if rest else "")
+
+
 def _end_to_end_html(data: RunData, verdicts: list[Verdict]) -> list[str]:
     """The "validated end to end" table: one row per prediction (:mod:`tangentlab.report.gating`)."""
     rows = end_to_end_rows(data, verdicts)
@@ -67,11 +80,11 @@ def _end_to_end_html(data: RunData, verdicts: list[Verdict]) -> list[str]:
            "end-to-end battery (planted truths through the real pipeline) validated its row at "
            "this run's setting; otherwise it reads inconclusive (not validated), its raw verdict "
            "kept in the reason.</p>",
-           "<table><tr>" + "".join(f"<th>{_e(h)}</th>" for h in END_TO_END_HEADER) + "</tr>"]
+           '<table class="e2e"><colgroup>' + "".join(f'<col style="width:{w}">' for w in _END_TO_END_WIDTHS)
+           + "</colgroup><tr>" + "".join(f"<th>{_e(h)}</th>" for h in END_TO_END_HEADER) + "</tr>"]
     for row in rows:
-        cls = "ok" if row[-1] == "yes" else "bad"
         out.append("<tr>" + "".join(f"<td>{_e(x)}</td>" for x in row[:-1])
-                   + f'<td><span class="status {cls}">{_e(row[-1])}</span></td></tr>')
+                   + f"<td>{_verdict_cell(row[-1])}</td></tr>")
     return out + ["</table>"]
 
 
@@ -109,6 +122,8 @@ td.num{white-space:nowrap}
 td .status{font-size:.85em}
 div.unit{white-space:nowrap}
 table.facts th{white-space:nowrap;width:12em}
+table.e2e{table-layout:fixed}
+table.e2e th,table.e2e td{overflow-wrap:anywhere;word-break:break-word}
 """
 
 
