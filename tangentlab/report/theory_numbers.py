@@ -150,29 +150,95 @@ def _order(line: Line) -> tuple:
             _QUANTITY_ORDER.get(line.quantity, 99), line.quantity, line.bucket)
 
 
+def _unmeasurable(ln: Line) -> bool:
+    """A line with nothing to show: not measurable, and no number on either side."""
+    return (ln.status == NOT_MEASURABLE and not math.isfinite(ln.predicted[0])
+            and not math.isfinite(ln.measured[0]))
+
+
+def _reasons(lines: list[Line]) -> list[str]:
+    """The distinct reasons the lines' notes give, in order (the phase's own note left out)."""
+    out: dict[str, None] = {}
+    for ln in lines:
+        parts = [p.strip() for p in ln.note.split(";")]
+        why = [p.split(":", 1)[1].strip() for p in parts if p.startswith(NOT_MEASURABLE + ":")]
+        for w in why or ["no reason recorded"]:
+            out.setdefault(w, None)
+    return list(out)
+
+
+#: How many distinct reasons a collapsed line names before it counts the rest.
+MAX_REASONS = 3
+
+
+def _collapsed(lines: list[Line]) -> list[tuple[str, str, str, str, str]]:
+    """One line per (model, phase) for the ``lines`` nobody could measure.
+
+    (model, sites, phase (its steps), "N cells: quantity, quantity [k buckets]", the reasons).
+    """
+    groups: dict[tuple[str, str], list[Line]] = {}
+    for ln in sorted(lines, key=lambda x: (x.source, _PHASE_ORDER.get(x.phase, 9), x.phase)):
+        groups.setdefault((ln.source, ln.phase), []).append(ln)
+    out = []
+    for (source, phase), lns in groups.items():
+        sites = list(dict.fromkeys(ln.site for ln in sorted(lns, key=lambda x: x.site)))
+        steps = list(dict.fromkeys(ln.step for ln in sorted(lns, key=lambda x: _num(x.step))))
+        buckets: dict[str, set[str]] = {}
+        for ln in sorted(lns, key=lambda x: (_QUANTITY_ORDER.get(x.quantity, 99), x.quantity)):
+            buckets.setdefault(ln.quantity, set()).add(ln.bucket)
+        names = [q if not (b - {"", "all"}) else f"{q} [{len(b)} bucket{'s' if len(b) > 1 else ''}]"
+                 for q, b in buckets.items()]
+        reasons = _reasons(lns)
+        why = "; ".join(reasons[:MAX_REASONS])
+        if len(reasons) > MAX_REASONS:
+            more = len(reasons) - MAX_REASONS
+            why += f"; and {more} other reason{'s' if more > 1 else ''}"
+        out.append((source,
+                    sites[0] if len(sites) == 1 else f"{len(sites)} sites: {', '.join(sites)}",
+                    f"{phase} (step{'s' if len(steps) > 1 else ''} {', '.join(steps)})",
+                    f"{len(lns)} cell{'s' if len(lns) > 1 else ''}: {', '.join(names)}",
+                    f"{NOT_MEASURABLE}: {why}"))
+    return out
+
+
 def table_rows(lines: list[Line]) -> list[tuple[str, str, str, str, str, str, str]]:
     """(model, site, phase, quantity, predicted [interval], measured [interval], agreement).
 
     The agreement carries :data:`OUTSIDE_DOMAIN_FLAG` where the prediction is the closed form's
-    boundary value (a negative measured β, predicted at β = 0).
+    boundary value (a negative measured β, predicted at β = 0). Lines with no number on either
+    side ("not measurable here") collapse into one line per (model, phase), after that model's
+    other lines: its sites, steps and cells, and the distinct reasons.
     """
+    comparison = [x for x in lines if x.role == "comparison"]
     out = []
-    for ln in sorted((x for x in lines if x.role == "comparison"), key=_order):
-        pred = _fmt(ln.predicted, ln.status) if math.isfinite(ln.predicted[0]) else NOT_MEASURABLE
-        meas = _fmt(ln.measured, ln.status) if math.isfinite(ln.measured[0]) else NOT_MEASURABLE
-        flag = OUTSIDE_DOMAIN_FLAG if OUTSIDE_DOMAIN in ln.note else ""
-        out.append((ln.source, ln.site, f"{ln.phase} (step {ln.step})", ln.name, pred, meas,
-                    ln.status + flag))
+    for source in sorted({ln.source for ln in comparison}):
+        mine = [x for x in comparison if x.source == source]
+        for ln in sorted((x for x in mine if not _unmeasurable(x)), key=_order):
+            pred = _fmt(ln.predicted, ln.status) if math.isfinite(ln.predicted[0]) else NOT_MEASURABLE
+            meas = _fmt(ln.measured, ln.status) if math.isfinite(ln.measured[0]) else NOT_MEASURABLE
+            flag = OUTSIDE_DOMAIN_FLAG if OUTSIDE_DOMAIN in ln.note else ""
+            out.append((ln.source, ln.site, f"{ln.phase} (step {ln.step})", ln.name, pred, meas,
+                        ln.status + flag))
+        out += [(m, site, phase, cells, NOT_MEASURABLE, NOT_MEASURABLE, why)
+                for m, site, phase, cells, why in _collapsed([x for x in mine if _unmeasurable(x)])]
     return out
 
 
 def context_rows(lines: list[Line]) -> list[tuple[str, str, str, str, str, str]]:
-    """(model, site, phase, quantity, value [interval], note) of the inputs and peer baselines."""
+    """(model, site, phase, quantity, value [interval], note) of the inputs and peer baselines.
+
+    Inputs nobody could measure collapse as in :func:`table_rows` (the reasons in the note).
+    """
+    context = [x for x in lines if x.role in ("input", "baseline")]
     out = []
-    for ln in sorted((x for x in lines if x.role in ("input", "baseline")), key=_order):
-        val = _fmt(ln.measured, ln.status) if math.isfinite(ln.measured[0]) else NOT_MEASURABLE
-        out.append((ln.source, ln.site, f"{ln.phase} (step {ln.step})",
-                    ln.name + (" (peer baseline)" if ln.role == "baseline" else ""), val, ln.note))
+    for source in sorted({ln.source for ln in context}):
+        mine = [x for x in context if x.source == source]
+        for ln in sorted((x for x in mine if not _unmeasurable(x)), key=_order):
+            val = _fmt(ln.measured, ln.status) if math.isfinite(ln.measured[0]) else NOT_MEASURABLE
+            out.append((ln.source, ln.site, f"{ln.phase} (step {ln.step})",
+                        ln.name + (" (peer baseline)" if ln.role == "baseline" else ""), val, ln.note))
+        out += [(m, site, phase, cells, NOT_MEASURABLE, why)
+                for m, site, phase, cells, why in _collapsed([x for x in mine if _unmeasurable(x)])]
     return out
 
 

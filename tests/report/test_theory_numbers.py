@@ -94,3 +94,68 @@ def test_no_bridge_anywhere_says_so(tmp_path):
     data = RunData.open(run)
     assert TN.read_lines(data)[0] == []
     assert any("No measurement wrote a bridge table" in x for x in TN.html_section(data, {}))
+
+
+def _unmeasurable(model: str) -> list[dict]:
+    """Two sites × three phases of cells nobody could measure, and one measured cell."""
+    rows = []
+    for site in ("blocks.0.resid_post", "blocks.1.resid_post"):
+        for phase, step in (("step0", 0), ("peak", 3 if site.startswith("blocks.0") else 60),
+                            ("last", 60)):
+            base = {"model": model, "arch": "decoder", "site": site, "phase": phase,
+                    "checkpoint": f"step_{step:06d}", "step": step, "role": "comparison",
+                    "status": "not measurable here", "predicted": NAN, "measured": NAN}
+            why = "not measurable here: no token has 64 occurrences in distinct documents"
+            rows += [{**base, "quantity": "attenuation_raw", "bucket": "all",
+                      "note": why + ("; phase: largest enrichment" if phase == "peak" else "")}]
+            rows += [{**base, "quantity": "relative_visibility", "bucket": f"f{b}",
+                      "note": why + "; not measurable here: beta or s is not measurable"}
+                     for b in (1, 2, 3)]
+            rows += [{**base, "quantity": "zipf_s", "bucket": "all", "role": "input",
+                      "note": "not measurable here: only 0 types have at least min_count=100"}]
+    rows.append({**rows[0], "site": "blocks.1.resid_post", "phase": "last", "step": 60,
+                 "quantity": "bucket_visibility", "bucket": "f1", "predicted": 0.5,
+                 "predicted_low": 0.4, "predicted_high": 0.6, "measured": 0.55,
+                 "measured_low": 0.5, "measured_high": 0.6, "status": "agree", "note": ""})
+    return rows
+
+
+def test_unmeasurable_cells_collapse_to_one_line_per_model_and_phase(tmp_path):
+    run = write_run(tmp_path / "run", {"decoder": measure_rows("decoder")})
+    ext = write_measure_dir(tmp_path / "ext" / "a", trajectory_rows(
+        "suite-a", {0: 1.0, 100: 0.6, 1000: 0.5}, site="blocks.2.resid_post"))
+    write_bridge_csv(_unmeasurable("suite-a"), ext / BRIDGE_NAME)
+    lines = TN.read_lines(RunData.open(run, measures={"a": ext}))[0]
+    rows = TN.table_rows(lines)
+    # the measured cell stays as it is, on its own line
+    measured = [r for r in rows if r[3] == "bucket_visibility [f1]"]
+    assert measured == [("a (external)", "blocks.1.resid_post", "last (step 60)",
+                         "bucket_visibility [f1]", "0.5 [0.4, 0.6]", "0.55 [0.5, 0.6]", "agree")]
+    # 24 unmeasurable comparison cells: one line per phase (three), not 24
+    collapsed = [r for r in rows if r is not measured[0]]
+    assert len(rows) == 4 and len(collapsed) == 3, rows
+    by_phase = {r[2]: r for r in collapsed}
+    assert set(by_phase) == {"step0 (step 0)", "peak (steps 3, 60)", "last (step 60)"}
+    step0 = by_phase["step0 (step 0)"]
+    assert step0[0] == "a (external)"
+    assert step0[1] == "2 sites: blocks.0.resid_post, blocks.1.resid_post"
+    assert step0[3] == "8 cells: attenuation_raw, relative_visibility [3 buckets]"
+    assert step0[4] == step0[5] == TN.NOT_MEASURABLE
+    # the distinct reasons, each once, without the phase's own note
+    assert step0[6] == (f"{TN.NOT_MEASURABLE}: no token has 64 occurrences in distinct "
+                        "documents; beta or s is not measurable")
+    assert "largest enrichment" not in by_phase["peak (steps 3, 60)"][6]
+    # the context table's unmeasurable inputs collapse the same way
+    ctx = TN.context_rows(lines)
+    assert len(ctx) == 3 and all(r[4] == TN.NOT_MEASURABLE for r in ctx), ctx
+    assert ctx[0][3] == "2 cells: zipf_s"
+    assert ctx[0][5] == f"{TN.NOT_MEASURABLE}: only 0 types have at least min_count=100"
+
+
+def test_many_distinct_reasons_are_listed_briefly():
+    lines = [TN.Line("m", "m", "s", "last", "60", f"q{i}", "all", "comparison", (NAN,) * 3,
+                     (NAN,) * 3, TN.NOT_MEASURABLE, f"not measurable here: reason {i}")
+             for i in range(6)]
+    (row,) = TN.table_rows(lines)
+    assert row[6] == f"{TN.NOT_MEASURABLE}: reason 0; reason 1; reason 2; and 3 other reasons"
+    assert row[1] == "s" and row[3] == "6 cells: q0, q1, q2, q3, q4, q5"
