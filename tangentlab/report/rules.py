@@ -9,8 +9,14 @@ and its text is in :data:`RULES` (documented in ``docs/report.md``). Status word
   required piece such as an interval is missing);
 - ``not run``: the stage that produces the numbers did not finish (it failed or was skipped).
 
-Combining several units (architectures, sites, extractors) into one row: ``supported`` if every
-unit is supported, ``not supported`` if any unit is not supported, else ``inconclusive``.
+Combining several units (architectures, sites, extractors) into one row is an
+intersection-union rule (issue 33): ``supported`` if every unit is supported, ``not supported``
+only if every unit is not supported (the mirror of ``supported``), else ``inconclusive`` (units
+that disagree, or any unit inconclusive). Either word then needs every unit to reach it, so the
+row's chance of a wrong ``supported`` or a wrong ``not supported`` is at most one unit's: at
+least one unit reaches it wrongly, and that unit alone does so at most at its own rate. (The
+old rule, ``not supported`` if *any* unit was, added the units' error rates up: four units each
+wrong 2.5% of the time read a wrong "not supported" about 10% of the time.)
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ __all__ = [
     "NOT_RUN",
     "STATUS_WORDS",
     "RULES",
+    "COMBINED",
     "Outcome",
     "combine",
     "checks_rule",
@@ -45,6 +52,14 @@ INCONCLUSIVE = "inconclusive"
 NOT_RUN = "not run"
 STATUS_WORDS: tuple[str, ...] = (SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE, NOT_RUN)
 
+#: How a row's units combine (the end of the per-unit rules' texts; see :func:`combine`).
+COMBINED = (
+    "Combined over architectures and sites by intersection-union: the row is supported if every "
+    "unit is supported, not supported only if every unit is not supported, otherwise (units "
+    "that disagree, or any unit inconclusive) inconclusive; so the row's rate of a wrong \"not "
+    "supported\" (and of a wrong \"supported\") is at most one unit's."
+)
+
 #: The rule behind each status word, per row (also in docs/report.md; a test keeps them equal).
 RULES: dict[str, str] = {
     "checks": (
@@ -58,7 +73,13 @@ RULES: dict[str, str] = {
         "enrichment CI lower bound is above the reference and the p-value is at its floor "
         "1/(1+n_controls); not supported if the CI upper bound is below the reference; "
         "otherwise (CI overlapping the reference, p above its floor, or no CI stored) "
-        "inconclusive. Combined over architectures and sites."
+        "inconclusive. Heavy tails: where the unit's per-batch ratio CV lies above the range in "
+        "which the interval was validated (ratio_cv above its band_high, the note "
+        "cv_outside_validated_range), the interval runs low, with the truth above it more often "
+        "than the nominal one-sided rate; a CI upper bound below the reference then does not "
+        "show the enrichment is below it, so such a unit reads inconclusive instead of not "
+        "supported. Supported stands there: a wrong supported needs the truth below the CI, "
+        "the side the heavy tails do not make more likely. " + COMBINED
     ),
     "frequency-buckets": (
         "At the last checkpoint, comparing the most frequent bucket F with the least frequent "
@@ -129,8 +150,7 @@ RULES: dict[str, str] = {
         "bound is below 0.1 D(U) (removing Q_T costs at most a tenth of the unmodified "
         "learning beyond what removing a control costs: an equivalence claim); otherwise "
         "(neither, or both) inconclusive; inconclusive too when the unmodified arm did not "
-        "lower the held-out loss (D(U) <= 0) or an interval is missing. Combined over "
-        "architectures and sites."
+        "lower the held-out loss (D(U) <= 0) or an interval is missing. " + COMBINED
     ),
 }
 
@@ -176,18 +196,25 @@ def _ok(x: float | None) -> bool:
 
 
 def combine(outcomes: Mapping[str, Outcome]) -> Outcome:
-    """One status over several units (see module docstring); the reason lists every unit."""
+    """One status over several units by intersection-union (see the module docstring).
+
+    ``supported`` / ``not supported`` only when every unit says so, else ``inconclusive``. The
+    reason lists every unit with its own reason; when the units disagree it first says which
+    units read which word.
+    """
     if not outcomes:
         return Outcome(INCONCLUSIVE, "no unit was measured")
     statuses = [o.status for o in outcomes.values()]
-    if all(s == SUPPORTED for s in statuses):
-        status = SUPPORTED
-    elif any(s == NOT_SUPPORTED for s in statuses):
-        status = NOT_SUPPORTED
-    else:
-        status = INCONCLUSIVE
-    reason = "; ".join(f"{unit}: {o.status} ({o.reason})" for unit, o in outcomes.items())
-    return Outcome(status, reason)
+    every = "; ".join(f"{unit}: {o.status} ({o.reason})" for unit, o in outcomes.items())
+    for word in (SUPPORTED, NOT_SUPPORTED):
+        if all(s == word for s in statuses):
+            return Outcome(word, every)
+    if len(set(statuses)) == 1:  # every unit inconclusive (or not run): nothing to disagree on
+        return Outcome(INCONCLUSIVE, every)
+    groups = {w: [u for u, o in outcomes.items() if o.status == w] for w in dict.fromkeys(statuses)}
+    said = "; ".join(f"{w}: {', '.join(us)}" for w, us in groups.items())
+    return Outcome(INCONCLUSIVE, f"the units disagree ({said}), and a row reads supported or not "
+                                 f"supported only when every unit does; {every}")
 
 
 def checks_rule(checks: Sequence[Mapping[str, object]]) -> Outcome:
@@ -215,8 +242,22 @@ def enrichment_rule(
     p_value: float | None,
     n_controls: int | None,
     step0: float | None,
+    *,
+    ratio_cv: float | None = None,
+    cv_limit: float | None = None,
 ) -> Outcome:
-    """Enrichment at the last checkpoint against max(1, step-0 enrichment); see RULES."""
+    """Enrichment at the last checkpoint against max(1, step-0 enrichment); see RULES.
+
+    ``ratio_cv``: the unit's per-batch ratio CV (the ``ratio_cv`` row); ``cv_limit``: the
+    largest CV at which the interval was validated (that row's ``band_high``,
+    ``tangentlab.measure.tails.VALIDATED_RATIO_CV``). Above it the batches are heavy-tailed and
+    the interval runs low: in the coverage study the misses are one-sided, the truth *above*
+    the interval (17% of the time at a median CV of 1.97 against the nominal 2.5%, docs/
+    empirical.md). "Not supported" (upper bound below the reference) is exactly the reading
+    such a miss produces, so it is withheld: inconclusive, saying why. "Supported" (lower bound
+    above the reference) goes wrong only when the truth lies *below* the interval, which the
+    heavy tails do not make more frequent, so it stands (its reason names the flag).
+    """
     if not _ok(enrichment):
         return Outcome(INCONCLUSIVE, "no enrichment value at the last checkpoint")
     ref = max(1.0, float(step0)) if _ok(step0) else 1.0
@@ -229,10 +270,21 @@ def enrichment_rule(
     if not (_ok(ci_low) and _ok(ci_high)):
         return Outcome(INCONCLUSIVE, f"{base} with no CI stored; reference {ref_txt}; {ptxt}")
     base += f" [CI {_f(ci_low)}, {_f(ci_high)}]"
+    heavy = _ok(ratio_cv) and _ok(cv_limit) and float(ratio_cv) > float(cv_limit)
+    cv_txt = (f"per-batch ratio CV {_f(ratio_cv)} lies outside the range where the interval was "
+              f"validated (<= {_f(cv_limit)}; cv_outside_validated_range)")
     if float(ci_high) < ref:
+        if heavy:
+            return Outcome(INCONCLUSIVE, f"{base} lies below the reference {ref_txt}; {ptxt}; but "
+                                         f"the {cv_txt}: there the interval runs low, with the "
+                                         "truth above it more often than the nominal one-sided "
+                                         "rate, so it cannot show the enrichment is below the "
+                                         "reference")
         return Outcome(NOT_SUPPORTED, f"{base} lies below the reference {ref_txt}; {ptxt}")
     if float(ci_low) > ref and at_floor:
-        return Outcome(SUPPORTED, f"{base} lies above the reference {ref_txt}; {ptxt}")
+        note = (f"; the {cv_txt}: the interval may run low, which leaves a lower bound above the "
+                "reference conservative" if heavy else "")
+        return Outcome(SUPPORTED, f"{base} lies above the reference {ref_txt}; {ptxt}{note}")
     why = "the CI overlaps the reference" if float(ci_low) <= ref else "p is not at its floor"
     return Outcome(INCONCLUSIVE, f"{base}, reference {ref_txt}, {ptxt}: {why}")
 

@@ -228,13 +228,19 @@ def enrichment_unit(model: Model, site: str) -> Unit:
     p = src.table.get(src.p_value, site=site, step=last).value
     e0 = src.table.get(src.enrichment, site=site, step=0.0).value
     n = model.n_controls
-    out = R.enrichment_rule(e.value, e.ci_low, e.ci_high, p, n, e0)
+    # the per-batch ratio CV of the test the verdict reads (constrained rows carry their own;
+    # the reachable test stores none and shares the plain test's batches)
+    cv = src.table.get("ratio_cv", site=site, step=last)
+    if cv.value is None:
+        cv = t.get("ratio_cv", site=site, step=last)
+    # above the validated CV the interval runs low: the rule withholds "not supported" (RULES)
+    out = R.enrichment_rule(e.value, e.ci_low, e.ci_high, p, n, e0, ratio_cv=cv.value,
+                            cv_limit=cv.band_high)
     note = (f"p {fmt(p)} (n_controls {n if n is not None else '?'}), step 0: {fmt(e0)}, "
             f"position between null and oracle {fmt(t.get('position', site=site, step=last).value)}")
     if src.kind != "plain":
         plain = t.get("enrichment", site=site, step=last)
         note = f"{src.note()}; plain enrichment {plain.text()}; " + note
-    cv = t.get("ratio_cv", site=site, step=last)
     if cv.value is not None and cv.band_high is not None and cv.value > cv.band_high:
         note += (f"; per-batch ratio CV {fmt(cv.value)} lies outside the validated range "
                  f"(<= {fmt(cv.band_high)}): the interval may run low (cv_outside_validated_range)")

@@ -56,6 +56,32 @@ class TestEnrichment:
         out = R.enrichment_rule(3.0, 2.5, 3.5, 1 / 21, 20, step0=None)
         assert out.status == R.SUPPORTED and "no step-0" in out.reason
 
+    def test_heavy_tails_withhold_not_supported(self):
+        # issue 33: above the validated per-batch ratio CV the interval runs low (truth above
+        # it), so an upper bound below the reference is not evidence: inconclusive, saying why
+        out = R.enrichment_rule(0.8, 0.7, 0.9, 0.9, 20, step0=1.0, ratio_cv=2.7, cv_limit=0.9)
+        assert out.status == R.INCONCLUSIVE
+        assert "ratio CV 2.7" in out.reason and "cv_outside_validated_range" in out.reason
+        assert "runs low" in out.reason and "0.9" in out.reason
+        # at the limit itself the interval is validated: not supported as before
+        at = R.enrichment_rule(0.8, 0.7, 0.9, 0.9, 20, step0=1.0, ratio_cv=0.9, cv_limit=0.9)
+        assert at.status == R.NOT_SUPPORTED
+        # no CV stored, or no limit: as before
+        assert R.enrichment_rule(0.8, 0.7, 0.9, 0.9, 20, step0=1.0, ratio_cv=None,
+                                 cv_limit=0.9).status == R.NOT_SUPPORTED
+
+    def test_heavy_tails_leave_supported_standing(self):
+        # a low-running interval whose lower bound is still above the reference is conservative
+        out = R.enrichment_rule(3.0, 2.5, 3.5, 1 / 21, 20, step0=1.0, ratio_cv=2.7, cv_limit=0.9)
+        assert out.status == R.SUPPORTED and "cv_outside_validated_range" in out.reason
+        assert "cv_outside" not in R.enrichment_rule(3.0, 2.5, 3.5, 1 / 21, 20, step0=1.0,
+                                                     ratio_cv=0.5, cv_limit=0.9).reason
+
+    def test_the_rule_text_says_how_heavy_tails_are_read(self):
+        text = R.RULES["enrichment"]
+        assert "cv_outside_validated_range" in text and "inconclusive instead of not supported" in text
+        assert "Supported stands there" in text
+
 
 class TestBuckets:
     def test_supported_when_most_frequent_is_largest_and_separated(self):
@@ -106,10 +132,63 @@ class TestNegativeCorrelation:
 def test_combine():
     s, n, i = (R.Outcome(R.SUPPORTED, "a"), R.Outcome(R.NOT_SUPPORTED, "b"), R.Outcome(R.INCONCLUSIVE, "c"))
     assert R.combine({"enc": s, "dec": s}).status == R.SUPPORTED
-    assert R.combine({"enc": s, "dec": n}).status == R.NOT_SUPPORTED
+    assert R.combine({"enc": n, "dec": n}).status == R.NOT_SUPPORTED
+    assert R.combine({"enc": s, "dec": n}).status == R.INCONCLUSIVE  # issue 33: units disagree
     assert R.combine({"enc": s, "dec": i}).status == R.INCONCLUSIVE
+    assert R.combine({"enc": n, "dec": i}).status == R.INCONCLUSIVE
+    assert R.combine({"enc": i, "dec": i}).status == R.INCONCLUSIVE
     assert R.combine({}).status == R.INCONCLUSIVE
     assert "enc: supported (a)" in R.combine({"enc": s, "dec": i}).reason
+
+
+class TestCombineIntersectionUnion:
+    """Issue 33: "not supported" only when every unit says so (the mirror of "supported")."""
+
+    S, N = R.Outcome(R.SUPPORTED, "lo 2.1 > 1"), R.Outcome(R.NOT_SUPPORTED, "hi 0.8 < 1")
+
+    def test_one_not_supported_among_three_supported_is_inconclusive(self):
+        # the old rule read "not supported" here (any unit not supported)
+        units = {"enc a": self.N, "enc b": self.S, "dec a": self.S, "dec b": self.S}
+        out = R.combine(units)
+        assert out.status == R.INCONCLUSIVE
+        # the reason says in words which units disagreed, and still lists every unit
+        assert "the units disagree (not supported: enc a; supported: enc b, dec a, dec b)" in out.reason
+        for label, o in units.items():
+            assert f"{label}: {o.status} ({o.reason})" in out.reason
+
+    def test_every_unit_not_supported_is_not_supported(self):
+        out = R.combine({"enc": self.N, "dec": self.N})
+        assert out.status == R.NOT_SUPPORTED and "disagree" not in out.reason
+        assert "enc: not supported (hi 0.8 < 1)" in out.reason and "dec: not supported" in out.reason
+
+    def test_the_row_wrong_not_supported_rate_is_at_most_one_units(self):
+        # Simulated: 4 units, each independently reads "not supported" wrongly with probability
+        # 0.025 (else "supported"). Through combine() the row reads it only when all four do:
+        # exactly 0.025^4 = 3.9e-7, far below one unit's 0.025 (the old any-unit rule: 1 -
+        # 0.975^4 = 0.096). 40000 rows: at the bound 0.025 the count's sd is 31, so 0.025 is
+        # checked with room for the simulation's own error; the exact value is checked too.
+        import numpy as np
+
+        rng = np.random.default_rng(33)
+        wrong = rng.random((40_000, 4)) < 0.025
+        patterns, counts = np.unique(wrong, axis=0, return_counts=True)
+        n_ns = sum(c for pat, c in zip(patterns, counts)
+                   if R.combine({f"u{j}": self.N if w else self.S for j, w in enumerate(pat)}).status
+                   == R.NOT_SUPPORTED)
+        assert n_ns / 40_000 <= 0.025
+        assert n_ns == int(wrong.all(axis=1).sum())  # only the all-wrong rows, 0.025^4 expected
+        # exact, over every one of the 16 patterns weighted by its probability
+        exact = sum(0.025 ** sum(pat) * 0.975 ** (4 - sum(pat))
+                    for pat in np.ndindex(2, 2, 2, 2)
+                    if R.combine({f"u{j}": self.N if w else self.S for j, w in enumerate(pat)}).status
+                    == R.NOT_SUPPORTED)
+        assert exact == pytest.approx(0.025 ** 4) and exact <= 0.025
+
+    def test_rule_texts_state_the_row_level_bound(self):
+        for key in ("enrichment", "learning-arms"):
+            assert R.RULES[key].endswith(R.COMBINED)
+        assert "not supported only if every unit is not supported" in R.COMBINED
+        assert "at most one unit's" in R.COMBINED
 
 
 def test_docs_state_every_rule_verbatim():
