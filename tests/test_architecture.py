@@ -38,7 +38,7 @@ import tangentlab
 ROOT = Path(tangentlab.__file__).parent
 PILLARS = ("measure", "theory", "synthetic", "empirical", "report", "pipeline", "validate")
 #: top-level modules every package may import; they import no pillar and not the root
-INFRASTRUCTURE = ("errors", "config", "runs", "contract", "registry", "atomic", "locks", "readers",
+INFRASTRUCTURE = ("errors", "config", "runs", "results", "contract", "registry", "atomic", "locks", "readers",
                   "crash", "progress", "typing", "distributed", "_lazy", "_runtime", "_version",
                   "_faults")
 MAX_LINES = 500
@@ -49,7 +49,7 @@ OVER_BUDGET = {
     "tangentlab/empirical/train.py": 511,
     "tangentlab/measure/proxies.py": 603,
     "tangentlab/distributed.py": 651,
-    "tangentlab/runs.py": 621,
+    "tangentlab/runs.py": 541,
     "tangentlab/synthetic/manifolds.py": 884,
 }
 

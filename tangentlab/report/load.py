@@ -26,6 +26,7 @@ from typing import Any
 
 from tangentlab.contract import END_TO_END_DIR, THEORY, VALIDATE
 from tangentlab.errors import DataError
+from tangentlab.readers import read_json
 from tangentlab.runs import (
     CHECKS_NAME,
     MANIFEST_NAME,
@@ -117,6 +118,10 @@ class Source:
         if self.seed is not None:
             parts.append(f"seed {self.seed}")
         return ", ".join(parts)
+
+
+#: What to do about a damaged run file the report reads.
+_REDO = "restore it or re-run the stage that wrote it"
 
 
 def _first_seed(seeds: Any) -> int | None:
@@ -319,7 +324,7 @@ class RunData:
         path = self.stage_dir(stage) / CHECKS_NAME
         if not path.is_file():
             return []
-        data = _read_json(path)
+        data = read_json(path, expect=object, hint=_REDO)
         if isinstance(data, dict) and isinstance(data.get("checks"), list):
             data = data["checks"]
         if not isinstance(data, list) or not all(isinstance(c, dict) for c in data):
@@ -332,24 +337,12 @@ class RunData:
         path = self.stage_dir(THEORY) / VERIFY_NAME
         if not path.is_file():
             raise DataError(f"{path} is missing")
-        data = _read_json(path)
-        if not isinstance(data, dict) or not isinstance(data.get("derivations"), list):
-            found = type(data).__name__ if not isinstance(data, dict) else "an object without a 'derivations' list"
-            raise DataError(f"{path} holds {found}; a theory record is an object whose "
-                            "'derivations' list holds each derivation's verify() report: re-run "
-                            "the theory stage (`tangentlab reproduce --resume` after deleting it)")
-        return data
+        return read_json(path, fields={"derivations": list},
+                         hint="it holds each derivation's verify() report: re-run the theory "
+                              "stage (`tangentlab reproduce --resume` after deleting it)")
 
     def figures(self, stage: str) -> list[Path]:
         """PNG figures the stage stored (sorted)."""
         d = self.stage_dir(stage)
         return sorted(d.glob("*.png")) if d.is_dir() else []
 
-
-def _read_json(path: Path) -> Any:
-    """The JSON document at ``path``; a damaged one is a :class:`DataError` naming the file."""
-    try:
-        return json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise DataError(f"{path} is not valid JSON ({exc}); restore it or re-run the stage "
-                        "that wrote it") from None

@@ -165,8 +165,9 @@ def test_report_renders_in_headless_chromium_when_installed(failed_run, tmp_path
     assert px.shape[:2] == (4000, 1400) and float(px[..., :3].var()) > 0
 
 
-@pytest.mark.parametrize("content,match", [("[]", "holds list"), ("{not json", "not valid JSON"),
-                                           ('{"seed": 0}', "without a 'derivations' list")])
+@pytest.mark.parametrize("content,match", [("[]", "must hold an object, got a list"),
+                                           ("{not json", "not valid JSON"),
+                                           ('{"seed": 0}', "has no field 'derivations'")])
 def test_a_damaged_theory_record_is_named_not_an_internal_error(tmp_path, content, match):
     """Issue 32: `theory/verify.json` holding `[]` made the report fail with exit 3."""
     out = tmp_path / "run"
