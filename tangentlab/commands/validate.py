@@ -1,7 +1,9 @@
 """CLI area ``tangentlab validate``: the validation battery on streams whose truth is known.
 
 The battery checks power, null calibration, interval coverage, the frequency-spread null and the
-causal null.
+causal null. ``--end-to-end`` runs the end-to-end battery on planted-truth trajectories
+(``--resume`` continues an interrupted run, ``--shard K/N`` runs one slice of it), and
+``tangentlab validate merge DIR... --out OUT`` assembles the shards into one run.
 """
 
 from __future__ import annotations
@@ -20,13 +22,16 @@ def register(sub: argparse._SubParsersAction) -> None:
             "check power, null calibration (false-positive rate <= 0.06), interval coverage "
             "(93-97% for nominal 95%), the frequency-spread null (mean |rho| <= 0.03) and the "
             "causal null. Exit code 0 when every criterion passes, 1 when one fails, 2 on bad "
-            "input."),
+            "input. With --end-to-end: the end-to-end battery on planted-truth trajectories. The "
+            "verb is optional: `tangentlab validate merge DIR... --out OUT` assembles end-to-end "
+            "shards (--shard K/N)."),
     )
     p.add_argument("--quick", action="store_true",
                    help="the quick setting (about a minute on one core) instead of the full one")
     p.add_argument("--out", metavar="DIR", default=None,
                    help="run directory to write (default: runs/validate); an existing "
-                        "validation run there is replaced, any other run is refused")
+                        "validation run there is replaced, any other run is refused (with "
+                        "--end-to-end: an existing end-to-end run is refused unless --resume)")
     p.add_argument("--seed", type=int, default=0, help="master seed (default 0)")
     p.add_argument("--end-to-end", action="store_true", dest="end_to_end",
                    help="the end-to-end battery: planted-truth trajectories through measure and "
@@ -36,7 +41,30 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "standard is what a default reproduce runs)")
     p.add_argument("--nproc", type=positive_int, default=1, metavar="N",
                    help="with --end-to-end: simulations run in N processes (default 1)")
+    p.add_argument("--resume", action="store_true",
+                   help="with --end-to-end: continue the run in --out, reusing every simulation "
+                        "it recorded (refused if it was written with other settings or at "
+                        "another git commit; a new or empty --out starts the run)")
+    p.add_argument("--shard", metavar="K/N", default=None,
+                   help="with --end-to-end: run only shard K of N (the simulations whose "
+                        "position i in scenario-then-index order has i %% N == K-1) and write "
+                        "their records, no checks; assemble the N shards with `tangentlab "
+                        "validate merge`")
     p.set_defaults(func=_run)
+    verbs = p.add_subparsers(dest="verb", metavar="<verb>", parser_class=type(p))
+    pm = verbs.add_parser(
+        "merge", help="assemble end-to-end shards (--shard K/N) into one end-to-end run",
+        description=(
+            "Merge end-to-end run directories (the shards of one run) into OUT: refused when "
+            "they differ in settings (config hash) or git commit, when a simulation is missing "
+            "or recorded twice, or when one is unfinished. OUT gets every record and the "
+            "summary a one-process run writes (results.csv, checks.json and statuses.csv equal "
+            "its byte for byte). Exit code 0 when every check passes, 1 when one fails, 2 on "
+            "bad input."))
+    pm.add_argument("dirs", nargs="+", metavar="DIR", help="the shard directories")
+    pm.add_argument("--out", metavar="OUT", required=True,
+                    help="the merged run directory to write (new or empty)")
+    pm.set_defaults(func=_merge)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -52,7 +80,9 @@ def _run(args: argparse.Namespace) -> int:
     from tangentlab.errors import ConfigError
 
     unused = [flag for flag, given in (("--setting", args.setting is not None),
-                                       ("--nproc", args.nproc != 1)) if given]
+                                       ("--nproc", args.nproc != 1),
+                                       ("--resume", args.resume),
+                                       ("--shard", args.shard is not None)) if given]
     if unused:
         verb = "applies" if len(unused) == 1 else "apply"
         raise ConfigError(f"{' and '.join(unused)} {verb} only to the end-to-end battery; add "
@@ -76,33 +106,70 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _run_end_to_end(args: argparse.Namespace) -> int:
-    """``validate --end-to-end``: one line per check; exit 0 when every check passed, else 1."""
+    """``validate --end-to-end``: one line per check; exit 0 when every check passed, else 1.
+
+    With ``--shard K/N``: one line saying what was recorded; exit 0 once the shard is complete
+    (its simulations are judged by ``validate merge``).
+    """
     from pathlib import Path
 
-    from tangentlab.commands import writing_run
     from tangentlab.progress import log
-    from tangentlab.runs import CHECKS_NAME, read_json
-    from tangentlab.validate.end_to_end import END_TO_END_KIND, EndToEndConfig, write_end_to_end
+    from tangentlab.validate.end_to_end import EndToEndConfig, Shard, write_end_to_end
 
     setting = getattr(args, "setting", None)
     if args.quick and setting not in (None, "quick"):
         from tangentlab.errors import ConfigError
 
         raise ConfigError(f"--quick and --setting {setting} contradict each other; give one")
+    shard = Shard.parse(args.shard) if args.shard is not None else None
     name = "quick" if args.quick else setting or "full"
     cfg = EndToEndConfig.preset(name, args.seed)
     out = args.out if args.out is not None else Path("runs") / "validate-end-to-end"
-    # the one output-path check and the run lock: never replaces a run of another kind
-    with writing_run(out, kind=END_TO_END_KIND, command="validate --end-to-end"):
-        path, passed = write_end_to_end(
-            Path(out), cfg, quick=name == "quick", nproc=int(args.nproc),
-            on_result=lambda r: log(f"end-to-end {r.scenario} #{r.sim}: "
-                                    + ", ".join(f"{k} {v}" for k, v in r.statuses.items())))
+    # write_end_to_end checks --out and holds its run lock itself (so API callers get both too)
+    path, passed = write_end_to_end(
+        Path(out), cfg, quick=name == "quick", nproc=int(args.nproc), resume=args.resume,
+        shard=shard, on_result=lambda r: log(f"end-to-end {r.scenario} #{r.sim}: "
+                                             + ", ".join(f"{k} {v}" for k, v in r.statuses.items())))
+    if shard is not None:
+        print(f"validate --end-to-end --shard {shard}: every simulation of the shard recorded"
+              f"{'' if passed else ' (some raised: see its manifest)'}; wrote {path}; assemble "
+              "the shards with `tangentlab validate merge DIR... --out OUT`")
+        return 0
+    return _print_checks(path, note="" if cfg.sims >= 45 else
+                         " (point rates only: too few simulations for the bounds)",
+                         what="validate --end-to-end", passed=passed)
+
+
+def _print_checks(path, *, note: str, what: str, passed: bool) -> int:
+    """One line per end-to-end check of run ``path``, a total line; the exit code."""
+    from tangentlab.runs import CHECKS_NAME, read_json
+
     checks = read_json(path / CHECKS_NAME, expect=list)
     for c in checks:
         print(f"{'pass' if c['passed'] else 'FAIL'}  {c['name']}: {c['measured']:.3g} "
               f"(target {c['target']}; {c['detail']})")
     n_ok = sum(bool(c["passed"]) for c in checks)
-    note = "" if cfg.sims >= 45 else " (point rates only: too few simulations for the bounds)"
-    print(f"validate --end-to-end: {n_ok}/{len(checks)} checks passed{note}; wrote {path}")
+    print(f"{what}: {n_ok}/{len(checks)} checks passed{note}; wrote {path}")
     return 0 if passed else 1
+
+
+def _merge(args: argparse.Namespace) -> int:
+    """``validate merge DIR... --out OUT``: the merged run's checks, like ``--end-to-end``."""
+    from tangentlab.errors import ConfigError
+    from tangentlab.validate.end_to_end_merge import merge_end_to_end
+
+    given = [flag for flag, on in (("--end-to-end", args.end_to_end), ("--quick", args.quick),
+                                   ("--setting", args.setting is not None),
+                                   ("--nproc", args.nproc != 1), ("--resume", args.resume),
+                                   ("--shard", args.shard is not None),
+                                   ("--seed", args.seed != 0)) if on]
+    if given:
+        raise ConfigError(f"merge takes the settings of the directories it merges; drop "
+                          f"{' and '.join(given)}")
+    path, passed = merge_end_to_end(args.dirs, args.out)
+    from tangentlab.runs import read_manifest
+
+    sims = read_manifest(path).get("setting", {}).get("sims", 0)
+    note = "" if sims >= 45 else " (point rates only: too few simulations for the bounds)"
+    return _print_checks(path, note=note, what=f"validate merge of {len(args.dirs)} directories",
+                         passed=passed)

@@ -18,47 +18,53 @@ the wrong-status rates the truth implies (:mod:`tangentlab.validate.planted_scen
   error, so a quick run (few simulations) checks the point rate only and says so;
 - power (P("supported") where the truth is positive) passes when it is ≥ 0.8.
 
-:func:`validated_rows` reads a run directory back: per row, whether every check passed with its
-bound checked (what the report's "validated end to end" rows need).
+The run directory is written in place, one atomic file at a time
+(:mod:`tangentlab.validate.end_to_end_records`): its settings first, a record per simulation as
+it finishes, then the summary, judged from the records in job order (the config's scenario
+order, then simulation index), and ``manifest.json`` last. A kill loses only the simulations in
+flight; ``resume=True`` (``--resume``) continues the run, reusing every record, and refuses a
+directory written with another config or at another git commit. ``shard="K/N"`` runs one slice
+of the jobs (:mod:`tangentlab.validate.end_to_end_shards`) into its own directory, and
+:mod:`tangentlab.validate.end_to_end_merge` assembles the shards into the run a single process
+writes, byte for byte.
+
+:func:`validated_rows` reads a finished run directory back (:mod:`tangentlab.validate.end_to_end_read`):
+per row, whether every check passed with its bound checked (what the report's "validated end to
+end" rows need).
 """
 
 from __future__ import annotations
 
-import math
 import shutil
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tangentlab.errors import ConfigError, DataError
+from tangentlab.errors import ConfigError
 from tangentlab.validate.end_to_end_config import SETTINGS, EndToEndConfig, EndToEndMeasure
+from tangentlab.validate.end_to_end_read import format_table, read_statuses, validated_rows
+from tangentlab.validate.end_to_end_records import (
+    SIMULATIONS_DIR,
+    STATUSES_NAME,
+    SimulationResult,
+    record_path,
+)
+from tangentlab.validate.end_to_end_shards import Shard
 
-__all__ = ["EndToEndConfig", "EndToEndMeasure", "SETTINGS", "END_TO_END_KIND", "SimulationResult", "simulate", "decide", "summarize",
-           "write_end_to_end", "validated_rows", "WRONG_RATE_MAX", "WRONG_BOUND_MAX", "POWER_MIN",
-           "STATUSES_NAME", "format_table", "read_statuses"]
+__all__ = ["EndToEndConfig", "EndToEndMeasure", "SETTINGS", "END_TO_END_KIND",
+           "END_TO_END_SHARD_KIND", "SimulationResult", "Shard", "simulate", "decide", "summarize",
+           "write_end_to_end", "write_summary", "validated_rows", "WRONG_RATE_MAX",
+           "WRONG_BOUND_MAX", "POWER_MIN", "STATUSES_NAME", "format_table", "read_statuses"]
 
 WRONG_RATE_MAX = 0.05
 WRONG_BOUND_MAX = 0.08
 POWER_MIN = 0.8
-#: Per-simulation statuses, one row per (scenario, simulation, row).
-STATUSES_NAME = "statuses.csv"
 _EXPERIMENT = "validate/end-to-end"
 #: The manifest ``kind`` of an end-to-end validation run directory.
 END_TO_END_KIND = _EXPERIMENT
-
-
-@dataclass(frozen=True)
-class SimulationResult:
-    """One simulation's row statuses (row key → status word, and the combined reason)."""
-
-    scenario: str
-    sim: int
-    statuses: dict[str, str]
-    reasons: dict[str, str]
-    seconds: float
-    error: str = ""  #: why the simulation raised ("" when it ran); every row is then "not run"
+#: The manifest ``kind`` of one finished shard (``--shard K/N``): records, no summary.
+END_TO_END_SHARD_KIND = _EXPERIMENT + "-shard"
 
 
 def _seed(cfg: EndToEndConfig, name: str, sim: int, unit: int) -> int:
@@ -97,7 +103,8 @@ def simulate(cfg: EndToEndConfig, name: str, sim: int, text, work: Path) -> Simu
     t0 = time.perf_counter()
     sc = scenario(name)
     folder = work / name / f"sim{sim:03d}"
-    folder.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(folder, ignore_errors=True)  # what a killed attempt at it left
+    folder.mkdir(parents=True)
     measures = []
     for unit in range(cfg.units):
         spec_kw = {"steps": tuple(cfg.steps), **sc.spec, "seed": _seed(cfg, name, sim, unit)}
@@ -139,15 +146,25 @@ def _simulate_or_record(cfg: EndToEndConfig, name: str, sim: int, text, work: Pa
                                 error=why)
 
 
+def _simulate_and_record(cfg: EndToEndConfig, name: str, sim: int, text, out: Path,
+                         settings: dict[str, Any]) -> SimulationResult:
+    """:func:`_simulate_or_record` under ``out/simulations``, then its record, written atomically."""
+    from tangentlab.validate.end_to_end_records import write_record
+
+    res = _simulate_or_record(cfg, name, sim, text, out / SIMULATIONS_DIR)
+    write_record(out, res, settings)
+    return res
+
+
 def _job(args):
-    cfg, name, sim, text_path, work = args
+    cfg, name, sim, text_path, out, settings = args
     import pickle
 
     from tangentlab._runtime import torch_threads
 
     text = pickle.loads(Path(text_path).read_bytes())
     with torch_threads(1):
-        return _simulate_or_record(cfg, name, sim, text, Path(work))
+        return _simulate_and_record(cfg, name, sim, text, Path(out), settings)
 
 
 def _wilson(k: int, n: int) -> tuple[float, float]:
@@ -226,142 +243,208 @@ def summarize(cfg: EndToEndConfig, results: Sequence[SimulationResult]):
     return rows, checks
 
 
-def _run_all(cfg: EndToEndConfig, text, work: Path, nproc: int,
-             on_result: Callable[[SimulationResult], None] | None) -> list[SimulationResult]:
-    jobs = [(name, sim) for name in cfg.scenarios for sim in range(cfg.sims)]
-    out: list[SimulationResult] = []
-    if nproc <= 1:
-        for name, sim in jobs:
-            res = _simulate_or_record(cfg, name, sim, text, work)
-            out.append(res)
+def _run_all(cfg: EndToEndConfig, text, out: Path, todo: Sequence[tuple[str, int]],
+             settings: dict[str, Any], nproc: int,
+             on_result: Callable[[SimulationResult], None] | None) -> None:
+    """Run the simulations ``todo``; each writes its own record under ``out`` as it finishes.
+
+    With ``nproc`` > 1 they run in spawned worker processes (at most one per simulation), which
+    write their records themselves, so that a kill of this process loses only the simulations
+    in flight. ``on_result`` sees each result after its record is written.
+    """
+    workers = min(nproc, len(todo))
+    if workers <= 1:
+        for name, sim in todo:
+            res = _simulate_and_record(cfg, name, sim, text, out, settings)
             if on_result:
                 on_result(res)
-        return out
+        return
     import multiprocessing as mp
     import pickle
-    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    text_path = work / "shared_text.pkl"
+    text_path = out / SIMULATIONS_DIR / ".shared_text.pkl"
     text_path.write_bytes(pickle.dumps(text))
-    ctx = mp.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=nproc, mp_context=ctx) as pool:
-        for res in pool.map(_job, [(cfg, n, s, str(text_path), str(work)) for n, s in jobs]):
-            out.append(res)
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"))
+    try:
+        futures = [pool.submit(_job, (cfg, n, s, str(text_path), str(out), settings))
+                   for n, s in todo]
+        for fut in as_completed(futures):
+            res = fut.result()
             if on_result:
                 on_result(res)
-    text_path.unlink(missing_ok=True)
-    return out
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)  # a running simulation still records
+        text_path.unlink(missing_ok=True)
+
+
+def _open_run(out: Path, fresh: dict[str, Any], *, resume: bool) -> dict[str, Any]:
+    """The settings ``out`` is run under (call it under the run lock).
+
+    ``fresh`` ones, written into a new or empty folder; or, with ``resume``, the stored ones of
+    the end-to-end run there, when its fingerprint and shard match ``fresh``.
+
+    Refused: an existing end-to-end run without ``resume`` (OutputPathError); one written with
+    another config, commit or shard (ConfigError); anything :func:`check_output_dir` refuses.
+    A resumed run loses its manifest first: it is unfinished again until the summary is rewritten.
+    """
+    from tangentlab.errors import OutputPathError
+    from tangentlab.runs import MANIFEST_NAME, check_output_dir, run_kind
+    from tangentlab.validate.end_to_end_records import (
+        is_end_to_end_dir,
+        read_settings,
+        settings_mismatch,
+        state_text,
+        write_settings,
+    )
+
+    if is_end_to_end_dir(out):
+        stored = read_settings(out)
+        if not resume:
+            raise OutputPathError(f"--out {str(out)!r} already holds an end-to-end run "
+                                  f"({state_text(out, stored)}); pass --resume to continue it, "
+                                  "or choose a new --out")
+        why = settings_mismatch(stored, fresh)
+        if why is None and stored.get("shard") != fresh["shard"]:
+            why = f"shard ({stored.get('shard') or 'none'} vs {fresh['shard'] or 'none'})"
+        if why is not None:
+            raise ConfigError(f"cannot resume {str(out)!r}: the directory's settings and this "
+                              f"run's differ in {why}; rerun with the settings it was written "
+                              "with, or choose a new --out")
+        (out / MANIFEST_NAME).unlink(missing_ok=True)
+        return stored
+    if run_kind(out) == END_TO_END_KIND:
+        raise OutputPathError(f"--out {str(out)!r} holds an end-to-end run written without "
+                              "simulation records; it can be neither resumed nor replaced in "
+                              "place; choose a new --out")
+    check_output_dir(out, kind=END_TO_END_KIND, existing="refuse")
+    out.mkdir(parents=True, exist_ok=True)
+    write_settings(out, fresh)
+    return fresh
 
 
 def write_end_to_end(out_dir: str | Path, cfg: EndToEndConfig, *, quick: bool, nproc: int = 1,
-                     on_result: Callable[[SimulationResult], None] | None = None
+                     on_result: Callable[[SimulationResult], None] | None = None,
+                     resume: bool = False, shard: str | Shard | None = None
                      ) -> tuple[Path, bool]:
-    """Run the end-to-end battery and write its run directory atomically.
+    """Run the end-to-end battery (or one shard of it) into ``out_dir``, one record at a time.
+
+    The layout is :mod:`tangentlab.validate.end_to_end_records`'s: the settings file first, one
+    record per finished simulation, then the summary (:func:`write_summary`: ``results.csv``,
+    ``statuses.csv``, ``checks.json``) from the records in job order, and ``manifest.json``
+    last. ``resume`` continues the run in ``out_dir`` (a new or empty folder starts one),
+    reusing every record; ``shard`` (``"K/N"``) runs only that slice of the jobs
+    (:class:`~tangentlab.validate.end_to_end_shards.Shard`) and writes records and a shard
+    manifest, no summary (``tangentlab validate merge`` judges the shards together).
+
+    Returns (path, every check passed); for a shard, (path, no simulation raised).
+    """
+    from tangentlab.runs import check_output_dir, remove_partials, run_kind, run_lock
+    from tangentlab.validate.end_to_end_records import (
+        is_end_to_end_dir,
+        read_records,
+        settings_for,
+        write_settings,
+    )
+    from tangentlab.validate.end_to_end_shards import jobs
+
+    cfg.check()
+    if nproc < 1:
+        raise ConfigError(f"nproc must be >= 1; got {nproc}")
+    part = Shard.parse(shard) if isinstance(shard, str) else shard
+    mine = part.take(jobs(cfg)) if part is not None else jobs(cfg)
+    out = Path(out_dir)
+    if not is_end_to_end_dir(out) and run_kind(out) != END_TO_END_KIND:
+        check_output_dir(out, kind=END_TO_END_KIND, existing="refuse")  # before the lock too
+    t0 = time.perf_counter()
+    with run_lock(out, command="validate --end-to-end"):
+        fresh = settings_for(cfg, shard=None if part is None else str(part), quick=quick,
+                             jobs=len(mine))
+        settings = _open_run(out, fresh, resume=resume)
+        remove_partials(out.parent, name=out.name)  # what an atomic write of old left beside it
+        todo = [j for j in mine if not record_path(out, *j).is_file()]
+        read_records(out, [j for j in mine if j not in todo], settings)  # bad ones: refused now
+        timings = {"shared_text": 0.0}
+        if todo:
+            text = _shared_text(cfg)
+            timings["shared_text"] = time.perf_counter() - t0
+            if settings.get("zipf_slope_train_split") is None:
+                settings = {**settings, "zipf_slope_train_split": text.zipf}
+                write_settings(out, settings)
+            _run_all(cfg, text, out, todo, settings, nproc, on_result)
+        results = read_records(out, mine, settings)
+        timings["total"] = time.perf_counter() - t0
+        extra = {"nproc": nproc, "simulations_run": len(todo),
+                 "simulations_reused": len(mine) - len(todo)}
+        if part is not None:
+            return out, _finish_shard(out, cfg, settings, results, timings=timings, extra=extra)
+        return out, write_summary(out, cfg, settings, results, timings=timings, extra=extra)
+
+
+def _shared_text(cfg: EndToEndConfig):
+    from tangentlab.validate.planted_trajectories import shared_text
+
+    return shared_text(cfg.corpus, cfg.vocab_size, seed=0, max_train_tokens=cfg.max_train_tokens)
+
+
+def _status_rows(results: Sequence[SimulationResult]) -> list[dict[str, Any]]:
+    return [{"metric": "status", "value": r.statuses[k], "null": r.scenario, "sim": r.sim,
+             "row": k, "reason": r.reasons[k], "experiment": _EXPERIMENT}
+            for r in results for k in r.statuses]
+
+
+def write_summary(out: Path, cfg: EndToEndConfig, settings: dict[str, Any],
+                  results: Sequence[SimulationResult], *, timings: dict[str, float],
+                  extra: dict[str, Any]) -> bool:
+    """Judge ``results`` (every simulation of ``cfg``, in job order) and write the summary.
 
     ``results.csv`` (long format: one row per (row, null, metric) with its Wilson interval),
-    ``checks.json`` (one pass/fail per (row, null, criterion)), ``statuses.csv`` (one row per
-    simulation and prediction row) and ``manifest.json``. Returns (path, every check passed).
+    ``statuses.csv`` (one row per simulation and prediction row), ``checks.json`` (one
+    pass/fail per (row, null, criterion)), then ``manifest.json`` last (``extra`` added to it).
+    Returns whether every check passed.
     """
     from tangentlab.runs import (
         CHECKS_NAME,
         RESULTS_NAME,
-        atomic_directory,
         atomic_write_json,
         build_manifest,
         write_manifest,
         write_results,
     )
-    from tangentlab.validate.planted_trajectories import shared_text
 
-    cfg.check()
-    if nproc < 1:
-        raise ConfigError(f"nproc must be >= 1; got {nproc}")
-    out = Path(out_dir)
-    t0 = time.perf_counter()
-    with atomic_directory(out, kind=END_TO_END_KIND) as tmp:  # never replaces another kind
-        work = tmp / "simulations"
-        work.mkdir()
-        text = shared_text(cfg.corpus, cfg.vocab_size, seed=0,
-                           max_train_tokens=cfg.max_train_tokens)
-        t_text = time.perf_counter() - t0
-        results = _run_all(cfg, text, work, nproc, on_result)
-        rows, checks = summarize(cfg, results)
-        write_results(rows, tmp / RESULTS_NAME)
-        write_results([{"metric": "status", "value": r.statuses[k], "null": r.scenario,
-                        "sim": r.sim, "row": k, "reason": r.reasons[k],
-                        "experiment": _EXPERIMENT} for r in results for k in r.statuses],
-                      tmp / STATUSES_NAME)
-        atomic_write_json(tmp / CHECKS_NAME, checks)
-        if not cfg.keep_measures:
-            shutil.rmtree(work, ignore_errors=True)
-        sims_s = [r.seconds for r in results]
-        manifest = build_manifest(
-            kind=END_TO_END_KIND, config=cfg, seeds={"seed": cfg.seed}, device="cpu",
-            dtype="float32",
-            timings={"shared_text": t_text, "simulations": sum(sims_s),
-                     "total": time.perf_counter() - t0},
-            extra={"quick": bool(quick), "nproc": nproc, "setting": cfg.setting(),
-                   "zipf_slope_train_split": text.zipf,
-                   "seconds_per_simulation": (sum(sims_s) / len(sims_s)) if sims_s else None,
-                   "checks_passed": sum(bool(c["passed"]) for c in checks),
-                   "checks_total": len(checks),
-                   "bound_checked": cfg.sims >= 45,
-                   "targets": {"wrong_rate_max": WRONG_RATE_MAX,
-                               "wrong_wilson_upper_max": WRONG_BOUND_MAX,
-                               "power_min": POWER_MIN}})
-        write_manifest(tmp, manifest)
-    return out, all(bool(c["passed"]) for c in checks)
+    rows, checks = summarize(cfg, results)
+    write_results(rows, out / RESULTS_NAME)
+    write_results(_status_rows(results), out / STATUSES_NAME)
+    atomic_write_json(out / CHECKS_NAME, checks)
+    sims_s = [r.seconds for r in results]
+    manifest = build_manifest(
+        kind=END_TO_END_KIND, config=cfg, seeds={"seed": cfg.seed}, device="cpu",
+        dtype="float32", timings={**timings, "simulations": sum(sims_s)},
+        extra={"quick": bool(settings.get("quick")), "setting": cfg.setting(),
+               "zipf_slope_train_split": settings.get("zipf_slope_train_split"),
+               "simulations_git": settings["git"],
+               "seconds_per_simulation": (sum(sims_s) / len(sims_s)) if sims_s else None,
+               "checks_passed": sum(bool(c["passed"]) for c in checks),
+               "checks_total": len(checks), "bound_checked": cfg.sims >= 45,
+               "targets": {"wrong_rate_max": WRONG_RATE_MAX,
+                           "wrong_wilson_upper_max": WRONG_BOUND_MAX, "power_min": POWER_MIN},
+               **extra})
+    write_manifest(out, manifest)
+    return all(bool(c["passed"]) for c in checks)
 
 
-def read_statuses(run_dir: str | Path) -> list[SimulationResult]:
-    """The simulations stored in a run directory's ``statuses.csv`` (to re-summarize them)."""
-    from tangentlab.runs import read_results
+def _finish_shard(out: Path, cfg: EndToEndConfig, settings: dict[str, Any],
+                  results: Sequence[SimulationResult], *, timings: dict[str, float],
+                  extra: dict[str, Any]) -> bool:
+    """A finished shard's ``manifest.json`` (kind :data:`END_TO_END_SHARD_KIND`; no checks)."""
+    from tangentlab.runs import build_manifest, write_manifest
 
-    df = read_results(Path(run_dir) / STATUSES_NAME)
-    out = []
-    for (name, sim), g in df.groupby(["null", "sim"], sort=False):
-        out.append(SimulationResult(str(name), int(sim), dict(zip(g["row"], g["value"])),
-                                    dict(zip(g["row"], g["reason"].fillna(""))), float("nan")))
-    return out
-
-
-def validated_rows(run_dir: str | Path) -> dict[str, bool]:
-    """Per prediction row: True when every end-to-end check of the row passed, bound checked.
-
-    Reads ``checks.json`` of an end-to-end run directory. A row whose checks were judged on point
-    rates only (a quick run), or that has no check, reads False; so does every row when a
-    simulation raised (its ``errors`` check failed).
-    """
-    import json
-
-    from tangentlab.runs import CHECKS_NAME
-    from tangentlab.validate.planted_scenarios import PREDICTION_ROWS
-
-    path = Path(run_dir) / CHECKS_NAME
-    if not path.is_file():
-        raise DataError(f"{str(path)!r} is missing; pass a directory written by "
-                        "`tangentlab validate --end-to-end`")
-    checks = json.loads(path.read_text())
-    raised = any(c.get("metric") == "errors" and not c.get("passed") for c in checks)
-    out = {}
-    for row in PREDICTION_ROWS:
-        if raised:  # a simulation that raised was never judged: no row is certified
-            out[row] = False
-            continue
-        mine = [c for c in checks if c.get("row") == row]
-        out[row] = bool(mine) and all(bool(c.get("passed")) and bool(c.get("bound_checked"))
-                                      for c in mine)
-    return out
-
-
-def format_table(checks: Sequence[dict[str, Any]]) -> str:
-    """The checks as a Markdown table (row, null, criterion, rate, Wilson 95%, n, pass)."""
-    lines = ["| row | null | criterion | rate | Wilson 95% | n | result |",
-             "|---|---|---|---|---|---|---|"]
-    for c in checks:
-        m = c.get("measured")
-        rate = "n/a" if m is None or (isinstance(m, float) and math.isnan(m)) else f"{m:.3f}"
-        lines.append(f"| {c['row']} | {c['null']} | {c['metric']} | {rate} | "
-                     f"[{c['ci_low']:.3f}, {c['ci_high']:.3f}] | {c['n']} | "
-                     f"{'pass' if c['passed'] else 'FAIL'} |")
-    return "\n".join(lines)
+    sims_s = [r.seconds for r in results]
+    errors = [f"{r.scenario} #{r.sim}" for r in results if r.error]
+    write_manifest(out, build_manifest(
+        kind=END_TO_END_SHARD_KIND, config=cfg, seeds={"seed": cfg.seed}, device="cpu",
+        dtype="float32", timings={**timings, "simulations": sum(sims_s)},
+        extra={"shard": settings["shard"], "quick": bool(settings.get("quick")),
+               "setting": cfg.setting(), "simulations": len(results), "errors": errors,
+               "simulations_git": settings["git"], **extra}))
+    return not errors

@@ -1,0 +1,129 @@
+"""``tangentlab validate merge DIR... --out OUT``: one end-to-end run from its shards.
+
+The inputs are finished end-to-end directories holding records
+(:mod:`tangentlab.validate.end_to_end_records`): the shards of one run (``--shard K/N``), or
+any finished runs that together hold each simulation once. They must share the settings
+fingerprint (config hash and git commit); together they must hold every simulation of the
+config exactly once. ``OUT`` then receives a settings file (``shard`` null, ``merged_from`` the
+inputs), a copy of every record and the summary a one-process run writes
+(:func:`~tangentlab.validate.end_to_end.write_summary`, records in job order), so that its
+``results.csv``, ``checks.json`` and ``statuses.csv`` are those of the one-process run, byte
+for byte.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from tangentlab.errors import ConfigError, DataError
+
+__all__ = ["merge_end_to_end"]
+
+
+def _read_inputs(dirs: Sequence[Path]) -> list[dict[str, Any]]:
+    """Each input's settings, read and compared.
+
+    DataError for an input that is no finished end-to-end directory; ConfigError when two differ
+    in their fingerprint (naming both and the field).
+    """
+    from tangentlab.runs import MANIFEST_NAME
+    from tangentlab.validate.end_to_end_records import (
+        is_end_to_end_dir,
+        read_settings,
+        settings_mismatch,
+        state_text,
+    )
+
+    if not dirs:
+        raise ConfigError("merge needs at least one directory to merge")
+    if len({d.resolve() for d in dirs}) != len(dirs):
+        raise ConfigError("merge was given the same directory twice; give each shard once")
+    settings = []
+    for d in dirs:
+        if not is_end_to_end_dir(d):
+            raise DataError(f"{str(d)!r} is not an end-to-end run directory with simulation "
+                            "records; pass directories written by `tangentlab validate "
+                            "--end-to-end [--shard K/N]`")
+        s = read_settings(d)
+        if not (d / MANIFEST_NAME).is_file():
+            raise DataError(f"{str(d)!r} holds an end-to-end run that is not finished "
+                            f"({state_text(d, s)}); finish it by rerunning its command with "
+                            "--resume, then merge")
+        settings.append(s)
+    for d, s in zip(dirs[1:], settings[1:]):
+        why = settings_mismatch(settings[0], s)
+        if why is not None:
+            raise ConfigError(f"cannot merge {str(dirs[0])!r} and {str(d)!r}: they differ in "
+                              f"{why}")
+    return settings
+
+
+def _gather(dirs: Sequence[Path], wanted: list[tuple[str, int]]) -> dict[tuple[str, int], Path]:
+    """(scenario, sim) → the directory (one of ``dirs``) whose record holds it.
+
+    DataError for a simulation found in two directories, one that is not a simulation of the
+    config, or simulations that none holds (naming the first few and how many).
+    """
+    from tangentlab.validate.end_to_end_records import find_records
+
+    known = set(wanted)
+    owner: dict[tuple[str, int], Path] = {}
+    for d in dirs:
+        for key, path in find_records(d).items():
+            if key not in known:
+                raise DataError(f"{str(path)!r} records {key[0]} #{key[1]}, which is not a "
+                                "simulation of the run's config")
+            if key in owner:
+                raise DataError(f"simulation {key[0]} #{key[1]} is recorded twice, in "
+                                f"{str(owner[key])!r} and {str(d)!r}; merge each shard once")
+            owner[key] = d
+    missing = [k for k in wanted if k not in owner]
+    if missing:
+        shown = ", ".join(f"{n} #{s}" for n, s in missing[:5])
+        more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+        raise DataError(f"{len(missing)} of {len(wanted)} simulations are in none of the "
+                        f"directories: {shown}{more}; run or resume the shard that holds them")
+    return owner
+
+
+def merge_end_to_end(dirs: Sequence[str | Path], out: str | Path) -> tuple[Path, bool]:
+    """Assemble the end-to-end directories ``dirs`` into the finished run ``out``.
+
+    Every check happens before ``out`` is created; ``out`` must be new or empty (under its run
+    lock). Returns (``out``, every check passed).
+    """
+    from tangentlab.config import config_from_mapping, config_hash
+    from tangentlab.runs import check_output_dir, run_lock
+    from tangentlab.validate.end_to_end import END_TO_END_KIND, EndToEndConfig, write_summary
+    from tangentlab.validate.end_to_end_records import read_records, write_record, write_settings
+    from tangentlab.validate.end_to_end_shards import jobs
+
+    t0 = time.perf_counter()
+    paths = [Path(d) for d in dirs]
+    settings = _read_inputs(paths)
+    cfg = config_from_mapping(EndToEndConfig, settings[0]["config"])
+    if config_hash(cfg) != settings[0]["config_hash"]:
+        raise DataError(f"{str(paths[0])!r}: its config does not hash to its config_hash; "
+                        "it was edited by hand")
+    wanted = jobs(cfg)
+    owner = _gather(paths, wanted)
+    merged = {**settings[0], "shard": None, "jobs": len(wanted),
+              "merged_from": [str(p) for p in paths]}
+    out = Path(out)
+    check_output_dir(out, kind=END_TO_END_KIND, existing="refuse")
+    with run_lock(out, command="validate merge"):
+        check_output_dir(out, kind=END_TO_END_KIND, existing="refuse")
+        out.mkdir(parents=True, exist_ok=True)
+        write_settings(out, merged)
+        for d, s in zip(paths, settings):
+            keys = [k for k in wanted if owner[k] == d]
+            for res in read_records(d, keys, s):  # each checked against its own directory
+                write_record(out, res, {**merged, "shard": s.get("shard")})
+        results = read_records(out, wanted, merged)
+        passed = write_summary(out, cfg, merged, results,
+                               timings={"merge": time.perf_counter() - t0},
+                               extra={"merged_from": merged["merged_from"]})
+    return out, passed

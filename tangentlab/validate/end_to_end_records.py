@@ -1,0 +1,207 @@
+"""The end-to-end run's records on disk: its settings file and one record per simulation.
+
+An end-to-end run directory (``tangentlab validate --end-to-end``) is written in place, one file
+at a time, each with the atomic writers of :mod:`tangentlab.runs`, so that a kill loses at most
+the simulations in flight:
+
+- ``end_to_end.json`` (:data:`SETTINGS_NAME`), written first: the run's settings. ``kind``
+  (:data:`SETTINGS_KIND`), ``config`` (the :class:`EndToEndConfig` as a dict), ``config_hash``
+  (:func:`tangentlab.config.config_hash` of it), ``git`` (:func:`tangentlab.runs.git_commit`:
+  ``commit`` and ``dirty``), ``shard`` (``"K/N"``, or null for the whole run), ``quick``,
+  ``zipf_slope_train_split`` (of the shared text), ``jobs`` (simulations this directory runs)
+  and, for a merged directory, ``merged_from`` (the directories it was assembled from). It
+  marks the folder as an end-to-end run, finished or not.
+- ``simulations/<scenario>/sim<NNN>.json`` (:func:`record_path`), one per finished simulation:
+  ``kind`` (:data:`RECORD_KIND`), ``scenario``, ``sim``, ``statuses`` (prediction row → status
+  word), ``reasons`` (row → the combined reason), ``seconds``, ``error`` ("" when it ran),
+  ``config_hash``, ``git`` and ``shard``: the settings fingerprint it was run under.
+- ``manifest.json``, written last (after ``results.csv``, ``checks.json`` and ``statuses.csv``,
+  or, for a shard, alone): a directory holding the settings file and no manifest is unfinished.
+
+A scenario name holding ``/`` (``rd-1/64``) is a nested folder, as the measure folders are.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tangentlab.errors import DataError
+
+__all__ = ["SimulationResult", "SETTINGS_NAME", "SETTINGS_KIND", "SIMULATIONS_DIR", "RECORD_KIND",
+           "STATUSES_NAME",
+           "record_path", "write_record", "read_record", "find_records", "settings_for",
+           "write_settings", "read_settings", "is_end_to_end_dir", "settings_mismatch",
+           "state_text", "read_records"]
+
+#: The run's settings file (written first; marks the folder as an end-to-end run).
+SETTINGS_NAME = "end_to_end.json"
+#: ``kind`` of the settings file.
+SETTINGS_KIND = "validate/end-to-end settings"
+#: Per-simulation statuses of a finished run, one row per (scenario, simulation, prediction row).
+STATUSES_NAME = "statuses.csv"
+#: The folder of the per-simulation records (and, with ``keep_measures``, the measure folders).
+SIMULATIONS_DIR = "simulations"
+#: ``kind`` of one simulation's record.
+RECORD_KIND = "validate/end-to-end simulation"
+_RECORD_NAME = re.compile(r"sim(\d+)\.json")
+_HINT = "rerun the simulation (resume the run with --resume after deleting the file)"
+
+
+@dataclass(frozen=True)
+class SimulationResult:
+    """One simulation's row statuses (row key → status word, and the combined reason)."""
+
+    scenario: str
+    sim: int
+    statuses: dict[str, str]
+    reasons: dict[str, str]
+    seconds: float
+    error: str = ""  #: why the simulation raised ("" when it ran); every row is then "not run"
+
+
+def record_path(out: str | Path, scenario: str, sim: int) -> Path:
+    """Where the record of simulation ``sim`` of ``scenario`` lives in run directory ``out``."""
+    return Path(out) / SIMULATIONS_DIR / scenario / f"sim{sim:03d}.json"
+
+
+def write_record(out: str | Path, result: SimulationResult, settings: dict[str, Any]) -> Path:
+    """Write one simulation's record atomically (fingerprint taken from ``settings``)."""
+    from tangentlab.runs import atomic_write_json
+
+    return atomic_write_json(record_path(out, result.scenario, result.sim), {
+        "kind": RECORD_KIND, "scenario": result.scenario, "sim": int(result.sim),
+        "statuses": dict(result.statuses), "reasons": dict(result.reasons),
+        "seconds": float(result.seconds), "error": result.error,
+        "config_hash": settings["config_hash"], "git": settings["git"],
+        "shard": settings["shard"]})
+
+
+def read_record(path: str | Path) -> tuple[SimulationResult, dict[str, Any]]:
+    """(the simulation, its whole record) from a record file; DataError naming a bad field."""
+    from tangentlab.readers import read_json
+
+    data = read_json(path, fields={"kind": str, "scenario": str, "sim": int, "statuses": dict,
+                                   "reasons": dict, "seconds": float, "error": str,
+                                   "config_hash": str, "git": dict}, hint=_HINT)
+    if data["kind"] != RECORD_KIND:
+        raise DataError(f"{str(path)!r} is a {data['kind']!r} file, not a simulation record "
+                        f"({RECORD_KIND!r}); {_HINT}")
+    res = SimulationResult(data["scenario"], data["sim"], {str(k): str(v) for k, v in
+                                                           data["statuses"].items()},
+                           {str(k): str(v) for k, v in data["reasons"].items()},
+                           float(data["seconds"]), data["error"])
+    return res, data
+
+
+def find_records(out: str | Path) -> dict[tuple[str, int], Path]:
+    """Every record file under ``out/simulations``: (scenario, sim) → path, read from the path.
+
+    Raises DataError for a record whose file name does not match its folder's scenario and
+    index (the scenario is the folder path under ``simulations/``).
+    """
+    root = Path(out) / SIMULATIONS_DIR
+    found: dict[tuple[str, int], Path] = {}
+    if not root.is_dir():
+        return found
+    for path in sorted(root.rglob("sim*.json")):
+        m = _RECORD_NAME.fullmatch(path.name)
+        if m is None or not path.is_file():
+            continue
+        scenario = path.parent.relative_to(root).as_posix()
+        found[(scenario, int(m.group(1)))] = path
+    return found
+
+
+def settings_for(cfg, *, shard: str | None, quick: bool, jobs: int,
+                 zipf: float | None = None) -> dict[str, Any]:
+    """The settings file's content for ``cfg`` run at this checkout's git commit."""
+    from tangentlab.config import config_hash, config_to_dict
+    from tangentlab.runs import git_commit
+
+    return {"kind": SETTINGS_KIND, "config": config_to_dict(cfg), "config_hash": config_hash(cfg),
+            "git": git_commit(), "shard": shard, "quick": bool(quick), "jobs": int(jobs),
+            "zipf_slope_train_split": zipf}
+
+
+def write_settings(out: str | Path, settings: dict[str, Any]) -> Path:
+    """Write ``end_to_end.json`` atomically."""
+    from tangentlab.runs import atomic_write_json
+
+    return atomic_write_json(Path(out) / SETTINGS_NAME, settings)
+
+
+def read_settings(out: str | Path) -> dict[str, Any]:
+    """The settings file of run directory ``out``; DataError when missing or malformed."""
+    from tangentlab.readers import read_json
+
+    path = Path(out) / SETTINGS_NAME
+    data = read_json(path, fields={"kind": str, "config": dict, "config_hash": str, "git": dict,
+                                   "jobs": int}, optional={"shard": str},
+                     hint="pass a directory written by `tangentlab validate --end-to-end`")
+    if data["kind"] != SETTINGS_KIND:
+        raise DataError(f"{str(path)!r} is a {data['kind']!r} file, not an end-to-end run's "
+                        f"settings ({SETTINGS_KIND!r})")
+    return data
+
+
+def is_end_to_end_dir(out: str | Path) -> bool:
+    """Whether ``out`` holds an end-to-end run written with records (finished or not)."""
+    return (Path(out) / SETTINGS_NAME).is_file()
+
+
+def settings_mismatch(a: dict[str, Any], b: dict[str, Any]) -> str | None:
+    """The first fingerprint field in which two settings differ, said in words; None if none.
+
+    Compared: ``config_hash`` (naming the config keys that differ) and the git commit (a dirty
+    tree is not compared: the commit is what can be checked out again).
+    """
+    if a["config_hash"] != b["config_hash"]:
+        keys = sorted(k for k in set(a["config"]) | set(b["config"])
+                      if a["config"].get(k) != b["config"].get(k))
+        return (f"config_hash ({a['config_hash']} vs {b['config_hash']}; config differs in "
+                f"{', '.join(keys) or 'its encoding'})")
+    ca, cb = a["git"].get("commit"), b["git"].get("commit")
+    if ca != cb:
+        return f"git commit ({str(ca)[:12]} vs {str(cb)[:12]})"
+    return None
+
+
+def state_text(out: str | Path, settings: dict[str, Any]) -> str:
+    """The run's state, for messages: ``finished``, or ``unfinished: k of n simulations recorded``."""
+    from tangentlab.runs import MANIFEST_NAME
+
+    if (Path(out) / MANIFEST_NAME).is_file():
+        return "finished"
+    return f"unfinished: {len(find_records(out))} of {settings['jobs']} simulations recorded"
+
+
+
+def read_records(out: str | Path, jobs: list[tuple[str, int]],
+                 settings: dict[str, Any]) -> list[SimulationResult]:
+    """The simulations ``jobs`` read from their records in ``out``, in the order of ``jobs``.
+
+    DataError for a missing record (naming the simulation), one whose content is not its
+    path's simulation, or one run under another config hash or git commit than ``settings``.
+    """
+    out = Path(out)
+    results = []
+    for name, sim in jobs:
+        path = record_path(out, name, sim)
+        if not path.is_file():
+            raise DataError(f"{str(out)!r} has no record of simulation {name} #{sim} "
+                            f"({str(path)!r}); resume the run with --resume")
+        res, data = read_record(path)
+        if (res.scenario, res.sim) != (name, sim):
+            raise DataError(f"{str(path)!r} records simulation {res.scenario} #{res.sim}, not "
+                            f"{name} #{sim}; {_HINT}")
+        ours = (settings["config_hash"], settings["git"].get("commit"))
+        theirs = (data["config_hash"], data["git"].get("commit"))
+        if theirs != ours:
+            raise DataError(f"{str(path)!r} was run under config_hash {theirs[0]} at commit "
+                            f"{str(theirs[1])[:12]}, not its directory's {ours[0]} at "
+                            f"{str(ours[1])[:12]}; {_HINT}")
+        results.append(res)
+    return results

@@ -1,0 +1,94 @@
+"""Shards, merge and resume of the end-to-end battery on real quick simulations.
+
+The quick setting (3 scenarios × 1 simulation of 1 unit) measured for real: two shards merged,
+and a run killed inside its second simulation then resumed with ``--nproc 2``, must each write
+the one-process run's ``results.csv``, ``checks.json`` and ``statuses.csv`` byte for byte.
+The shared text is built once for the module and the git commit pinned (another engineer's
+commit between two runs of a test would otherwise be refused, rightly, as a mismatch).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import tangentlab.runs as runs
+import tangentlab.validate.end_to_end as e2e
+from tangentlab.runs import CHECKS_NAME, MANIFEST_NAME, RESULTS_NAME
+from tangentlab.validate.end_to_end import STATUSES_NAME, EndToEndConfig
+from tangentlab.validate.end_to_end_merge import merge_end_to_end
+from tangentlab.validate.end_to_end_records import find_records, read_record
+
+pytestmark = [pytest.mark.model, pytest.mark.slow]
+
+CFG = EndToEndConfig.quick(0)
+SUMMARY = (RESULTS_NAME, CHECKS_NAME, STATUSES_NAME)
+#: manifest fields that may differ between runs of the same simulations (when, where, how split)
+VOLATILE = {"created", "timings_s", "argv", "platform", "nproc", "simulations_run",
+            "simulations_reused", "seconds_per_simulation", "merged_from"}
+
+
+@pytest.fixture(scope="module")
+def whole(tmp_path_factory):
+    """(folder for more runs, the uninterrupted one-process quick run); text built once."""
+    root = tmp_path_factory.mktemp("e2e-shards")
+    text = e2e._shared_text(CFG)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(e2e, "_shared_text", lambda cfg: text)
+        mp.setattr(runs, "git_commit", lambda *a, **k: {"commit": "f" * 40, "dirty": False})
+        path, _ = e2e.write_end_to_end(root / "whole", CFG, quick=True)
+        yield root, path
+
+
+def _summary(path):
+    return {name: (path / name).read_bytes() for name in SUMMARY}
+
+
+def _stable_manifest(path):
+    m = json.loads((path / MANIFEST_NAME).read_text())
+    return {k: v for k, v in m.items() if k not in VOLATILE}
+
+
+def _verdicts(path):
+    return {key: (r.statuses, r.reasons, r.error) for key, p in find_records(path).items()
+            for r in [read_record(p)[0]]}
+
+
+def test_two_shards_merged_equal_the_one_process_run_byte_for_byte(whole):
+    root, one = whole
+    shards = [e2e.write_end_to_end(root / f"shard{k}", CFG, quick=True, shard=f"{k}/2")[0]
+              for k in (1, 2)]
+    assert [sorted(find_records(s)) for s in shards] == [
+        [("effect", 0), ("short-eval", 0)], [("no-effect", 0)]]
+    merged, passed = merge_end_to_end(shards[::-1], root / "merged")  # order given: irrelevant
+    assert _summary(merged) == _summary(one)
+    assert _stable_manifest(merged) == _stable_manifest(one)
+    assert _verdicts(merged) == _verdicts(one)
+    assert passed == all(c["passed"] for c in json.loads((one / CHECKS_NAME).read_text()))
+
+
+def test_a_run_killed_inside_a_simulation_resumes_with_nproc_2_to_the_same_bytes(whole,
+                                                                                monkeypatch):
+    root, one = whole
+    part = root / "killed"
+    real_decide = e2e.decide
+    calls = []
+
+    def killed_in_second(measure_dirs, run_dir):  # measured, not yet decided: the kill
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real_decide(measure_dirs, run_dir)
+
+    with monkeypatch.context() as mp:
+        mp.setattr(e2e, "decide", killed_in_second)
+        with pytest.raises(KeyboardInterrupt):
+            e2e.write_end_to_end(part, CFG, quick=True)
+    assert sorted(find_records(part)) == [("effect", 0)] and not (part / MANIFEST_NAME).exists()
+    assert any((part / "simulations" / "no-effect" / "sim000").iterdir())  # its half-done work
+    e2e.write_end_to_end(part, CFG, quick=True, nproc=2, resume=True)
+    assert _summary(part) == _summary(one)
+    assert _stable_manifest(part) == _stable_manifest(one)
+    manifest = json.loads((part / MANIFEST_NAME).read_text())
+    assert (manifest["simulations_reused"], manifest["simulations_run"]) == (1, 2)
