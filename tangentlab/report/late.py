@@ -105,10 +105,13 @@ def _trajectory(model: Model, site: str, proxy: str) -> tuple[R.ProxyTrajectory 
     else:
         late = [t.get(src.enrichment, site=site, step=s).interval(f"step {_step(s)}")
                 for s in window.steps]
+    points = [t.get(src.enrichment, site=site, step=s).interval(f"step {_step(s)}")
+              for s in sorted(window.steps)]
     first_late = min(window.steps) if window.steps else float("inf")
     before = [t.get(src.enrichment, site=site, step=s).interval(f"step {_step(s)}")
               for s in trained if s < first_late]
-    return (R.ProxyTrajectory(proxy, peak, best in window.steps, before, late), window, src)
+    return (R.ProxyTrajectory(proxy, peak, best in window.steps, before, late, points), window,
+            src)
 
 
 def _late_drift(model: Model, site: str, steps: Sequence[float]) -> float | None:

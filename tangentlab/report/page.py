@@ -316,7 +316,7 @@ def overall(v: Verdict) -> str:
     if not v.units:
         return v.reason
     txt = (f"{_unit_counts(v.units)} of {len(v.units)} (model, site) units; supported only if every "
-           "unit is, not supported if any unit is not")
+           "unit is, not supported only if every unit is not (intersection-union)")
     if any(U.is_not_applicable(u.status) for u in v.units):
         txt += "; units whose rule does not apply (one checkpoint) are left out"
     if v.pooled:

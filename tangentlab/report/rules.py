@@ -102,21 +102,25 @@ RULES: dict[str, str] = {
     "weakens-late": (
         "Read on the fixed proxy and on the refit proxy, each over its trained checkpoints (step "
         "> 0). Late window = the checkpoints after the early/late cut the measurement recorded "
-        "(its late window where it records one); late-window enrichment = the late-window "
-        "aggregate when the run stores a confidence interval for it, else each late-window "
-        "checkpoint with its own bootstrap CI; peak = the checkpoint with the largest "
-        "enrichment. A proxy declines if its peak lies before the late window and every "
-        "late-window CI upper bound is below the peak's CI lower bound; it rises if some "
-        "late-window CI lower bound is above the CI upper bound of every checkpoint before the "
-        "late window. Supported if the fixed proxy declines and either the refit proxy declines "
-        "too or the decline is larger than the measured drift can explain (every late-window "
-        "CI upper bound is below cos^2(largest principal angle between the fixed and refit "
-        "proxies in the late window) times the peak's CI lower bound: a rotation by that angle "
-        "cannot lower a fixed proxy's energy below that share). Not supported if a proxy rises "
-        "and none declines. Otherwise (overlapping intervals, a peak at the last checkpoint "
-        "whose interval overlaps the earlier ones, a fixed-proxy decline that the refit proxy "
-        "does not show and the drift could explain, no checkpoint after the cut, or no interval "
-        "stored) inconclusive."
+        "(its late window where it records one); peak = the checkpoint with the largest "
+        "enrichment; the late window's end = its last checkpoint (or the late-window aggregate "
+        "when the run stores a confidence interval for it and not the checkpoints). A proxy "
+        "declines if its peak lies before the late window, the late window's end has its CI "
+        "upper bound below the peak's CI lower bound, and the late window does not grow on the "
+        "way (its last checkpoint's value is not above its first's); it rises if the late "
+        "window grows: its last checkpoint's CI lower bound above its first checkpoint's CI "
+        "upper bound. Both read the late window itself, so they do not depend on where the cut "
+        "falls between checkpoints: a plateau reached before or at the cut is neither (a "
+        "plateau neither weakens nor grows late, so it reads inconclusive), and rising needs at "
+        "least two late-window checkpoints. Supported if the fixed proxy declines and either "
+        "the refit proxy declines too or the decline is larger than the measured drift can "
+        "explain (every late-window CI upper bound is below cos^2(largest principal angle "
+        "between the fixed and refit proxies in the late window) times the peak's CI lower "
+        "bound: a rotation by that angle cannot lower a fixed proxy's energy below that "
+        "share). Not supported if a proxy rises and none declines: the enrichment still grows "
+        "late in training. Otherwise (overlapping intervals, a plateau, a peak inside the late "
+        "window, a fixed-proxy decline that the refit proxy does not show and the drift could "
+        "explain, no checkpoint after the cut, or no interval stored) inconclusive."
     ),
     "ablation": (
         "At the last causal checkpoint, E = the paired excess matched on both removed variance "
@@ -377,6 +381,9 @@ class ProxyTrajectory:
         peak_in_late: whether the peak lies inside the late window.
         before: the trained checkpoints before the late window, each with its CI.
         late: the late-window enrichment: one aggregate, or each late-window checkpoint.
+        late_points: each late-window checkpoint with its own CI, in step order (what the
+            late window's slope and its end are read from; empty: read ``late`` when it holds
+            the checkpoints themselves).
     """
 
     name: str
@@ -384,6 +391,12 @@ class ProxyTrajectory:
     peak_in_late: bool
     before: Sequence[Interval]
     late: Sequence[Interval]
+    late_points: Sequence[Interval] = ()
+
+    def points(self) -> list[Interval]:
+        """The late-window checkpoints with a value, in step order."""
+        pts = self.late_points or (self.late if len(self.late) > 1 else ())
+        return [x for x in pts if _ok(x.value)]
 
     def text(self) -> str:
         """The peak and the late window as text."""
@@ -394,19 +407,28 @@ class ProxyTrajectory:
 
 
 def _trend(p: ProxyTrajectory | None) -> str:
-    """``declines``, ``rises``, ``flat`` (intervals overlap) or why it cannot be read."""
+    """``declines``, ``rises``, ``flat`` (intervals overlap) or why it cannot be read.
+
+    Declines: the peak lies before the late window, the late window ends below it (its last
+    checkpoint's CI upper bound, or the late aggregate's, below the peak's CI lower bound) and
+    does not grow on the way (its last checkpoint is not above its first). Rises: the late
+    window grows, its last checkpoint's CI lower bound above its first checkpoint's CI upper
+    bound. Both read the late window alone, so where the cut falls between two checkpoints does
+    not matter; a plateau reached before or at the cut is flat.
+    """
     if p is None or p.peak is None or not _ok(p.peak.value):
         return "missing"
     late = [x for x in p.late if _ok(x.value)]
     if not late:
         return "no late window"
-    before = [x for x in p.before if _ok(x.value)]
-    if not (p.peak.has_interval() and all(x.has_interval() for x in late + before)):
+    pts = p.points()
+    if not (p.peak.has_interval() and all(x.has_interval() for x in late + pts)):
         return "no interval"
-    if (not p.peak_in_late and all(float(x.value) < float(p.peak.value) for x in late)
-            and all(float(x.hi) < float(p.peak.lo) for x in late)):
+    end = pts[-1] if pts else late[-1]
+    growing = len(pts) >= 2 and float(pts[-1].value) > float(pts[0].value)
+    if not p.peak_in_late and not growing and float(end.hi) < float(p.peak.lo):
         return "declines"
-    if before and max(float(x.lo) for x in late) > max(float(x.hi) for x in before):
+    if len(pts) >= 2 and float(pts[-1].lo) > float(pts[0].hi):
         return "rises"
     return "flat"
 
@@ -443,11 +465,16 @@ def weakens_late_rule(fixed: ProxyTrajectory | None, refit: ProxyTrajectory | No
     if "rises" in (tf, tr) and "declines" not in (tf, tr):
         who = [n for n, t in (("fixed", tf), ("refit", tr)) if t == "rises"]
         what = f"the {who[0]} proxy rises" if len(who) == 1 else "both proxies rise"
-        return Outcome(NOT_SUPPORTED, txt + f"; {what} into the late window, intervals apart")
+        return Outcome(NOT_SUPPORTED, txt + f"; {what} through the late window (its last "
+                                             "checkpoint above its first, intervals apart)")
     why = {"no late window": "no checkpoint after the early/late cut",
-           "no interval": "an interval is missing", "flat": "the intervals overlap"}.get(tf, tf)
+           "no interval": "an interval is missing",
+           "flat": "the intervals overlap (a plateau neither weakens nor grows late)"}.get(tf, tf)
     if tf == "flat" and fixed.peak_in_late:
-        why = "the peak lies inside the late window and the intervals overlap"
+        why = ("the peak lies inside the late window and the intervals overlap (a plateau "
+               "neither weakens nor grows late)")
+    if tf == "flat" and len(fixed.points()) < 2:
+        why += "; one late-window checkpoint cannot show the late window growing"
     return Outcome(INCONCLUSIVE, txt + "; " + why)
 
 

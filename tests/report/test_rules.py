@@ -251,10 +251,14 @@ class TestWeakensLate:
         out = R.weakens_late_rule(fixed, refit, drift_angle=math.radians(5))
         assert out.status == R.INCONCLUSIVE and "inside the late window" in out.reason
 
-    def test_not_supported_when_a_proxy_rises_into_the_late_window_intervals_apart(self):
+    def test_not_supported_when_a_proxy_rises_through_the_late_window_intervals_apart(self):
         fixed = self.traj("fixed", [(100, 2.0), (200, 2.5), (400, 4.0), (800, 5.0)], 400)
         refit = self.traj("refit", [(100, 2.0), (200, 2.4), (400, 3.1), (800, 3.0)], 400)
         out = R.weakens_late_rule(fixed, refit, drift_angle=math.radians(5))
+        # the refit proxy is flat inside the late window (3.1 then 3.0): only the fixed one rises
+        assert out.status == R.NOT_SUPPORTED and "the fixed proxy rises" in out.reason
+        both = self.traj("refit", [(100, 2.0), (200, 2.4), (400, 3.1), (800, 4.0)], 400)
+        out = R.weakens_late_rule(fixed, both, drift_angle=math.radians(5))
         assert out.status == R.NOT_SUPPORTED and "both proxies rise" in out.reason
         flat = self.traj("refit", [(100, 2.0), (400, 2.1), (800, 2.2)], 400)
         out = R.weakens_late_rule(fixed, flat)
@@ -262,6 +266,28 @@ class TestWeakensLate:
         # a decline on one proxy and a rise on the other: conflicting, so inconclusive
         down = self.traj("refit", [(100, 6.0), (400, 3.0), (800, 2.0)], 400)
         assert R.weakens_late_rule(fixed, down).status != R.NOT_SUPPORTED
+
+    def test_a_plateau_reached_before_a_sparse_schedules_cut_is_not_a_rise(self):
+        """Issue 33: at the small preset's schedule (no checkpoint between 251 and 501, cut at
+        300) a trajectory that rises until the cut and then stays flat read "not supported" in
+        every unit: the late window lay above the last checkpoint before the cut. A plateau
+        neither weakens nor grows late: inconclusive, whatever the schedule."""
+        curve = [(63, 1.5), (126, 2.5), (251, 3.6), (501, 4.0), (1000, 4.0)]
+        for cut_at in (300, 251):  # a checkpoint just before the cut, or none near it
+            p = self.traj("fixed", curve, cut_at + 1, half=0.15)
+            out = R.weakens_late_rule(p, p, drift_angle=math.radians(2))
+            assert out.status == R.INCONCLUSIVE and "plateau" in out.reason, out
+
+    def test_a_decline_is_found_when_a_late_checkpoint_sits_near_the_peak(self):
+        """The effect curve at the small preset's schedule: the peak (step 300) falls between
+        checkpoints, step 501 is still near it; the late window ends far below the peak."""
+        curve = [(63, 2.0), (126, 3.5), (251, 5.2), (501, 5.1), (1000, 3.0)]
+        p = self.traj("fixed", curve, 301, half=0.3)
+        out = R.weakens_late_rule(p, p, drift_angle=math.radians(2))
+        assert out.status == R.SUPPORTED, out
+        # an end below the peak reached by a late rise is not a decline: the late window grows
+        up = self.traj("fixed", [(126, 3.5), (251, 5.2), (501, 2.0), (1000, 3.0)], 301, half=0.3)
+        assert R.weakens_late_rule(up, up).status == R.NOT_SUPPORTED
 
     def test_inconclusive_when_intervals_overlap(self):
         fixed = self.traj("fixed", [(100, 5.0), (800, 4.5)], 400, half=0.8)

@@ -116,10 +116,19 @@ class TestWeakensLate:
         assert "35 deg" in u.reason and "refit proxy late window" in u.note
 
     def test_not_supported_when_still_rising_at_the_end(self, tmp_path):
-        rows = trajectory_rows("dec", {0: 1.0, 10: 2.0, 100: 3.0, 800: 5.0})
+        rows = trajectory_rows("dec", {0: 1.0, 10: 2.0, 100: 3.0, 400: 4.0, 800: 5.0})
         run = write_run(tmp_path / "run", {"decoder": rows},
                         measure_extra={"decoder": {"early_late_cut_step": 240.0}})
         assert _by_key(run)["weakens-late"].units[0].status == R.NOT_SUPPORTED
+
+    def test_one_late_checkpoint_cannot_show_a_late_rise(self, tmp_path):
+        """Issue 33: one checkpoint after the cut above every earlier one is what a plateau
+        reached between the last early checkpoint and the cut looks like too."""
+        rows = trajectory_rows("dec", {0: 1.0, 10: 2.0, 100: 3.0, 800: 5.0})
+        run = write_run(tmp_path / "run", {"decoder": rows},
+                        measure_extra={"decoder": {"early_late_cut_step": 240.0}})
+        u = _by_key(run)["weakens-late"].units[0]
+        assert u.status == R.INCONCLUSIVE and "one late-window checkpoint" in u.reason
 
     def test_a_recorded_weighted_late_window_is_read(self, tmp_path):
         rows = trajectory_rows("dec", {0: 1.0, 10: 2.0, 100: 5.0, 400: 4.9, 800: 2.0})
