@@ -25,9 +25,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tangentlab.errors import CaptureError
+from tangentlab.errors import CaptureError, ValidationError
 
-__all__ = ["CaptureBatch", "capture_batch", "edited_losses", "site_hooks", "token_losses"]
+__all__ = ["CaptureBatch", "capture_batch", "edit_activations", "edited_losses",
+           "row_scale_whitener", "site_hooks", "token_losses"]
 
 
 @dataclass
@@ -218,8 +219,61 @@ def capture_batch(loaded, sites: Sequence[str], input_ids, labels=None, *, atten
                         loss_sum=loss_sum, n_targets=n_targets)
 
 
+def edit_activations(hv, *, mu, bases, shifts, weight=None, z=None, noise=None, whiten=None):
+    """The K edits of :func:`edited_losses` applied to stacked activations (torch, no gradients).
+
+    ``hv``: (K, nb, T, d), the clean activations repeated once per variant; ``mu``: (d,);
+    ``bases``: (K, d, r); ``shifts``: (K, d); ``weight``: optional (1, nb, T, 1) of 0/1, the
+    positions edited; ``z``: (nb, T, r) standard normals and ``noise``: (K, d, r) bases N_k (both
+    or neither); ``whiten``: (d, d) ``Σ^{-1/2} / sqrt(rank Σ)`` of the edited rows
+    (:func:`row_scale_whitener`), needed with noise.
+
+    Variant k: ``h − ((h − mu) B_k) B_kᵀ + shift_k + ρ z N_kᵀ`` at the edited positions, with
+    ``ρ² = ‖(h − mu) Σ^{-1/2}‖² / rank Σ`` the row's own scale (issue 33): for rows
+    ``h = mu + s Σ^{1/2} g`` (a scale mixture, g standard normal) ρ ≈ s, and E[ρ²] = 1 over the
+    rows Σ describes. z is drawn independently of h, so the noise adds the same covariance
+    ``N_k N_kᵀ`` and mean squared displacement ``tr(N_k N_kᵀ)`` as unscaled noise; what changes
+    is how the displacement is spread over rows: a heavy-tailed row (large s) is moved far by the
+    noise as by the shrink along B_k and by a full ablation, so edits matched on the mean
+    displacement also move the same rows by similar shares. (Whitened, one dominant direction, a
+    rogue axis or a massive activation, does not decide a row's scale; the raw norm along B_k
+    would add a chi-square's spread of its own, which a convex per-row cost reads as an effect.)
+    Returns the edited (K, nb, T, d).
+    """
+    import torch
+
+    coef = torch.einsum("kbtd,kdr->kbtr", hv - mu, bases)
+    delta = -torch.einsum("kbtr,kdr->kbtd", coef, bases) + shifts[:, None, None, :]
+    if noise is not None:
+        if z is None or whiten is None:
+            raise ValidationError("noise needs z (nb, T, r) and whiten (d, d), the edited rows' "
+                                  "Sigma^(-1/2) (row_scale_whitener)")
+        white = (hv[:1] - mu) @ whiten  # (1, nb, T, d): every variant edits the same clean rows
+        rho = torch.sqrt((white * white).sum(-1, keepdim=True))
+        delta = delta + rho * torch.einsum("btr,kdr->kbtd", z, noise)
+    return hv + (delta if weight is None else weight * delta)
+
+
+def row_scale_whitener(cov, *, rtol: float = 1e-10):
+    """``Σ^{-1/2} / sqrt(rank Σ)`` (d, d) as a numpy float64 array, on the range of ``cov``.
+
+    ``‖(h − mu) W‖²`` then has mean 1 over rows of covariance ``cov`` (d, d). Eigenvalues below
+    ``rtol`` times the largest are left out (their directions get 0), so a rank-deficient
+    covariance (a LayerNorm's all-ones direction) whitens on its range.
+    """
+    import numpy as np
+
+    S = np.asarray(cov, dtype=np.float64)
+    w, U = np.linalg.eigh((S + S.T) / 2)
+    keep = w > rtol * max(float(w.max()), 0.0)
+    if not keep.any():
+        raise ValidationError("the edited rows hold no variance: no row scale can be read")
+    return (U[:, keep] / np.sqrt(w[keep])) @ U[:, keep].T / np.sqrt(keep.sum())
+
+
 def edited_losses(loaded, site: str, input_ids, labels, *, bases, shifts, mu,
-                  mask=None, max_batch: int = 64, noise=None, noise_seed: int = 0):
+                  mask=None, max_batch: int = 64, noise=None, noise_seed: int = 0,
+                  whiten=None):
     """Summed loss of the batch under K edits of the activations at ``site`` (no gradients).
 
     Variant k replaces each activation h by ``h − ((h − mu) B_k) B_kᵀ + shift_k`` (mean-ablation
@@ -227,8 +281,9 @@ def edited_losses(loaded, site: str, input_ids, labels, *, bases, shifts, mu,
     ``shifts``: (K, d); ``mu``: (d,); ``mask``: optional (batch, seq) of 0/1, the positions edited
     (the others are left unchanged; None = every position). Variants run stacked along the batch
     axis, at most ``max_batch`` rows per forward pass. ``noise``: optional (K, d, r) bases N_k;
-    variant k then also adds ``z N_kᵀ`` at the edited positions, z a standard normal (batch, seq,
-    r) drawn once from ``noise_seed`` and shared by every variant (common random numbers).
+    variant k then also adds ``ρ z N_kᵀ`` at the edited positions, z a standard normal (batch,
+    seq, r) drawn once from ``noise_seed`` and shared by every variant (common random numbers),
+    ρ the row's own scale, read through ``whiten`` (d, d) (:func:`edit_activations`).
     Returns (loss_sum (K,), n_targets (K,)).
     """
     import numpy as np
@@ -245,31 +300,26 @@ def edited_losses(loaded, site: str, input_ids, labels, *, bases, shifts, mu,
     K = B.shape[0]
     nb = input_ids.shape[0]
     N = z = None
+    Wt = None
     if noise is not None:
         N = torch.as_tensor(np.asarray(noise), dtype=dtype, device=dev)
+        Wt = torch.as_tensor(np.asarray(whiten), dtype=dtype, device=dev)
         gen = torch.Generator().manual_seed(int(noise_seed))
         z = torch.randn((*input_ids.shape, N.shape[-1]), generator=gen,
                         dtype=torch.float64).to(dtype=dtype, device=dev)  # (nb, T, r)
-        if w is not None:
-            z = z * w[0]
     per = max(1, max_batch // nb)
     losses = np.zeros(K)
     counts = np.zeros(K, dtype=np.int64)
     for k0 in range(0, K, per):
         k1 = min(K, k0 + per)
         kk = k1 - k0
-        Bk, Sk = B[k0:k1], S[k0:k1]
 
-        def edit(h, Bk=Bk, Sk=Sk, kk=kk, k0k=slice(k0, k1)):
+        def edit(h, k0k=slice(k0, k1), kk=kk):
             hv = h.reshape(kk, nb, *h.shape[1:])  # (kk, nb, T, d)
-            coef = torch.einsum("kbtd,kdr->kbtr", hv - m, Bk)
-            if w is None:
-                hv = hv - torch.einsum("kbtr,kdr->kbtd", coef, Bk) + Sk[:, None, None, :]
-            else:  # the edit where the mask is 1 only
-                hv = hv + w * (-torch.einsum("kbtr,kdr->kbtd", coef, Bk) + Sk[:, None, None, :])
-            if N is not None:
-                hv = hv + torch.einsum("btr,kdr->kbtd", z, N[k0k])
-            return hv.reshape(h.shape)
+            out = edit_activations(hv, mu=m, bases=B[k0k], shifts=S[k0k], weight=w, z=z,
+                                   noise=None if N is None else N[k0k],
+                                   whiten=Wt)
+            return out.reshape(h.shape)
 
         ids = input_ids.repeat(kk, 1)
         lab = labels.repeat(kk, 1)

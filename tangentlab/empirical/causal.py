@@ -18,7 +18,10 @@ Variants (:func:`build_variants`), in order:
    that displace the rows by the same mean squared distance (``match="displacement"``); then
    the same controls matched on *both* (``match="both"``: a shrink plus noise inside the edited
    subspace, so every edit removes the level's variance and moves the rows by the same mean
-   squared distance; the verdict reads this one);
+   squared distance; the verdict reads this one). The noise of a row is scaled by the row's own
+   scale (its whitened norm, mean square 1), so it follows the rows' scale profile as the
+   shrink and a full ablation do: with heavy-tailed rows, matching the mean displacement then
+   also matches how it is spread over rows (issue 33);
 5. for each step size α: a shift by α·rms along Q's first direction, then along each complement
    control's first direction.
 
@@ -59,6 +62,9 @@ class Variants:
             (mean squared distance the edit moves the rows) instead of removed variance.
         both_plan, index_both: the same controls matched on both (the verdict's plan).
         noise: (K, d, r) noise bases (zeros except in ``both_plan``'s columns).
+        whiten: (d, d) ``Σ^{-1/2}`` of the edited positions: the noise is scaled per row by the
+            row's own scale, its whitened norm
+            (:func:`tangentlab.empirical.capture.edit_activations`).
         plan_note: why there is no plan ('' when there is one).
         steer_sizes: the step sizes α.
     """
@@ -78,6 +84,7 @@ class Variants:
     both_plan: Any = None
     index_both: Any = None
     noise: Any = None
+    whiten: Any = None
 
 
 @dataclass(frozen=True)
@@ -186,6 +193,7 @@ def build_variants(Q, complement, cov, *, rms: float, steer_sizes: Sequence[floa
     """
     import numpy as np
 
+    from tangentlab.empirical.capture import row_scale_whitener
     from tangentlab.errors import RankError
     from tangentlab.measure import removed_variance
     from tangentlab.measure.causal_controls import dose_plan
@@ -230,11 +238,12 @@ def build_variants(Q, complement, cov, *, rms: float, steer_sizes: Sequence[floa
                     index_steer=tuple(index_steer), plan=plan, plan_note=note,
                     displacement_plan=shift, index_displacement=index_shift,
                     both_plan=both, index_both=index_both, noise=N,
+                    whiten=row_scale_whitener(cov),
                     steer_sizes=tuple(float(a) for a in steer_sizes))
 
 
 def _masked_losses(lm, site: str, input_ids, labels, *, bases, shifts, mu, mask,
-                   max_batch: int = 64, noise=None, noise_seed: int = 0):
+                   max_batch: int = 64, noise=None, noise_seed: int = 0, whiten=None):
     """Summed loss (K,) and targets (K,) of the batch under K edits applied where ``mask`` is true.
 
     Variant k replaces h by ``h − ((h − mu) B_k) B_kᵀ + shift_k`` at the masked positions and
@@ -243,7 +252,8 @@ def _masked_losses(lm, site: str, input_ids, labels, *, bases, shifts, mu, mask,
     from tangentlab.empirical.capture import edited_losses
 
     return edited_losses(lm, site, input_ids, labels, bases=bases, shifts=shifts, mu=mu,
-                         mask=mask, max_batch=max_batch, noise=noise, noise_seed=noise_seed)
+                         mask=mask, max_batch=max_batch, noise=noise, noise_seed=noise_seed,
+                         whiten=whiten)
 
 
 def causal_losses(lm, site: str, Q, complement, *, rms: float, batches: Sequence,
@@ -278,7 +288,8 @@ def causal_losses(lm, site: str, Q, complement, *, rms: float, batches: Sequence
         lsum, cnt = _masked_losses(lm, site, batch.input_ids, batch.labels, bases=var.bases,
                                    shifts=var.shifts, mu=mu, mask=mk,
                                    noise=var.noise if has_noise else None,
-                                   noise_seed=(base_seed + 7919 * i) % (2**31 - 1))
+                                   noise_seed=(base_seed + 7919 * i) % (2**31 - 1),
+                                   whiten=var.whiten)
         L.append(lsum)
         N.append(cnt)
     return CausalLosses(loss_sums=np.stack(L).astype(np.float64),

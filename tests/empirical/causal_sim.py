@@ -27,21 +27,31 @@ SHAPES = {
     "linear": lambda x: x,
     "convex": lambda x: x + 2.0 * x ** 2,
     "concave": lambda x: 2.0 * np.sqrt(np.clip(x, 0, None)),
+    "concave-log": lambda x: np.log1p(0.5 * x) / 0.5,
+    "concave-ratio": lambda x: x / (1.0 + 2.0 * x),
+    "convex-square": lambda x: x ** 2,
 }
 
 
 def simulate(seed: int, *, kind: str = "flat", d: int = 32, r: int = 4, shape: str = "linear",
              beta: float = 0.0, n_batches: int = 8, rows: int = 64, n_controls: int = 5,
              noise: float = 0.002, n_boot: int = 200, per_token: bool = False,
-             cost_ratio: float = 1.0):
+             cost_ratio: float = 1.0, tails: float = 0.0):
     """One simulated causal check: returns (rows by metric, Outcome, CausalLosses).
 
     ``per_token``: the null acts on each row instead: a row's loss is ``f`` of the squared norm
     its edit moves it by (in units of ``r tr(Sigma) / d``, averaged over rows), so matching the pooled
     removed variance does not equalise the mean loss when ``f`` is nonlinear. ``cost_ratio``
     (with ``per_token``): a row's squared displacement inside span(Q_T) counts this many times
-    (the planted model's direction-weighted cost, ``tangentlab.validate.planted``).
+    (the planted model's direction-weighted cost, ``tangentlab.validate.planted``). ``tails``:
+    each row is scaled by ``exp(tails g)``, g standard normal (a lognormal per-row scale
+    mixture: heavy-tailed rows, as in trained residual streams; 0 = Gaussian rows). The edits'
+    displacements (``per_token``) come from the pipeline's own edit,
+    :func:`tangentlab.empirical.capture.edit_activations`.
     """
+    import torch
+
+    from tangentlab.empirical.capture import edit_activations
     from tangentlab.empirical.causal import CausalLosses, ablated_moments, build_variants
     from tangentlab.empirical.metrics import causal_rows
     from tangentlab.empirical.protocol import MeasureConfig
@@ -56,7 +66,8 @@ def simulate(seed: int, *, kind: str = "flat", d: int = 32, r: int = 4, shape: s
     sd = np.sqrt(lam)
 
     def draw(n):
-        return (rng.standard_normal((n, d)) * sd) @ R0.T
+        scale = np.exp(tails * rng.standard_normal((n, 1))) if tails else 1.0
+        return scale * (rng.standard_normal((n, d)) * sd) @ R0.T
 
     fit = draw(2000)
     w, V = np.linalg.eigh(np.cov(fit.T))
@@ -79,9 +90,13 @@ def simulate(seed: int, *, kind: str = "flat", d: int = 32, r: int = 4, shape: s
         v = (removed_variance(Bs, C) - n_all) / scale
         v_in = (np.sum(Q * (C @ Q)) - np.einsum("krd,de,kre->k", QtI, C, QtI) - n_in) / scale
         clean = 3.0 + 0.1 * rng.standard_normal()
-        if per_token:  # mean over rows of f(||delta h||^2), delta h = -((h - mu) B) B^T + z N^T
-            D = np.einsum("kir,kdr->kid", np.einsum("id,kdr->kir", H[0] - mu, Bs), Bs)
-            D = D - np.einsum("ir,kdr->kid", rng.standard_normal((H.shape[1], r)), Ns)
+        if per_token:  # mean over rows of f(||delta h||^2), delta h as the pipeline edits
+            hv = torch.as_tensor(H[0])[None, None].expand(len(Bs), 1, *H[0].shape)
+            z = torch.as_tensor(rng.standard_normal((1, H.shape[1], r)))
+            edited = edit_activations(hv, mu=torch.as_tensor(mu), bases=torch.as_tensor(Bs),
+                                      shifts=torch.as_tensor(var.shifts), z=z,
+                                      noise=torch.as_tensor(Ns), whiten=torch.as_tensor(var.whiten))
+            D = (edited - hv)[:, 0].numpy()  # (K, rows, d)
             DQ = np.einsum("kid,dq->kiq", D, Q)
             q = np.einsum("kid,kid->ki", D, D) + (cost_ratio - 1.0) * np.einsum("kiq,kiq->ki", DQ, DQ)
             v = f(q / scale).mean(axis=1)
