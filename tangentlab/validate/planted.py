@@ -26,7 +26,11 @@ of the last ``context_size`` ids inside the window), sits at
   (document-level, bursty vocabulary); τ = ``topic_strength``;
 - rogue: ``rogue_scale`` (1 + ξ'/2) on the standard axis ``rogue_dim`` (a rogue dimension);
 - position 0: ``pos0_scale`` · √m added along the last standard axis at the first position of
-  every window (a massive first-position activation).
+  every window (a massive first-position activation);
+- a per-position scale s_c = exp(ς ν_c − ς²), ν_c a standard normal from a hash of the context
+  (ς = ``row_scale_sigma``; E[s_c²] = 1), multiplying the whole activation *and* the planted
+  gradient direction w_c below: a lognormal scale mixture over rows, the heavy tails of trained
+  residual streams (0 = none, s_c = 1).
 
 **Loss.** The head reads the *next* input id y (a planted model is not a language model: its loss
 is a designed function of the site activation and the target) and puts the logit β·F on y, 0 on
@@ -99,6 +103,8 @@ class PlantedConfig(PretrainedConfig):
         cost_shape: φ (see the module docstring).
         cost_curvature: φ's c.
         grad_bias: b, the shared gradient offset (see the module docstring; 0 = none).
+        row_scale_sigma: ς, the per-position lognormal scale (see the module docstring; 0 =
+            none).
         salt: seed of the hashes (same salt, same model).
     """
 
@@ -109,7 +115,7 @@ class PlantedConfig(PretrainedConfig):
                  noise_scale: float = 0.1, topic_strength: float = 0.0, rogue_dim: int = -1,
                  rogue_scale: float = 0.0, pos0_scale: float = 0.0, loss_scale: float = 0.1,
                  cost_shape: str = "linear", cost_curvature: float = 0.5, salt: int = 0,
-                 grad_bias: float = 0.0,
+                 grad_bias: float = 0.0, row_scale_sigma: float = 0.0,
                  max_position_embeddings: int = 1024, **kwargs):
         if cost_shape not in COST_SHAPES:
             raise ValueError(f"cost_shape must be one of {COST_SHAPES}; got {cost_shape!r}")
@@ -131,6 +137,7 @@ class PlantedConfig(PretrainedConfig):
         self.cost_curvature = float(cost_curvature)
         self.salt = int(salt)
         self.grad_bias = float(grad_bias)
+        self.row_scale_sigma = float(row_scale_sigma)
         self.max_position_embeddings = int(max_position_embeddings)
         kwargs.setdefault("tie_word_embeddings", False)
         super().__init__(**kwargs)
@@ -263,7 +270,16 @@ class PlantedEmbed(nn.Module):
             h[..., c.rogue_dim] = h[..., c.rogue_dim] + rogue
         if c.pos0_scale:
             h[:, 0, d - 1] = h[:, 0, d - 1] + c.pos0_scale * math.sqrt(m)
-        return h
+        scale = self.row_scale(keys, dt)
+        return h if scale is None else h * scale[..., None]
+
+    def row_scale(self, keys, dtype):
+        """The per-position scale s_c = exp(ς ν_c − ς²), shape (B, T); None when ς = 0."""
+        sigma = float(getattr(self.config, "row_scale_sigma", 0.0) or 0.0)
+        if not sigma:
+            return None
+        nu = hash_normals(keys, 1, self.config.salt * 8 + 6).to(dtype)[..., 0]
+        return torch.exp(sigma * nu - sigma * sigma)
 
     def rogue_offset(self, keys, dtype):
         """The rogue axis's offset r_c = ``rogue_scale`` (1 + ξ'/2) per position, shape (B, T).
@@ -289,6 +305,9 @@ class PlantedEmbed(nn.Module):
             eta = eta + c.grad_bias / math.sqrt(c.hidden_size)
         g = self.grad_scale.detach().expand(*input_ids.shape, -1).clone()
         g[..., :m] = g[..., :m] * self.token_gain.detach()[input_ids][..., None]
+        scale = self.row_scale(keys, self.frame.dtype)
+        if scale is not None:
+            g = g * scale[..., None]
         return (g * eta) @ self.frame.detach().T
 
     def forward(self, input_ids):
@@ -406,7 +425,8 @@ class PlantedForCausalLM(PlantedPreTrainedModel):
         F = (w * h).sum(-1) - _phi(q, c.cost_shape, c.cost_curvature)
         rogue = emb.rogue_offset(keys, h.dtype)
         if rogue is not None:  # the offset moves no logit: dF/dh stays w_c, p_y stays put
-            F = F - w[..., c.rogue_dim] * rogue
+            scale = emb.row_scale(keys, h.dtype)
+            F = F - w[..., c.rogue_dim] * (rogue if scale is None else rogue * scale)
         nxt = torch.cat([input_ids[:, 1:], input_ids[:, :1]], dim=1)  # the last column: no target
         logits = torch.zeros(*input_ids.shape, c.vocab_size, dtype=h.dtype, device=h.device)
         logits = logits.scatter(-1, nxt[..., None], (c.loss_scale * F)[..., None])

@@ -37,7 +37,8 @@ The nulls (issue 18): no effect; overlapping windows with short eval text (half 
 bursty document vocabulary (a window-mean topic vector); convex (x + 0.5x²) and concave
 (log(1 + 0.5x)/0.5) loss–variance relations; a rogue dimension; a 150× position 0 excluded with
 ``exclude_positions = (0,)``; subspace drift (35°) at a constant relation; flat, plateau and slowly
-rising trajectories; r/d = 1/64, 1/16 and 1/4 (d = 64).
+rising trajectories; r/d = 1/64, 1/16 and 1/4 (d = 64); heavy-tailed rows (a lognormal(0.5)
+scale per position), alone and with a convex or concave per-row cost (issue 33).
 """
 
 from __future__ import annotations
@@ -57,6 +58,9 @@ TRUTHS = ("null", "positive", "negative")
 #: The planted effects of the power scenario (see the module docstring), fixed before any run.
 EFFECT: dict[str, Any] = {"curve": "weaken", "k_peak": 6.0, "k_end": 3.0, "x_peak": 0.3,
                           "gain_exponent": 0.25, "alpha": 0.25, "cost_ratio": 4.0}
+
+#: The per-position lognormal scale of the heavy-tailed nulls (ς; E[s²] = 1).
+HEAVY_SIGMA = 0.5
 
 #: The position-0 offset of the massive-activation null: 300 √m ≈ 150× the typical row norm
 #: (about 4 at the default spec: √(m (1 + t²) + d σ²)).
@@ -149,6 +153,19 @@ _LIST = (
     _rd(1),
     _rd(4),
     _rd(16),
+    # issue 33: residual streams of trained models are heavy-tailed; a per-row lognormal scale
+    # (E s^2 = 1) on activations and gradient directions, alone and with a per-row convex or
+    # concave cost: the double match must not read the tails as a direction-specific effect
+    Scenario("heavy-tails", "no effect; a lognormal(0.5) scale per position on activations and "
+             "gradients", spec={"row_scale_sigma": HEAVY_SIGMA}, truth=unplanted()),
+    Scenario("heavy-convex", "no directional effect; heavy-tailed rows and loss = x + 0.5 x^2 "
+             "of each row's displacement", spec={"row_scale_sigma": HEAVY_SIGMA,
+                                                 "cost_shape": "convex", "cost_curvature": 0.5},
+             truth=unplanted()),
+    Scenario("heavy-concave", "no directional effect; heavy-tailed rows and loss = log(1 + "
+             "0.5 x) / 0.5 of each row's displacement",
+             spec={"row_scale_sigma": HEAVY_SIGMA, "cost_shape": "concave",
+                   "cost_curvature": 0.5}, truth=unplanted()),
 )
 
 #: Every scenario by name, in battery order (read-only).

@@ -25,7 +25,7 @@ split's token frequencies, once per harness run.
 - ``grad_bias``: the gradient's shared offset b (1 by default: a mean the blocks upstream of a
   site can learn, so the learning-arms test has something to train; it leaves the enrichment
   factor k exact);
-- ``topic``, ``rogue_scale``, ``pos0_scale``, ``curvature``, ``noise``: see
+- ``topic``, ``rogue_scale``, ``pos0_scale``, ``row_scale_sigma``, ``curvature``, ``noise``: see
   :class:`~tangentlab.validate.planted.PlantedConfig`; ``eval_tokens`` > 0 cuts the eval text to
   about that many tokens (short eval text: overlapping windows).
 """
@@ -45,6 +45,7 @@ from typing import Any
 from tangentlab.errors import ConfigError
 
 __all__ = ["PlantedSpec", "SharedText", "shared_text", "write_trajectory", "enrichment_curve",
+           "checkpoint_salt",
            "CURVES", "zipf_exponent"]
 
 CURVES = ("none", "flat", "plateau", "slow_rise", "weaken")
@@ -74,6 +75,7 @@ class PlantedSpec:
     topic: float = 0.0
     rogue_scale: float = 0.0
     pos0_scale: float = 0.0
+    row_scale_sigma: float = 0.0
     loss_scale: float = 0.1
     grad_bias: float = 1.0
     seq_len: int = 64
@@ -154,18 +156,30 @@ def shared_text(corpus: str = "wikipedia", vocab_size: int = 512, *, seed: int =
                       zipf=zipf_exponent(counts))
 
 
+#: Tokens per document of a cut eval text (the short-eval null): short documents, so that a cut
+#: text still holds tokens in the distinct documents the frequency-distance row needs.
+SHORT_DOC_TOKENS = 48
+
+
 def _eval_docs(text: SharedText, n_tokens: int) -> list[str]:
-    """The eval documents, cut to about ``n_tokens`` tokens when ``n_tokens`` > 0."""
+    """The eval documents, cut to about ``n_tokens`` tokens when ``n_tokens`` > 0.
+
+    A cut text is split into documents of :data:`SHORT_DOC_TOKENS` tokens: the few long
+    articles of a short text leave no token in the 4 distinct documents the per-token geometry
+    needs, so the frequency-distance row stored nothing under the short-eval null and could not
+    fail there (issue 33).
+    """
     if n_tokens <= 0:
         return list(text.eval_docs)
     out, total = [], 0
     for doc in text.eval_docs:
         ids = text.tokenizer(doc, add_special_tokens=False)["input_ids"]
-        if total + len(ids) + 1 >= n_tokens:
-            out.append(text.tokenizer.decode(ids[: max(1, n_tokens - total - 1)]))
+        ids = ids[: max(0, n_tokens - total)]
+        for i in range(0, len(ids), SHORT_DOC_TOKENS):
+            out.append(text.tokenizer.decode(ids[i:i + SHORT_DOC_TOKENS]))
+            total += len(ids[i:i + SHORT_DOC_TOKENS]) + 1
+        if total >= n_tokens:
             break
-        out.append(doc)
-        total += len(ids) + 1
     return out
 
 
@@ -220,9 +234,23 @@ def planted_config(spec: PlantedSpec, vocab_size: int, seq_len: int):
         vocab_size=vocab_size, hidden_size=spec.d, num_hidden_layers=2, planted_rank=spec.m,
         curvature=spec.curvature, noise_scale=spec.noise, topic_strength=spec.topic,
         rogue_dim=0 if spec.rogue_scale else -1, rogue_scale=spec.rogue_scale,
-        pos0_scale=spec.pos0_scale, loss_scale=spec.loss_scale, cost_shape=spec.cost_shape,
+        pos0_scale=spec.pos0_scale, row_scale_sigma=spec.row_scale_sigma,
+        loss_scale=spec.loss_scale, cost_shape=spec.cost_shape,
         cost_curvature=spec.cost_curvature, salt=spec.seed, grad_bias=spec.grad_bias,
         max_position_embeddings=max(1024, seq_len))
+
+
+def checkpoint_salt(spec: PlantedSpec, index: int) -> int:
+    """The hash salt of checkpoint ``index``: a fresh draw of the context normals per checkpoint.
+
+    The truth (frame, centres, spreads, the enrichment curve, the costs) is a function of the
+    step; what the truth leaves free (each context's ξ, ζ, η and row scale) is drawn anew at every
+    checkpoint, so a null's checkpoints differ by sampling noise as a real trajectory's do, and a
+    wrong status that compares checkpoints (enrichment against step 0, a late decline or rise) is
+    reachable (issue 33: with one salt per trajectory every static null's last checkpoint equalled
+    its step 0 exactly). Checkpoint 0 keeps ``spec.seed``.
+    """
+    return int(spec.seed) if index == 0 else (int(spec.seed) * 1_000_003 + 7919 * index) % (2**31 - 1)
 
 
 def write_trajectory(spec: PlantedSpec, out_dir: str | Path, text: SharedText) -> Path:
@@ -258,7 +286,8 @@ def write_trajectory(spec: PlantedSpec, out_dir: str | Path, text: SharedText) -
     root = run / "checkpoints"
     root.mkdir(exist_ok=True)
     ks = {}
-    for step in spec.steps:
+    for i, step in enumerate(spec.steps):
+        model.config.salt = checkpoint_salt(spec, i)  # fresh context draws at every checkpoint
         with torch.no_grad():
             for name, value in planted_tensors(spec, text.counts, step).items():
                 getattr(embed, name).copy_(torch.as_tensor(value, dtype=torch.float32))

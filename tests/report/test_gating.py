@@ -176,3 +176,18 @@ def test_the_strongest_measurement_of_a_row_decides_and_unrecorded_settings_gate
     assert weaker(setting, runs[:1], 2) == [
         f"the run's {w} not recorded (measure/a)" for w in
         ("eval batches", "eval tokens per checkpoint", "bootstrap replicates", "r/d")]
+
+
+def test_every_prediction_row_is_planted_or_says_why_not(tmp_path):
+    """Issue 33/34: a prediction row left out of the battery read "inconclusive (not validated)"
+    forever and no test noticed (Delta IsoScore*). Each is now a battery row or states why not,
+    and the gate gives that reason."""
+    from tangentlab.report.gating import NOT_VALIDATED, gate_reason
+    from tangentlab.report.verdicts import ROWS
+    from tangentlab.validate.planted_scenarios import PREDICTION_ROWS
+
+    predictions = {r.key for r in ROWS if r.section == "prediction"}
+    assert predictions == set(PREDICTION_ROWS) | set(NOT_VALIDATED)
+    assert not set(PREDICTION_ROWS) & set(NOT_VALIDATED)
+    e2e = read_end_to_end(write_end_to_end_run(tmp_path / "e2e", rows=list(PREDICTION_ROWS)))
+    assert gate_reason(e2e, "isoscore", [], 1) == NOT_VALIDATED["isoscore"]

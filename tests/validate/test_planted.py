@@ -242,3 +242,56 @@ def test_a_rogue_offset_leaves_the_site_gradient_unchanged():
     assert float((h_rogue[..., 0] - h_plain[..., 0]).mean()) > 15.0  # the offset (20) is there
     # the same gradient, row by row: the old head failed here (p_y moved with the offset)
     torch.testing.assert_close(g_rogue, g_plain, rtol=1e-5, atol=1e-9)
+
+
+def test_a_row_scale_makes_activations_and_gradients_heavy_tailed_with_unit_mean_square():
+    """Issue 33's heavy-tailed nulls: a lognormal scale per position multiplies the activation
+    and the planted gradient direction of that position, E[s^2] = 1; at 0 nothing changes."""
+    import torch
+
+    from tangentlab.validate.planted import PlantedConfig, PlantedForCausalLM, context_keys
+
+    ids = torch.randint(0, 512, (32, 64), generator=torch.Generator().manual_seed(2))
+
+    def model(sigma):
+        return PlantedForCausalLM(PlantedConfig(vocab_size=512, hidden_size=32, planted_rank=4,
+                                                context_size=3, salt=5, row_scale_sigma=sigma))
+
+    plain, heavy = model(0.0), model(0.5)
+    keys = context_keys(ids, 3)
+    assert plain.planted.embed.row_scale(keys, torch.float32) is None
+    s = heavy.planted.embed.row_scale(keys, torch.float32)
+    assert abs(float((s * s).mean()) - 1.0) < 0.1 and float(s.max() / s.median()) > 3.0
+    h0, h1 = plain.planted.embed.activations(ids), heavy.planted.embed.activations(ids)
+    torch.testing.assert_close(h1, h0 * s[..., None])
+    w0 = plain.planted.embed.gradient_directions(ids)
+    w1 = heavy.planted.embed.gradient_directions(ids)
+    torch.testing.assert_close(w1, w0 * s[..., None])
+    norms = h1.norm(dim=-1).flatten()  # the row norms' tail: kurtosis well above Gaussian rows'
+    z = (norms - norms.mean()) / norms.std()
+    assert float((z ** 4).mean()) > 4.0
+
+
+def test_a_static_null_draws_its_checkpoints_afresh(text, tmp_path):
+    """Issue 33, item 7: in a static null every checkpoint was the same model on the same
+    windows, so the last enrichment equalled step 0's and "supported" was unreachable. The
+    context draws are fresh per checkpoint now: the same truth, other samples."""
+    import torch
+
+    from tangentlab.empirical.models import load_model
+    from tangentlab.empirical.trajectory import resolve_trajectory
+    from tangentlab.validate.planted_trajectories import PlantedSpec, write_trajectory
+
+    run = write_trajectory(PlantedSpec(steps=(0, 50, 100), seed=4), tmp_path / "null", text)
+    cks = resolve_trajectory(run).checkpoints
+    ids = torch.randint(0, 512, (4, 32), generator=torch.Generator().manual_seed(0))
+    acts = []
+    for ck in cks:
+        m = load_model(ck.path).model
+        with torch.no_grad():
+            acts.append(m.planted.embed.activations(ids))
+    assert not torch.equal(acts[0], acts[-1]) and not torch.equal(acts[1], acts[-1])
+    # the same truth: the frame, centres and gradient scales are those of the step
+    a, b = (load_model(ck.path).model.planted.embed for ck in (cks[0], cks[-1]))
+    assert torch.equal(a.frame, b.frame) and torch.equal(a.centres, b.centres)
+    assert torch.equal(a.grad_scale, b.grad_scale)
