@@ -6,6 +6,11 @@ Every rule of ``docs/architecture.md`` is one assertion here:
   pipeline or validate;
 - ``measure`` is the shared core: it imports no other pillar;
 - ``theory`` derives predictions: it imports neither synthetic nor empirical;
+- ``empirical`` never imports ``synthetic``, and among its modules only the bridge modules
+  (``tangentlab.empirical.bridge*``) import ``theory`` (the closed forms at measured inputs are
+  theory: :mod:`tangentlab.theory.measured_inputs`);
+- ``claims`` (the verdict rules, a leaf package) imports nothing from tangentlab but
+  ``tangentlab.errors`` and itself (the rule holds vacuously while the package is absent);
 - ``validate`` never imports the pipeline (the pipeline runs it);
 - the shared infrastructure (errors, config, runs, crash, progress, typing, distributed and the
   private top-level helpers) imports no pillar and not the package root (which reaches every
@@ -184,6 +189,39 @@ def test_theory_imports_neither_synthetic_nor_empirical(graph):
     assert _crossings(graph, "theory", ("synthetic", "empirical")) == []
 
 
+def test_empirical_never_imports_synthetic(graph):
+    assert _crossings(graph, "empirical", ("synthetic",)) == []
+
+
+def _theory_outside_the_bridge(graph) -> list[str]:
+    """Edges from an ``empirical`` module that is not a bridge module into ``theory``."""
+    return sorted(f"{m} -> {t}" for m, targets in graph.items()
+                  if _pillar(m) == "empirical" and not m.startswith("tangentlab.empirical.bridge")
+                  for t in targets if _pillar(t) == "theory")
+
+
+def test_only_the_bridge_modules_of_empirical_import_theory(graph):
+    assert _theory_outside_the_bridge(graph) == []
+
+
+#: what ``claims`` may import from tangentlab besides itself
+CLAIMS_MAY_IMPORT = ("tangentlab.errors",)
+
+
+def _claims_violations(graph) -> list[str]:
+    """Edges from ``tangentlab.claims`` (or a module under it) to any tangentlab module but
+    ``tangentlab.errors`` and ``claims`` itself (none while the package does not exist)."""
+    def in_claims(m: str) -> bool:
+        return m == "tangentlab.claims" or m.startswith("tangentlab.claims.")
+
+    return sorted(f"{m} -> {t}" for m, targets in graph.items() if in_claims(m)
+                  for t in targets if not in_claims(t) and t not in CLAIMS_MAY_IMPORT)
+
+
+def test_claims_imports_no_pillar(graph):
+    assert _claims_violations(graph) == []
+
+
 def test_no_import_cycle_anywhere(static_graph):
     try:
         graphlib.TopologicalSorter(static_graph).prepare()
@@ -277,9 +315,9 @@ def test_the_checker_follows_lazy_exports_and_import_module(tmp_path):
     reg = tmp_path / "reg.py"
     reg.write_text("import importlib\nTABLE = {'a': 'tangentlab.theory.visibility:X'}\n"
                    "def load(m):\n    importlib.import_module(f'tangentlab.report.{m}')\n")
-    known = {"tangentlab.theory.visibility", "tangentlab.report.rules", "tangentlab.runs"}
+    known = {"tangentlab.theory.visibility", "tangentlab.report.render", "tangentlab.runs"}
     assert _dynamic_imports("tangentlab.measure.reg", reg, known) == {
-        "tangentlab.theory.visibility", "tangentlab.report.rules"}
+        "tangentlab.theory.visibility", "tangentlab.report.render"}
 
 
 def test_each_new_rule_fails_on_a_broken_graph():
@@ -301,6 +339,44 @@ def test_each_new_rule_fails_on_a_broken_graph():
     assert _private_crossings(broken) == [
         "tangentlab.validate.battery -> tangentlab.synthetic.experiments._base",
         "tangentlab.validate.streams -> tangentlab.measure._validate"]
+
+
+def test_the_empirical_rules_fail_on_the_old_bridge_edge():
+    """Issue 34, item 5: the edge ``empirical.bridge -> synthetic.bridge`` (the closed forms at
+    measured inputs, before they moved to theory) breaks the first rule, and a non-bridge
+    empirical module reaching theory breaks the second; the bridge modules may reach theory."""
+    broken = {
+        "tangentlab.empirical.bridge": {"tangentlab.synthetic.bridge",
+                                        "tangentlab.theory.attenuation"},
+        "tangentlab.empirical.bridge_planted": {"tangentlab.theory.attenuation"},
+        "tangentlab.empirical.protocol": {"tangentlab.theory.visibility",
+                                          "tangentlab.measure.energy"},
+        "tangentlab.empirical": {"tangentlab.synthetic"},
+        "tangentlab.synthetic.tokens": {"tangentlab.theory.attenuation"},
+    }
+    assert _crossings(broken, "empirical", ("synthetic",)) == [
+        "tangentlab.empirical -> tangentlab.synthetic",
+        "tangentlab.empirical.bridge -> tangentlab.synthetic.bridge"]
+    assert _theory_outside_the_bridge(broken) == [
+        "tangentlab.empirical.protocol -> tangentlab.theory.visibility"]
+
+
+def test_the_claims_rule_fails_on_a_broken_graph():
+    """``claims`` may import ``errors`` and itself only; absent, it passes vacuously."""
+    broken = {
+        "tangentlab.claims": {"tangentlab.claims.rules", "tangentlab._lazy"},
+        "tangentlab.claims.rules": {"tangentlab.errors", "tangentlab.claims.paper"},
+        "tangentlab.claims.bridge_rules": {"tangentlab.theory.attenuation", "tangentlab"},
+        "tangentlab.claims.paper": {"tangentlab.report.units"},
+        "tangentlab.claimsish": {"tangentlab.theory"},  # not under claims
+        "tangentlab.report.verdicts": {"tangentlab.claims.rules"},  # importing claims is fine
+    }
+    assert _claims_violations(broken) == [
+        "tangentlab.claims -> tangentlab._lazy",
+        "tangentlab.claims.bridge_rules -> tangentlab",
+        "tangentlab.claims.bridge_rules -> tangentlab.theory.attenuation",
+        "tangentlab.claims.paper -> tangentlab.report.units"]
+    assert _claims_violations({"tangentlab.report.verdicts": {"tangentlab.theory"}}) == []
 
 
 def test_the_checker_sees_registry_tables(graph, static_graph):

@@ -34,7 +34,7 @@ returns tidy rows (:data:`COLUMNS`):
 ``k = neighbourhood_size(m)`` (:func:`~tangentlab.measure.per_token_curvature`). Intervals: s
 resamples documents, beta resamples tokens (occurrences redrawn), the pooled visibilities resample
 tokens; replicate b of a prediction uses replicate b of every input
-(:mod:`tangentlab.synthetic.bridge`).
+(:mod:`tangentlab.theory.measured_inputs`).
 """
 
 from __future__ import annotations
@@ -252,7 +252,7 @@ def _curvature_rows(a: SiteArrays, ranks: np.ndarray, order: np.ndarray, zipf, p
                     st: BridgeSettings) -> list[dict]:
     from tangentlab.measure.buckets import measured_attenuation, per_token_curvature
     from tangentlab.measure.curvature_stats import neighbourhood_size
-    from tangentlab.synthetic.bridge import Measured, measured, predict_attenuation
+    from tangentlab.theory.measured_inputs import Measured, measured, predict_attenuation
     from tangentlab.theory.visibility import tangent_variance
 
     rows: list[dict] = []
@@ -338,7 +338,7 @@ def _curvature_rows(a: SiteArrays, ranks: np.ndarray, order: np.ndarray, zipf, p
                                   np.array([math.exp(float(np.mean(lt[J[i]] - p.replicates[i]
                                                                    * lr[J[i]])))
                                             for i in range(nb)]))
-                    from tangentlab.synthetic.bridge import predict_bucket_visibility
+                    from tangentlab.theory.measured_inputs import predict_bucket_visibility
 
                     pa = predict_bucket_visibility(
                         r[mk], Measured(zipf.s, zipf.replicates[:nb]),

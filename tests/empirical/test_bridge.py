@@ -73,8 +73,8 @@ def test_too_few_documents_is_not_measurable():
 
 
 def test_prediction_path_is_the_theorys_own_predict():
-    from tangentlab.synthetic.bridge import Measured, predict_bucket_visibility
     from tangentlab.theory.derivation import get
+    from tangentlab.theory.measured_inputs import Measured, predict_bucket_visibility
 
     r = np.arange(1, 11)
     one = np.zeros(10, dtype=bool)

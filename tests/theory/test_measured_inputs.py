@@ -9,7 +9,7 @@ from tangentlab import theory
 from tangentlab.errors import ValidationError
 from tangentlab.measure.pinning import pinning_exponent
 from tangentlab.measure.zipf import fit_zipf
-from tangentlab.synthetic.bridge import (
+from tangentlab.theory.measured_inputs import (
     Measured,
     measured,
     predict_attenuation,
@@ -75,7 +75,7 @@ def test_bad_ranks():
 def test_docstring_examples_run():
     import doctest
 
-    import tangentlab.synthetic.bridge as mod
+    import tangentlab.theory.measured_inputs as mod
 
     res = doctest.testmod(mod, optionflags=doctest.ELLIPSIS)
     assert res.attempted > 0 and res.failed == 0

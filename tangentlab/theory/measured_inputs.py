@@ -1,8 +1,9 @@
-"""Predictions of the closed forms from measured inputs, with propagated intervals (issue 20, item 4).
+"""The closed forms evaluated at measured inputs, with propagated intervals (issue 20, item 4).
 
-The glue between :mod:`tangentlab.measure` (the fits of s, beta, ‖II‖², m) and
-:mod:`tangentlab.theory` (``frequency-attenuation``, ``curvature-visibility``): it lives here
-because measure imports no other pillar.
+The theory's ``frequency-attenuation`` and ``curvature-visibility`` closed forms at inputs a
+measurement supplies (the fits of s, beta, ‖II‖², m from :mod:`tangentlab.measure`, read as plain
+numbers and replicates). It is theory (issue 34, item 5): it imports no measure, synthetic or
+empirical module, so empirical's bridge modules reach it without touching synthetic.
 
 - :func:`predict_attenuation`: ``attenuation(s, alpha = beta / s, V)`` from a Zipf fit and a
   pinning fit;
@@ -19,7 +20,7 @@ all their uncertainty. The replicates of s resample *documents*; those of beta r
 Example::
 
     >>> import numpy as np
-    >>> from tangentlab.synthetic.bridge import Measured, predict_attenuation
+    >>> from tangentlab.theory.measured_inputs import Measured, predict_attenuation
     >>> s = Measured(1.0, np.full(50, 1.0)); beta = Measured(0.3, np.full(50, 0.3))
     >>> p = predict_attenuation(s, beta, n_types=100)
     >>> bool(p.value < 1 and p.ci_low == p.ci_high == p.value)
@@ -34,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from tangentlab.errors import ValidationError
+from tangentlab.theory.attenuation import attenuation, visibility_by_rank
 
 __all__ = ["Measured", "Prediction", "measured", "predict_attenuation",
            "predict_bucket_visibility"]
@@ -105,8 +107,6 @@ def predict_attenuation(s: Measured, beta: Measured, n_types: int, *,
     Replicates with ``beta < 0`` are clipped to ``beta = 0`` (the closed form needs
     ``alpha >= 0``; ``A = 1`` there).
     """
-    from tangentlab.theory.attenuation import attenuation
-
     n = _paired([s, beta])
     sv = np.r_[s.value, s.replicates[:n]]
     bv = np.maximum(np.r_[beta.value, beta.replicates[:n]], 0.0)
@@ -124,8 +124,6 @@ def predict_bucket_visibility(ranks: np.ndarray, s: Measured, beta: Measured, t0
     ``sum_r t_r² V_r / sum_r t_r²`` with ``V_r = visibility_by_rank(r, s, alpha, t0, ‖II‖², m,
     V)`` and ``t_r = t0 r^beta``. For one rank it is ``visibility_by_rank`` itself.
     """
-    from tangentlab.theory.attenuation import visibility_by_rank
-
     r = np.asarray(ranks, dtype=np.int64).ravel()
     if r.size == 0 or r.min() < 1 or r.max() > n_types:
         raise ValidationError(f"ranks must be a non-empty set in 1..{n_types}")
