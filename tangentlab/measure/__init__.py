@@ -13,8 +13,7 @@ moments accumulate in float64. Bad input raises a typed :mod:`tangentlab.errors`
 - frequency geometry: :func:`one_per_window`, :func:`one_per_group`, :func:`equal_size_spread`,
   :func:`equal_size_picks`, :func:`equal_size_centroids`, :func:`correlation_with_ci`,
   :func:`document_jackknife_correlation`;
-- causal controls: :func:`variance_matched_controls`, :func:`removed_variance`,
-  :func:`mean_ablate`, :func:`causal_contrast`;
+- mean-ablation and the variance it removes: :func:`removed_variance`, :func:`mean_ablate`;
 - causal dose-response (rank- and variance-matched): :func:`spectrum_weighted_controls`,
   :func:`strength_for`, :func:`dose_plan`, :func:`paired_excess`, :func:`curve_at`;
 - constrained gradients: :func:`forced_direction_cosines`, :func:`complement_space`,
@@ -83,12 +82,8 @@ from tangentlab.measure.constrained import (
     restrict_to_complement,
 )
 from tangentlab.measure.controls import (
-    CausalContrast,
-    MatchedControls,
-    causal_contrast,
     mean_ablate,
     removed_variance,
-    variance_matched_controls,
 )
 from tangentlab.measure.curvature import (
     SecondFundamentalFormFit,
@@ -212,13 +207,9 @@ __all__ = [
     "grouped_batch_energies",
     "BatchControlTestResult",
     "batch_control_test",
-    # causal controls matched on removed variance
-    "MatchedControls",
-    "variance_matched_controls",
+    # mean-ablation and the variance it removes
     "removed_variance",
     "mean_ablate",
-    "CausalContrast",
-    "causal_contrast",
     # causal dose-response: controls matched on rank and removed variance
     "DOSE_LEVELS",
     "spectrum_weighted_controls",

@@ -1,10 +1,12 @@
 """The validation battery: every criterion of issue 10, item 8, as a check in a run directory.
 
 :func:`run_battery` runs the studies of :mod:`tangentlab.validate.studies` (power, null
-calibration, interval coverage, the frequency-spread null, the causal null), turns each measured
-number into a tidy results row (rates with Wilson 95% intervals) and each criterion into a
+calibration, interval coverage, the frequency-spread null), turns each measured number into a
+tidy results row (rates with Wilson 95% intervals) and each criterion into a
 :class:`BatteryCheck`, draws the calibration figures, and writes a run directory with
-``results.csv``, ``checks.json``, ``manifest.json`` and ``*.png``.
+``results.csv``, ``checks.json``, ``manifest.json`` and ``*.png``. The causal rows are
+calibrated by the end-to-end battery (:mod:`tangentlab.validate.end_to_end`), whose scenarios
+run the real dose-matched test.
 
 Controls of the null calibration: the protocol's own. Since issue 18 the p-value counts
 ``"full"``-space controls (Haar rank-r subspaces of R^d, exchangeable with Q_T under the null), and
@@ -59,7 +61,6 @@ class BatteryConfig(Config):
             batches per measurement (>= 32), control pool size and bootstrap replicates.
         old_batches: batches of the old fixed-control bootstrap compared against (0 = skip).
         freq_sims: simulations of the frequency-spread null.
-        causal_sims: simulations of the causal null.
         alpha: level of the tests.
     """
 
@@ -77,7 +78,6 @@ class BatteryConfig(Config):
     coverage_boot: int = option(1000, ge=2, integer=True)
     old_batches: int = option(8, ge=0, integer=True)
     freq_sims: int = option(100, ge=2, integer=True)
-    causal_sims: int = option(400, ge=2, integer=True)
     alpha: float = option(0.05, gt=0, lt=1)
 
     @classmethod
@@ -90,7 +90,7 @@ class BatteryConfig(Config):
         """The quick setting (about a minute on one core: fewer simulations, no power curve)."""
         return cls(seed=seed, power_sims=60, power_curve=(), null_sims=200,
                    null_full_space=False, coverage_sims=600, coverage_pool=100,
-                   coverage_boot=400, old_batches=0, freq_sims=8, causal_sims=60)
+                   coverage_boot=400, old_batches=0, freq_sims=8)
 
     def validate(self) -> None:
         """Raise ConfigError for settings the criteria cannot judge (:func:`~tangentlab.config.check_config`)."""
@@ -249,7 +249,6 @@ def run_battery(cfg: BatteryConfig) -> BatteryResult:
     """Run every study of the battery with ``cfg`` (see :class:`BatteryConfig`)."""
     from tangentlab.validate.studies import (
         calibration_study,
-        causal_null_study,
         coverage_study,
         frequency_null_study,
     )
@@ -356,42 +355,12 @@ def run_battery(cfg: BatteryConfig) -> BatteryResult:
                 f"{fq.mean_rho_fair:+.4f} (se {fq.se_rho_fair:.4f}); old first-k rule: mean rho "
                 f"{fq.mean_rho_first_k:+.4f}")))
 
-    # causal null
-    t0 = time.perf_counter()
-    cn = causal_null_study(n_sims=cfg.causal_sims, alpha=cfg.alpha, seed=seed + 4)
-    timings["causal_null"] = time.perf_counter() - t0
-    studies["causal_null"] = cn.to_dict()
-    rows.append(_rate_row("causal_null_rejection_rate", cn.rejection_rate_matched, cn.n_sims,
-                          seed, method="variance-matched controls"))
-    rows.append(_rate_row("causal_null_rejection_rate", cn.rejection_rate_plain, cn.n_sims,
-                          seed, method="plain complement controls"))
-    se = cn.se_relative_effect_matched
-    rows.append({**_row("causal_null_relative_effect", cn.mean_relative_effect_matched,
-                        cn.n_sims, seed, method="variance-matched controls"),
-                 "ci_low": cn.mean_relative_effect_matched - 1.96 * se,
-                 "ci_high": cn.mean_relative_effect_matched + 1.96 * se})
-    rows.append(_row("causal_null_relative_effect", cn.mean_relative_effect_plain, cn.n_sims,
-                     seed, method="plain complement controls"))
-    common = (f"loss depends only on removed variance; {cn.n_sims} simulations "
-              f"({cn.n_unmatchable} unmatchable left out); plain complement controls: rejection "
-              f"rate {cn.rejection_rate_plain:.3f}, relative effect "
-              f"{cn.mean_relative_effect_plain:+.3f}")
-    checks.append(rate_check(
-        "causal null: Q_T vs variance-matched controls, rejection rate", "null",
-        cn.rejection_rate_matched, cn.n_sims, high=0.06,
-        detail=f"p <= {cfg.alpha} of the tangent-minus-control difference; " + common))
-    checks.append(mean_check(
-        "causal null: Q_T vs variance-matched controls, mean relative effect", "null",
-        abs(cn.mean_relative_effect_matched), cn.relative_effects_matched.size, se, high=0.02,
-        detail=(f"|mean (tangent - control) / tangent| = "
-                f"{abs(cn.mean_relative_effect_matched):.4f} (se {se:.4f}); " + common)))
-
-    figures = _figures(pw, curve, nl, cv, fq, cn)
+    figures = _figures(pw, curve, nl, cv, fq)
     return BatteryResult(rows=rows, checks=checks, figures=figures, studies=studies,
                          timings=timings)
 
 
-def _figures(pw, curve, nl, cv, fq, cn) -> dict[str, bytes]:
+def _figures(pw, curve, nl, cv, fq) -> dict[str, bytes]:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -399,7 +368,7 @@ def _figures(pw, curve, nl, cv, fq, cn) -> dict[str, bytes]:
 
     from tangentlab.synthetic.experiments import figure_png
 
-    fig, ax = plt.subplots(1, 4, figsize=(16, 3.4))
+    fig, ax = plt.subplots(1, 3, figsize=(12, 3.4))
     # null p-values
     p = np.asarray(nl.p_values)
     grid = np.arange(1, 22) / 21
@@ -427,12 +396,6 @@ def _figures(pw, curve, nl, cv, fq, cn) -> dict[str, bytes]:
     ax[2].axvline(0, color="k", lw=1)
     ax[2].set(title="frequency-spread null: Spearman rho", xlabel="rho")
     ax[2].legend(fontsize=8)
-    # causal null
-    ax[3].hist(cn.relative_effects_matched, bins=20, color="tab:green")
-    ax[3].axvline(0, color="k", lw=1)
-    ax[3].set(title=(f"causal null vs matched controls\nrejection {cn.rejection_rate_matched:.3f}"
-                     f" (plain controls {cn.rejection_rate_plain:.2f})"),
-              xlabel="(tangent - control) / tangent")
     fig.tight_layout()
     out = {"validate_calibration.png": figure_png(fig)}
     fig, ax = plt.subplots(1, 1, figsize=(4.5, 3.4))

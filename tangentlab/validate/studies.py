@@ -2,8 +2,10 @@
 
 Each study calls the *same* functions the empirical protocol uses
 (:func:`~tangentlab.measure.batch_energies`, :func:`~tangentlab.measure.batch_control_test`,
-:mod:`tangentlab.measure.geometry`, :mod:`tangentlab.measure.controls`) and returns a frozen record
-of what it measured. :mod:`tangentlab.validate.battery` turns them into checks.
+:mod:`tangentlab.measure.geometry`) and returns a frozen record of what it measured.
+:mod:`tangentlab.validate.battery` turns them into checks. The causal rows are calibrated by the
+end-to-end battery (:mod:`tangentlab.validate.end_to_end`), whose scenarios run the real
+dose-matched test.
 """
 
 from __future__ import annotations
@@ -20,8 +22,6 @@ __all__ = [
     "calibration_study",
     "FrequencyNullStudy",
     "frequency_null_study",
-    "CausalNullStudy",
-    "causal_null_study",
 ]
 
 
@@ -323,119 +323,3 @@ def frequency_null_study(*, n_sims: int, n_types: int = 3000, n_windows: int = 5
         se_rho_fair=_se(fair),
         mean_rho_first_k=float(first.mean()), se_abs_rho_fair=_se(np.abs(fair)),
     )
-
-
-# -- causal null ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class CausalNullStudy:
-    """Q_T against controls when the loss depends only on the variance an ablation removes.
-
-    ``rejection_rate_matched``: share of simulations whose tangent-minus-control difference has
-    p <= alpha (:func:`~tangentlab.measure.controls.causal_contrast`) against variance-matched
-    controls; ``rejection_rate_plain`` the same against plain rank-r complement controls (which
-    remove less variance, so "the tangent matters" is found whatever the geometry).
-    ``n_sims`` counts the simulations that could be matched; ``n_unmatchable`` those where the
-    complement of Q_T held less variance than Q_T (left out, and counted here).
-    ``se_relative_effect_matched``: the standard error of the matched mean relative effect over
-    the simulations with a finite effect (NaN below 2).
-    """
-
-    n_sims: int
-    n_unmatchable: int
-    alpha: float
-    rejection_rate_matched: float
-    rejection_rate_plain: float
-    mean_relative_effect_matched: float
-    mean_relative_effect_plain: float
-    relative_effects_matched: np.ndarray
-    se_relative_effect_matched: float = float("nan")
-
-    def to_dict(self) -> dict[str, Any]:
-        """The fields as a plain dict for JSON (arrays become lists)."""
-        return _record(self)
-
-
-def causal_null_study(*, n_sims: int, d: int = 32, m: int = 3, n_batches: int = 32,
-                      window: int = 64, n_controls: int = 20, n_boot: int = 400,
-                      alpha: float = 0.05, noise_sd: float = 0.02, seed: int = 0
-                      ) -> CausalNullStudy:
-    """Token-model activations split into a fit half (Q_T = top-m PCA) and test batches.
-
-    The loss change of an ablation on test batch b is ``L_b = v_b / v + noise``: ``v_b`` the mean
-    over the batch's rows of ``||h - mu||^2 - ||h' - mu||^2`` (mu the test rows' mean, which the
-    mean-ablation ``h' = h - (h - mu) B B^T`` also uses), ``v`` the test variance, noise
-    ``N(0, noise_sd^2)``: it depends on the removed variance only, not on the tangent. The
-    windows are split in two: the first half fits Q_T (top-m PCA); the second half is ablated
-    (n_batches windows, one batch each), and the controls are matched on *its* covariance, as
-    the protocol should do.
-
-    Findings behind these choices: matching on the fit half instead leaves a held-out gap (PCA
-    directions are selected for their in-sample variance, which shrinks on new rows); matching
-    on a third, separate set of rows without carrying its sampling error into the interval gave
-    a false-positive rate of 0.135 at alpha = 0.05 (200 simulations). Matching on the ablated
-    rows makes the pooled removed variances equal by construction, so the contrast is
-    conservative here.
-
-    (Measuring the removed variance about each *batch's* own mean instead, while matching on the
-    pooled covariance, rejects the null every time: a window's shared context is variance the
-    pooled match counts but a per-batch loss does not see.)
-    """
-    from tangentlab.errors import RankError
-    from tangentlab.measure import make_proxy, normal_controls
-    from tangentlab.measure.controls import (
-        causal_contrast,
-        mean_ablate,
-        variance_matched_controls,
-    )
-    from tangentlab.validate.streams import token_windows
-
-    rej_m = rej_p = unmatchable = 0
-    eff_m = np.full(int(n_sims), np.nan)
-    eff_p = np.full(int(n_sims), np.nan)
-    for s in range(int(n_sims)):
-        rng = np.random.default_rng([seed, 30, s])
-        tw = token_windows(d=d, m=m, n_types=200, zipf_s=1.0, pin_alpha=0.3, t0=0.05,
-                           n_windows=2 * n_batches, window=window, context=0.1, noise=0.08,
-                           patch_radius=0.25, seed=[seed, 31, s])
-        part = tw.window_ids // n_batches  # 0: fit Q_T, 1: ablate (and match on these rows)
-        Q = make_proxy("pca", n_components=m).fit(tw.H[part == 0]).basis()
-        test = tw.H[part == 1]
-        try:
-            mc = variance_matched_controls(Q, np.cov(test.T), n_controls, seed=[seed, 32, s])
-        except RankError:
-            unmatchable += 1
-            continue
-        plain = normal_controls(Q, n_controls, int(rng.integers(2**31)))
-        batches = np.array_split(test, n_batches)
-
-        mu = test.mean(0)
-        tot = float(np.mean(np.sum((test - mu) ** 2, 1)))
-
-        def loss(B, rows, mu=mu, tot=tot):
-            # removed variance about the ablation's own mean mu (the test rows' mean), as a share
-            # of the test variance; averaged over batches it is the pooled removed variance
-            kept = mean_ablate(rows, B, mean=mu) - mu
-            return float(np.mean(np.sum((rows - mu) ** 2, 1) - np.sum(kept**2, 1))) / tot
-
-        lt = np.array([loss(Q, b) for b in batches]) + noise_sd * rng.standard_normal(n_batches)
-        lm = np.array([[loss(B[:, :k], b) for B, k in zip(mc.bases, mc.ranks)]
-                       for b in batches]) + noise_sd * rng.standard_normal((n_batches, n_controls))
-        lp = np.array([[loss(B, b) for B in plain] for b in batches]) \
-            + noise_sd * rng.standard_normal((n_batches, n_controls))
-        cm = causal_contrast(lt, lm, n_boot=n_boot, seed=s)
-        cp = causal_contrast(lt, lp, n_boot=n_boot, seed=s)
-        rej_m += cm.p_value <= alpha
-        rej_p += cp.p_value <= alpha
-        eff_m[s] = cm.difference / cm.tangent
-        eff_p[s] = cp.difference / cp.tangent
-    n = int(n_sims) - unmatchable
-    if n < 1:
-        raise RankError("no simulation could be matched on removed variance; lower the rank")
-    return CausalNullStudy(n_sims=n, n_unmatchable=unmatchable, alpha=alpha,
-                           rejection_rate_matched=rej_m / n, rejection_rate_plain=rej_p / n,
-                           mean_relative_effect_matched=float(np.nanmean(eff_m)),
-                           mean_relative_effect_plain=float(np.nanmean(eff_p)),
-                           relative_effects_matched=eff_m[np.isfinite(eff_m)],
-                           se_relative_effect_matched=_se(eff_m[np.isfinite(eff_m)]))

@@ -13,7 +13,6 @@ from tangentlab.measure import (
     removed_variance,
     spectrum_weighted_controls,
     strength_for,
-    variance_matched_controls,
 )
 
 
@@ -61,8 +60,9 @@ def test_strength_removes_the_target_exactly():
 def test_controls_exist_and_match_rank_and_variance_where_complement_controls_cannot(name, cov, r):
     d = cov.shape[0]
     Q = np.eye(d)[:, :r]  # the top-r PCA subspace
-    with pytest.raises(RankError):  # the old construction: no control exists
-        variance_matched_controls(Q, cov, 5, seed=0)
+    # the complement holds less variance than Q: no complement control could remove as much
+    full, _ = np.linalg.qr(Q, mode="complete")
+    assert removed_variance(full[:, r:], cov) < removed_variance(Q, cov)
     plan = dose_plan(Q, cov, 5, seed=0)
     assert plan.bases.shape == (2, 6, d, r)  # every edit rank r
     assert np.allclose(plan.removed_variance, plan.targets[:, None], rtol=1e-10)

@@ -30,6 +30,22 @@ def test_config_refuses_settings_the_criteria_cannot_judge():
         BatteryConfig(seed=-1).validate()
 
 
+def test_the_old_causal_null_is_retired():
+    # Issue 34: the causal rows are calibrated by the end-to-end battery's scenarios (the real
+    # dose-matched test); the battery's variance-matched causal null is gone with its config key.
+    import dataclasses
+
+    import tangentlab.measure as measure
+    import tangentlab.validate as validate
+
+    assert "causal_sims" not in {f.name for f in dataclasses.fields(BatteryConfig)}
+    for mod, names in ((validate, ("causal_null_study", "CausalNullStudy")),
+                       (measure, ("variance_matched_controls", "causal_contrast",
+                                  "MatchedControls", "CausalContrast"))):
+        for name in names:
+            assert name not in mod.__all__ and not hasattr(mod, name), name
+
+
 def test_checks_can_fail():
     assert rate_check("x", "coverage", 0.95, 100, low=0.93, high=0.97).passed
     assert not rate_check("x", "coverage", 0.80, 100, low=0.93, high=0.97).passed
@@ -188,12 +204,14 @@ def test_validate_quick_passes_and_writes_a_run_directory(quick_reproduce, tmp_p
     kinds = {c["kind"] for c in checks}
     assert kinds == {"power", "calibration", "coverage", "null"}
     names = " ".join(c["name"] for c in checks)
-    for word in ("power", "false-positive", "coverage", "frequency-spread", "causal"):
+    for word in ("power", "false-positive", "coverage", "frequency-spread"):
         assert word in names
+    assert "causal" not in names  # retired (issue 34): the end-to-end battery calibrates it
     assert all(c["passed"] and c["target"] and c["measured"] is not None for c in checks)
     df = read_results(out / RESULTS_NAME)
     assert {"power", "false_positive_rate", "coverage_enrichment",
-            "frequency_null_mean_abs_rho", "causal_null_rejection_rate"} <= set(df["metric"])
+            "frequency_null_mean_abs_rho"} <= set(df["metric"])
+    assert not any(m.startswith("causal_null") for m in df["metric"])
     manifest = json.loads((out / MANIFEST_NAME).read_text())
     assert manifest["kind"] == "validate" and manifest["quick"] is True
     assert manifest["null_control_space"] == "full"  # the p-value's controls (issue 18)
