@@ -6,7 +6,7 @@
 #   make test-unit  setup + the tests that train, measure or reproduce nothing, in one pytest-xdist
 #                   worker per core (each on one thread)
 #   make reproduce  setup + `tangentlab reproduce` (theory, synthetic, empirical, report)
-#   make docs       setup + regenerate docs/theory and docs/cli.md, then build the site (with the
+#   make docs       setup + regenerate docs/theory, docs/cli.md and docs/claims.md, then build the site (with the
 #                   API reference from the docstrings) into site/ with mkdocs, offline and strict
 
 PYTHON ?= python3
@@ -47,6 +47,7 @@ reproduce: setup
 docs: setup
 	$(BIN)/python -m tangentlab.theory.pages docs/theory
 	$(BIN)/python -m tangentlab.cli_reference docs/cli.md
+	$(BIN)/python -m tangentlab.claims_reference docs/claims.md
 	$(BIN)/python -m mkdocs build --strict --site-dir site
 
 clean:

@@ -11,7 +11,7 @@ returns tidy rows (:data:`COLUMNS`):
   on direction-only vectors (:func:`~tangentlab.measure.pinning_exponent`, ranks from the training
   table), the local dimension m (rule below), the mean ‖II‖² and the spread scale t0;
 - **comparisons** (``role = "comparison"``): the closed forms' predictions from those inputs
-  against the same quantity measured directly, with :func:`~tangentlab.empirical.bridge_rules.agreement`:
+  against the same quantity measured directly, with :func:`~tangentlab.claims.bridge_rules.agreement`:
 
   - ``attenuation_raw`` / ``attenuation_direction``: ``attenuation(s, beta / s, V)``
     (theory ``frequency-attenuation``) against the measured occurrence-pooled over type-pooled
@@ -22,7 +22,7 @@ returns tidy rows (:data:`COLUMNS`):
     ‖II‖² and m cancel, so it needs only s and beta) against the same ratio of measured pooled
     visibilities;
   - ``bucket_visibility`` per bucket: the absolute pooled visibility, which needs ‖II‖², t0 and
-    m, so it is :data:`~tangentlab.empirical.bridge_rules.NOT_MEASURABLE` wherever the
+    m, so it is :data:`~tangentlab.claims.bridge_rules.NOT_MEASURABLE` wherever the
     calibration does not trust ‖II‖²;
 - **peer baselines** (``role = "baseline"``, context without verdicts) on the activation sample:
   RankMe (Li et al. 2025: squared singular values), alpha-ReQ (ranks 11-99), TwoNN and GRIDE
@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from tangentlab.empirical.bridge_rules import (
+from tangentlab.claims.bridge_rules import (
     MIN_BUCKET_TOKENS,
     NOT_MEASURABLE,
     OUTSIDE_DOMAIN,

@@ -29,7 +29,7 @@ smaller step. The held-out loss (the causal test batches) is read before and aft
 (per target): how much more the loss falls when a control is removed from the gradient than when
 Q_T is. Its interval resamples the held-out batches and redraws the controls
 (:func:`tangentlab.measure.paired_excess`, expanded percentile). Rule:
-``tangentlab.report.rules.RULES["learning-arms"]``.
+``tangentlab.claims.rules.RULES["learning-arms"]``.
 
 Shapes: ``Q`` (d, r); ``controls`` (m, d, r); loss sums (n_eval, 4 + m).
 """

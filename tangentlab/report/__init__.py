@@ -6,7 +6,7 @@
 - :func:`load_results` (also ``tangentlab.load_results``) returns a measurement's headline numbers,
   one row per (model, site, step), the table ``tangentlab summary RUN`` prints;
 - :func:`build_verdicts` decides each row's status word by the rules in
-  :mod:`tangentlab.report.rules` (documented in ``docs/report.md``).
+  :mod:`tangentlab.claims.rules` (documented in ``docs/report.md``).
 
 Modules, one job each:
 
@@ -29,10 +29,10 @@ load inside the functions that need them.
 
 from __future__ import annotations
 
+from tangentlab.claims.rules import RULES, STATUS_WORDS
 from tangentlab.report.gating import GATED_TEXT, read_end_to_end
 from tangentlab.report.load import END_TO_END_DIR, RunData, Source, parse_measure_args
 from tangentlab.report.render import SECTIONS, RenderResult, render_report
-from tangentlab.report.rules import RULES, STATUS_WORDS
 from tangentlab.report.summary import SUMMARY_COLUMNS, headline_table, load_results
 from tangentlab.report.verdicts import ROWS, Verdict, build_verdicts, row_keys
 

@@ -35,8 +35,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tangentlab.claims import rules as R
+from tangentlab.claims.table import CLAIMS
 from tangentlab.errors import DataError
-from tangentlab.report import rules as R
 
 if TYPE_CHECKING:
     from tangentlab.report.load import RunData
@@ -48,14 +49,9 @@ __all__ = ["GATED_TEXT", "END_TO_END_HEADER", "Rate", "RowRecord", "EndToEnd", "
 #: What a gated row's status reads.
 GATED_TEXT = "inconclusive (not validated)"
 
-#: Prediction rows the end-to-end battery plants no truth for, and why; every other prediction
-#: row is one of the battery's rows (tests/report/test_gating.py keeps the two lists whole).
-NOT_VALIDATED: dict[str, str] = {
-    "isoscore": "not validated end to end: the battery plants no truth for Delta IsoScore*; it "
-                "reads the gradients the enrichment row reads (projecting out an enriched Q_T "
-                "raises their isotropy), so it depends on that row and is not certified on its "
-                "own",
-}
+#: Prediction rows the end-to-end battery plants no truth for, and why (from the claims table).
+NOT_VALIDATED: dict[str, str] = {c.key: c.not_validated for c in CLAIMS
+                                 if c.kind == "prediction" and not c.validated_end_to_end}
 #: The columns of the calibration section's "validated end to end" table.
 END_TO_END_HEADER = ("prediction", "end-to-end setting", "nulls", "worst wrong-status rate "
                      "[Wilson 95%]", "power [Wilson 95%]", "bound checked", "validated at the "

@@ -7,12 +7,12 @@ import html
 import json
 import re
 
+from tangentlab.claims import rules as R
+from tangentlab.claims.paper import PAPER_CITATION
 from tangentlab.report import page as P  # the parts both pages share
-from tangentlab.report import rules as R
 from tangentlab.report import theory_numbers
 from tangentlab.report.gating import END_TO_END_HEADER, end_to_end_rows, status_text
 from tangentlab.report.load import RunData
-from tangentlab.report.paper import PAPER_CITATION
 from tangentlab.report.verdicts import Verdict
 
 __all__ = ["render_html"]
@@ -159,16 +159,11 @@ def render_html(data: RunData, verdicts: list[Verdict], pngs: dict[str, bytes], 
     out.append('<table class="facts">' + "".join(
         f"<tr><th>{_e(k)}</th><td>{'<code>' + _e(v) + '</code>' if k == 'reproduce with' else _e(v)}</td></tr>"
         for k, v in P.summary_facts(data)) + "</table>")
-    out.append("<p><b>Calibration of the method:</b> " + _e(P.counts_text(verdicts, "calibration"))
-               + ". <b>Predictions of the account:</b> " + _e(P.counts_text(verdicts, "prediction")) + ".</p>")
-    for sid, section in (("calibration", "calibration"), ("predictions", "prediction")):
+    out.append("<p>" + " ".join(f"<b>{_e(t)}:</b> {_e(c)}." for t, c in P.headline_counts(verdicts))
+               + "</p>")
+    for sid, section, caption in P.VERDICT_SECTIONS:
         out.append(f'<h2 id="{sid}">{titles[sid]}</h2>')
-        if section == "calibration":
-            out.append('<p class="muted">Does the instrument measure what it claims? A failure here '
-                       "says the method is off, not that the paper is wrong.</p>")
-        else:
-            out.append('<p class="muted">The paper\'s claims, measured on trained Transformers; each '
-                       "(model, site) is a unit, combined by the rule in the sub-table below.</p>")
+        out.append(f'<p class="muted">{_e(caption)}</p>')
         out.append("<table><tr><th>#</th><th>row</th><th>status</th><th>per unit / checks</th>"
                    "<th>the paper reported</th><th>source</th></tr>")
         for i, v in enumerate((v for v in verdicts if v.section == section), 1):
@@ -179,7 +174,7 @@ def render_html(data: RunData, verdicts: list[Verdict], pngs: dict[str, bytes], 
                 f"<td>{_row_status_html(v)}</td><td>{_compact_html(v)}</td>"
                 f"<td>{_e(v.paper)}</td><td>{_source_html(v, link_base)}</td></tr>")
         out.append("</table>")
-        if section == "calibration":
+        if section == "instrument":
             out += _end_to_end_html(data, verdicts)
     # details: one sub-table per row
     out.append(f'<h2 id="details">{titles["details"]}</h2>')

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tangentlab.report import rules as R
+from tangentlab.claims import rules as R
 from tangentlab.report.figures import Series
 from tangentlab.report.step_panels import StepPanel
 from tangentlab.report.units import (

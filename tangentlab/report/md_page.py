@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tangentlab.claims.paper import PAPER_CITATION
 from tangentlab.report import page as P  # the parts both pages share
 from tangentlab.report import theory_numbers
 from tangentlab.report.gating import END_TO_END_HEADER, end_to_end_rows, status_text
 from tangentlab.report.load import RunData
-from tangentlab.report.paper import PAPER_CITATION
 from tangentlab.report.verdicts import Verdict
 
 __all__ = ["render_markdown"]
@@ -60,10 +60,10 @@ def render_markdown(data: RunData, verdicts: list[Verdict], figures: dict[str, P
             f"synthetic manifolds and on real Transformer gradients. Paper: {PAPER_CITATION}.", "",
             f"## {titles['summary']}", "", "| | |", "|---|---|"]
     out += [f"| {_md(k)} | {'`' + v + '`' if k == 'reproduce with' else _md(v)} |" for k, v in P.summary_facts(data)]
-    out += ["", f"**Calibration of the method:** {P.counts_text(verdicts, 'calibration')}. "
-            f"**Predictions of the account:** {P.counts_text(verdicts, 'prediction')}.", ""]
-    for sid, section in (("calibration", "calibration"), ("predictions", "prediction")):
-        out += [f"## {titles[sid]}", "", "| # | row | status | per unit / checks | the paper reported | source |",
+    out += ["", " ".join(f"**{t}:** {c}." for t, c in P.headline_counts(verdicts)), ""]
+    for sid, section, caption in P.VERDICT_SECTIONS:
+        out += [f"## {titles[sid]}", "", caption, "",
+                "| # | row | status | per unit / checks | the paper reported | source |",
                 "|---|---|---|---|---|---|"]
         for i, v in enumerate((v for v in verdicts if v.section == section), 1):
             dep = f" (depends on {v.depends_on}: not an independent verdict)" if v.depends_on else ""
@@ -71,7 +71,7 @@ def render_markdown(data: RunData, verdicts: list[Verdict], figures: dict[str, P
             out.append(f"| {i} | **{_md(v.title)}**{dep} | **{status_text(v)}**{raw} | "
                        f"{_md(P.compact(v))} | {_md(v.paper)} | {_md(_source_md(v, link_base))} |")
         out.append("")
-        if section == "calibration":
+        if section == "instrument":
             out += _end_to_end_md(data, verdicts)
     out += [f"## {titles['details']}", "",
             "Theory is drawn as a line, measurements as points with their confidence intervals; where "

@@ -10,21 +10,22 @@ import re
 import shlex
 from collections import Counter
 
+from tangentlab.claims import rules as R
 from tangentlab.contract import REPORT, THEORY
-from tangentlab.report import rules as R
 from tangentlab.report import units as U
 from tangentlab.report.checks import error_kind
 from tangentlab.report.load import RunData
 from tangentlab.report.verdicts import SECTION_TITLES, Verdict
 
-__all__ = ["SECTIONS", "QUICK_TEXT", "banner", "limitations", "summary_facts", "reproduce_command",
+__all__ = ["SECTIONS", "VERDICT_SECTIONS", "headline_counts", "QUICK_TEXT", "banner", "limitations", "summary_facts", "reproduce_command",
            "theory_rows", "stage_rows", "counts_text", "raw_counts_text", "p_text", "with_p_floor", "compact", "overall", "unit_rows", "check_rows",
            "external_overall", "external_key", "EXTERNAL_HEADING"]
 
 #: Section ids (HTML ``id`` attributes, and ``##`` headings in the Markdown twin), in order.
 SECTIONS: tuple[tuple[str, str], ...] = (
     ("summary", "Summary"),
-    ("calibration", SECTION_TITLES["calibration"]),
+    ("instrument", SECTION_TITLES["instrument"]),
+    ("argument", SECTION_TITLES["argument"]),
     ("predictions", SECTION_TITLES["prediction"]),
     ("details", "Sub-tables and figures"),
     ("stages", "Stages"),
@@ -32,6 +33,27 @@ SECTIONS: tuple[tuple[str, str], ...] = (
     ("limitations", "Limitations"),
     ("provenance", "Provenance"),
 )
+
+
+#: The verdict tables: (section id, claim kind, caption), in order (one per kind of claim,
+#: :data:`tangentlab.claims.table.KINDS`).
+VERDICT_SECTIONS: tuple[tuple[str, str, str], ...] = (
+    ("instrument", "instrument",
+     "Does the instrument measure what it claims? A failure here says the method is off, not that "
+     "the paper is wrong."),
+    ("argument", "argument",
+     "The theory's own argument, checked symbolically and on toys: the derivations, the gap in "
+     "the paper's gradient step and its counterexample, Muon against exact sign descent. A "
+     "failure here is a finding about the argument, not a fault of the instrument."),
+    ("predictions", "prediction",
+     "The paper's claims, measured on trained Transformers; each (model, site) is a unit, "
+     "combined by the rule in the sub-table below."),
+)
+
+
+def headline_counts(verdicts: list[Verdict]) -> list[tuple[str, str]]:
+    """(section title, :func:`counts_text`) for each kind of claim, in report order."""
+    return [(SECTION_TITLES[kind], counts_text(verdicts, kind)) for _, kind, _ in VERDICT_SECTIONS]
 
 
 QUICK_TEXT = ("This is a --quick run: tiny models trained for a few steps and quick synthetic "
@@ -350,7 +372,7 @@ def _num(x: float) -> str:
 
 
 def p_text(p: float | str | None, n_controls: int | None) -> str:
-    """A control p-value with its floor ``1/(1 + n_controls)`` (:func:`~tangentlab.report.rules.p_floor`).
+    """A control p-value with its floor ``1/(1 + n_controls)`` (:func:`~tangentlab.claims.rules.p_floor`).
 
     ``p = 0.0476, the floor for 20 controls``; ``p = 0.0952, above the floor 0.0476 for 20
     controls``. ``p`` as text keeps its digits. p-values of a control test take the values

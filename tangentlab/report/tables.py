@@ -22,8 +22,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from tangentlab.claims.rules import Interval
 from tangentlab.report.figures import Series
-from tangentlab.report.rules import Interval
 
 __all__ = ["Estimate", "ResultTable", "WINDOW_CHECKPOINTS", "OLD_RANGE_METRIC_SUFFIXES", "fmt"]
 

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tangentlab.claims.bridge_rules import AGREEMENT_RULE, NOT_MEASURABLE, OUTSIDE_DOMAIN
+
 __all__ = ["TITLE", "AGREEMENT_RULE", "BRIDGE_FILE", "Line", "read_lines", "table_rows",
            "context_rows", "panels", "write_figures", "html_section", "markdown_section",
            "figure_key"]
@@ -32,15 +34,8 @@ __all__ = ["TITLE", "AGREEMENT_RULE", "BRIDGE_FILE", "Line", "read_lines", "tabl
 TITLE = "Theory against measurement, in numbers"
 #: The measurement's file (``tangentlab.empirical.bridge_run.BRIDGE_NAME``).
 BRIDGE_FILE = "bridge.csv"
-#: The agreement rule, as ``tangentlab.empirical.bridge_rules.AGREEMENT_RULE`` states it (a test
-#: keeps the two equal; report imports nothing from empirical).
-AGREEMENT_RULE = ("agree: the predicted and measured intervals overlap and predicted/measured "
-                  "lies in [1/1.2, 1.2]; disagree: otherwise; 'not measurable here': either side "
-                  "is not measurable (calibration or data)")
-NOT_MEASURABLE = "not measurable here"
-#: ``tangentlab.empirical.bridge_rules.OUTSIDE_DOMAIN`` (a test keeps the two equal): a line
-#: whose note carries it was predicted at beta = 0, the measured beta being negative.
-OUTSIDE_DOMAIN = "outside the closed form"
+#: The agreement rule, where the measurement decides it (``claims.bridge_rules``); a line whose
+#: note carries ``OUTSIDE_DOMAIN`` was predicted at beta = 0, the measured beta being negative.
 #: What the agreement cell adds for such a line.
 OUTSIDE_DOMAIN_FLAG = " (measured β < 0, outside the closed form: predicted at β = 0)"
 _PHASE_ORDER = {"step0": 0, "peak": 1, "last": 2}

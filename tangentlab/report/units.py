@@ -5,7 +5,7 @@ measurement run (``external/<NAME>``). For each empirical prediction there is on
 takes a :class:`Model` and a site and returns a frozen :class:`Unit` (status, estimate, interval,
 which checkpoints it used), and one that draws the model's panel. The verdict table
 (:mod:`tangentlab.report.verdicts`) combines the units of a row with :func:`combine_units`
-(:func:`tangentlab.report.rules.combine`, leaving out units whose rule does not apply). The
+(:func:`tangentlab.claims.rules.combine`, leaving out units whose rule does not apply). The
 weakens-late builders live in :mod:`tangentlab.report.late`.
 
 Every number is read from the model's stored table and manifest; nothing is recomputed.
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tangentlab.report import rules as R
+from tangentlab.claims import rules as R
 from tangentlab.report.figures import Panel, Series
 from tangentlab.report.tables import Estimate, ResultTable, fmt
 
@@ -165,7 +165,7 @@ def _step(st: float | None) -> str:
 
 
 def combine_units(units: Sequence[Unit]) -> R.Outcome:
-    """The units' outcomes combined by :func:`tangentlab.report.rules.combine`.
+    """The units' outcomes combined by :func:`tangentlab.claims.rules.combine`.
 
     Units whose rule does not apply (:data:`ONE_CHECKPOINT`) are left
     out and named; when no unit applies, the row itself reads not applicable.

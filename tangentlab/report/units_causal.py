@@ -7,7 +7,7 @@ these builders.
 
 from __future__ import annotations
 
-from tangentlab.report import causal_rules as CR
+from tangentlab.claims import causal_rules as CR
 from tangentlab.report.tables import fmt
 from tangentlab.report.units import (
     Model,

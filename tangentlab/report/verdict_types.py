@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from tangentlab.report import rules as R
+from tangentlab.claims import rules as R
 from tangentlab.report.checks import CheckLine
 from tangentlab.report.figures import Panel
 from tangentlab.report.load import Source
@@ -44,9 +44,9 @@ class Verdict:
         title: short name of the prediction.
         prediction: what the account predicts (or what the calibration checks), in words.
         section: ``calibration`` or ``prediction``.
-        status: one of :data:`tangentlab.report.rules.STATUS_WORDS`.
+        status: one of :data:`tangentlab.claims.rules.STATUS_WORDS`.
         reason: the numbers behind the status.
-        rule: the rule text (from :data:`tangentlab.report.rules.RULES`).
+        rule: the rule text (from :data:`tangentlab.claims.rules.RULES`).
         test: the test behind the numbers.
         numbers: ``(label, value)`` facts shown with the row (set-up, counts).
         paper: what the paper reported for the same quantity.

@@ -1,10 +1,13 @@
 """The verdict table: a table of row specifications, each decided from stored results.
 
-:data:`ROWS` lists one :class:`RowSpec` per row, in report order, in two sections:
+:data:`ROWS` lists one :class:`RowSpec` per claim of :data:`tangentlab.claims.table.CLAIMS`, in
+report order; its section is the claim's kind:
 
-- ``calibration``: does the method measure what it claims (derivations verify, synthetic
-  agreement with theory, proxy recovery, Muon against exact sign descent, the validation
-  battery)? A failure here says the instrument is off, not that the paper is wrong;
+- ``instrument``: does the method measure what it claims (synthetic agreement with theory,
+  proxy recovery, the validation battery)? A failure here says the instrument is off;
+- ``argument``: the theory's own argument (derivations verify, the gap in the gradient step and
+  its counterexample, Muon against exact sign descent): a failure is a finding about the
+  argument, not a fault of the instrument;
 - ``prediction``: the paper's claims, measured on trained Transformers, one unit per
   (model, site) (:mod:`tangentlab.report.units`).
 
@@ -21,9 +24,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from tangentlab.claims import rules as R
+from tangentlab.claims.table import CLAIMS, KIND_TITLES, claim
 from tangentlab.contract import THEORY, measure_stage, synthetic_stage
 from tangentlab.report import late as L
-from tangentlab.report import rules as R
 from tangentlab.report import step_panels as SP
 from tangentlab.report import units as U
 from tangentlab.report import units_causal as UC
@@ -31,7 +35,6 @@ from tangentlab.report.checks import check_lines, theory_check_lines
 from tangentlab.report.figures import Panel, Series
 from tangentlab.report.gating import gate
 from tangentlab.report.load import EXTERNAL_PREFIX, VALIDATE_STAGE, RunData
-from tangentlab.report.paper import PAPER
 from tangentlab.report.synthetic_panels import PanelSpec, prediction_panels
 from tangentlab.report.verdict_types import Built, Verdict
 from tangentlab.runs import RESULTS_NAME
@@ -51,11 +54,9 @@ __all__ = [
     "measure_stages",
 ]
 
-#: The two verdict tables, in order: key -> title.
-SECTION_TITLES: dict[str, str] = {
-    "calibration": "Calibration of the method",
-    "prediction": "Predictions of the account",
-}
+#: The three verdict tables, in order: kind -> title (the claims' kinds,
+#: :data:`tangentlab.claims.table.KIND_TITLES`).
+SECTION_TITLES: dict[str, str] = dict(KIND_TITLES)
 
 
 @dataclass(frozen=True)
@@ -259,71 +260,42 @@ class EmpiricalRow:
 
 # ------------------------------------------------------------------------------- the rows
 
-_CHECKS = R.RULES["checks"]
-
-
-def _rows() -> tuple[RowSpec, ...]:
-    theory = TheoryRow()
-    rows: list[tuple[str, str, str, str, str, str, Any]] = [
-        ("theory", "calibration", "Derivations verify",
-         "Every derivation's symbolic identities, numeric spot checks and Monte-Carlo checks hold.",
-         _CHECKS, "theory verify: symbolic, numeric and Monte-Carlo checks", theory),
-        ("visibility", "calibration", "Curvature visibility against t",
-         "Visibility V(t) = normal/tangent variance = t^2 ||II||_F^2 / (2m) for Gaussian chart "
-         "coordinates: small neighbourhoods look flat.",
-         _CHECKS, "synthetic visibility: sampled manifolds vs curvature-visibility",
-         ChecksRow(synthetic_stage("visibility"), _not_attenuation, (
+def _builders() -> dict[str, Any]:
+    """How each claim's row is drawn from a run, keyed by claim key."""
+    return {
+        "theory": TheoryRow(),
+        "visibility": ChecksRow(synthetic_stage("visibility"), _not_attenuation, (
              PanelSpec(("visibility_exact_frame",), "visibility vs t (one point per manifold)", x="t",
                        group=("manifold",), where=(("point", 0),),
                        ylabel="normal / tangent variance (ratio)", logx=True, logy=True),
              PanelSpec(("visibility_ratio_local_pca",), "measured / theory (local-PCA frame)", x="t",
                        group=("manifold",), ylabel="visibility / (t^2 ||II||^2 / (2m)) (ratio)"),
-         ))),
-        ("attenuation", "calibration", "Attenuation under frequency bias",
-         "Pooling occurrences (frequency-weighted, pinned frequent tokens) shows less curvature than "
-         "pooling types: attenuation factor < 1 whenever alpha > 0.",
-         _CHECKS, "synthetic visibility: Zipf token model vs frequency-attenuation",
-         ChecksRow(synthetic_stage("visibility"), _is_attenuation, (
+         )),
+        "attenuation": ChecksRow(synthetic_stage("visibility"), _is_attenuation, (
              PanelSpec(("attenuation",), "attenuation factor vs pinning alpha", x="alpha", group=("s",),
                        ylabel="occurrence / type visibility (ratio)", reference=1.0,
                        reference_label="no attenuation"),
              PanelSpec(("occurrence_visibility", "type_visibility"), "pooled visibilities", x="alpha",
                        group=("s",), ylabel="visibility (normal / tangent variance)"),
-         ))),
-        ("gradient-ratio", "calibration", "Gradient ratio and the counterexample",
-         "With a lower bound c on the tangent part, ||normal||/||tangent|| <= kappa t / (2c); without it "
-         "the O(t) claim fails (parabola with a constant upstream gradient).",
-         _CHECKS, "synthetic gradient-ratio vs gradient-components",
-         ChecksRow(synthetic_stage("gradient-ratio"), None, (
+         )),
+        "gradient-ratio": ChecksRow(synthetic_stage("gradient-ratio"), None, (
              PanelSpec(("normal_tangent_ratio",), "||normal|| / ||tangent|| (line: corrected bound)",
                        x="t", group=("case", "manifold"), ylabel="normal / tangent (ratio)",
                        logx=True, logy=True),
-         ))),
-        ("amplification", "calibration", "Tangent amplification in toys (SGD, Adam, Muon)",
-         "Training moves representations mostly along tangent directions, so the tangent share of "
-         "gradient energy and variance grows, under each optimizer.",
-         _CHECKS, "synthetic amplification vs tangent-amplification",
-         ChecksRow(synthetic_stage("amplification"), None, (
+         )),
+        "amplification": ChecksRow(synthetic_stage("amplification"), None, (
              PanelSpec(("tangent_share",), "tangent share: closed form (GD) vs toy", x="step",
                        where=(("optimizer", "sgd"), ("head", "chart"), ("weighting", "uniform")),
                        group=(), ylabel="tangent share of variance (fraction)"),
              PanelSpec(("tangent_share",), "tangent share under SGD, Adam, Muon", x="step",
                        where=(("weighting", "frequency"), ("bucket", "all")), group=("optimizer", "head"),
                        ylabel="tangent share of variance (fraction)"),
-         ))),
-        ("proxy-recovery", "calibration", "Proxy recovery against ground truth",
-         "Activation-fitted proxies (PCA, semi-NMF, ICA, TopK SAE) recover the true tangent space "
-         "(small principal angles); the control test finds a planted signal and not a null one.",
-         _CHECKS, "synthetic proxy-recovery: principal angles, planted and null control tests",
-         ChecksRow(synthetic_stage("proxy-recovery"), None, (
+         )),
+        "proxy-recovery": ChecksRow(synthetic_stage("proxy-recovery"), None, (
              PanelSpec(("mean_principal_angle_deg",), "angle to the true tangent space", x="rank",
                        group=("extractor", "manifold"), ylabel="mean principal angle (degrees)"),
-         ))),
-        ("river-valley", "calibration", "River valley: Muon against exact sign descent and GD",
-         "Sign descent (Muon) advances along the river at a constant rate, beating GD early, then "
-         "oscillates in a band of width ~eta; switching Muon -> GD at the derived point is fastest.",
-         _CHECKS, "synthetic river-valley vs the river-valley derivation",
-         ChecksRow(synthetic_stage("river-valley"), None, (
+         )),
+        "river-valley": ChecksRow(synthetic_stage("river-valley"), None, (
              PanelSpec(("hitting_time",), "valley: steps to reach the optimum", x="optimizer",
                        where=(("problem", "valley"),), group=(), ylabel="hitting time (steps)", logy=True),
              PanelSpec(("final_band",), "valley: final oscillation band", x="optimizer",
@@ -332,59 +304,24 @@ def _rows() -> tuple[RowSpec, ...]:
              PanelSpec(("hitting_time",), "matrix sensing: hitting time per component", x="component",
                        where=(("problem", "matrix-sensing"),), group=("optimizer",),
                        ylabel="hitting time (steps)", logy=True),
-         ))),
-        ("validation", "calibration", "Validation battery",
-         "The measurement statistics, fed streams whose truth is known, find a planted tangent signal, "
-         "keep the false-positive rate at its level, cover at their nominal rate, and show no "
-         "frequency-spread or causal effect under the null.",
-         _CHECKS, "tangentlab validate: power, null calibration, coverage, frequency-spread and causal nulls",
-         ChecksRow(VALIDATE_STAGE, None, (), stored_figures=True)),
-        ("enrichment", "prediction", "Tangent energy enrichment over training",
-         "True gradients put more energy into the activation-fitted tangent proxy than into matched-rank "
-         "normal controls: enrichment > 1, above its step-0 value, p at its floor; every model and site.",
-         R.RULES["enrichment"],
-         "control_test of Q_T against matched-rank normal controls on the gradient second moment",
-         EmpiricalRow("enrichment", U.enrichment_unit, SP.enrichment_panel, comparison=True)),
-        ("weakens-late", "prediction", "Enrichment weakens late in training",
-         "The enrichment rises early and weakens late in training: the late-window enrichment lies "
-         "below the trajectory's peak.",
-         R.RULES["weakens-late"],
-         "enrichment per checkpoint with its bootstrap CI; late window from the measurement's record",
-         EmpiricalRow("enrichment", L.weakens_late_unit, L.weakens_late_panel)),
-        ("frequency-buckets", "prediction", "Enrichment by frequency bucket",
-         "Enrichment is strongest for frequent tokens (small spread t).",
-         R.RULES["frequency-buckets"], "control_test per log-frequency quantile bucket, bootstrap CI",
-         EmpiricalRow("enrichment", U.bucket_unit, U.bucket_panel)),
-        ("isoscore", "prediction", "Delta IsoScore* of Q_T against controls",
-         "Projecting Q_T out of the gradients raises their isotropy more than projecting out a control. "
-         "Depends on the enrichment: not an independent verdict.",
-         R.RULES["isoscore"], "IsoScore* of gradients before and after projecting out Q_T or a control",
-         EmpiricalRow("delta_isoscore_tangent", U.isoscore_unit, SP.isoscore_panel)),
-        ("frequency-distance", "prediction", "Frequency-distance correlation",
-         "Frequent tokens are pinned near their centroid: log-frequency and occurrence spread correlate "
-         "negatively.",
-         R.RULES["frequency-distance"],
-         "Spearman (the rule) and Pearson (the readers' statistic) over token types, bootstrap CI, "
-         "count-corrected spread",
-         EmpiricalRow("freq_distance_spearman", U.freqdist_unit, SP.freqdist_panel)),
-        ("ablation", "prediction", "Causal ablation: Q_T against dose-matched controls",
-         "Ablating the activations along Q_T raises the loss more than ablating along rank-matched "
-         "controls at the same dose (the same removed variance, and the same mean squared "
-         "displacement), on the same positions.",
-         R.RULES["ablation"], "partial mean-ablation of Q_T / each control at a common dose, run "
-         "the model forward",
-         EmpiricalRow("ablation_loss_tangent", UC.ablation_unit, SP.ablation_panel)),
-        ("learning-arms", "prediction", "Learning needs the tangent directions",
-         "Continuing training with the site's activation gradient projected away from Q_T lowers "
-         "the held-out loss less than projecting away from rank-matched controls.",
-         R.RULES["learning-arms"], "SGD arms from the last causal checkpoint with the site "
-         "gradient projected onto / away from Q_T or away from controls (Song, Ahn & Yun 2025)",
-         EmpiricalRow(UC.LEARNING_METRIC, UC.learning_unit, SP.learning_panel)),
-    ]
-    depends = {"isoscore": "enrichment"}
-    return tuple(RowSpec(key, title, prediction, section, rule, test, builder.stages, builder,
-                         depends_on=depends.get(key))
-                 for key, section, title, prediction, rule, test, builder in rows)
+         )),
+        "validation": ChecksRow(VALIDATE_STAGE, None, (), stored_figures=True),
+        "enrichment": EmpiricalRow("enrichment", U.enrichment_unit, SP.enrichment_panel, comparison=True),
+        "weakens-late": EmpiricalRow("enrichment", L.weakens_late_unit, L.weakens_late_panel),
+        "frequency-buckets": EmpiricalRow("enrichment", U.bucket_unit, U.bucket_panel),
+        "isoscore": EmpiricalRow("delta_isoscore_tangent", U.isoscore_unit, SP.isoscore_panel),
+        "frequency-distance": EmpiricalRow("freq_distance_spearman", U.freqdist_unit, SP.freqdist_panel),
+        "ablation": EmpiricalRow("ablation_loss_tangent", UC.ablation_unit, SP.ablation_panel),
+        "learning-arms": EmpiricalRow(UC.LEARNING_METRIC, UC.learning_unit, SP.learning_panel),
+    }
+
+
+def _rows() -> tuple[RowSpec, ...]:
+    """One row per claim of :data:`~tangentlab.claims.table.CLAIMS`, with its builder."""
+    builders = _builders()
+    return tuple(RowSpec(c.key, c.title, c.statement, c.kind, c.rule_text, c.test,
+                         builders[c.key].stages, builders[c.key], depends_on=c.depends_on)
+                 for c in CLAIMS)
 
 
 ROWS: tuple[RowSpec, ...] = _rows()
@@ -399,7 +336,7 @@ def _one(data: RunData, spec: RowSpec) -> Verdict:
     stages = spec.stages(data)
     base = Verdict(key=spec.key, title=spec.title, prediction=spec.prediction, section=spec.section,
                    status=R.NOT_RUN, reason="", rule=spec.rule, test=spec.test,
-                   paper=PAPER.get(spec.key, ""), sources=tuple(data.source(s) for s in stages),
+                   paper=claim(spec.key).paper, sources=tuple(data.source(s) for s in stages),
                    depends_on=spec.depends_on)
     problems = [p for p in (data.problem(s) for s in stages) if p]
     done = [s for s in stages if data.status(s) == "done"]

@@ -132,7 +132,7 @@ def _simulate_or_record(cfg: EndToEndConfig, name: str, sim: int, text, work: Pa
     One simulation that fails (a bug, a non-finite activation) must not cost the hours of the
     others: the run goes on, and :func:`summarize` fails its ``simulations`` check.
     """
-    from tangentlab.report.rules import NOT_RUN
+    from tangentlab.claims.rules import NOT_RUN
     from tangentlab.validate.planted_scenarios import PREDICTION_ROWS
 
     t0 = time.perf_counter()
@@ -175,7 +175,7 @@ def _wilson(k: int, n: int) -> tuple[float, float]:
 
 def summarize(cfg: EndToEndConfig, results: Sequence[SimulationResult]):
     """(result rows, checks) from the simulations: rates with Wilson intervals, pass/fail."""
-    from tangentlab.report.rules import NOT_SUPPORTED, STATUS_WORDS, SUPPORTED
+    from tangentlab.claims.rules import NOT_SUPPORTED, STATUS_WORDS, SUPPORTED
     from tangentlab.validate.battery import BatteryCheck
     from tangentlab.validate.planted_scenarios import PREDICTION_ROWS, scenario
 

@@ -7,17 +7,11 @@ model and its trajectory), measure overrides, and the truth of each prediction r
 - ``positive``: the prediction holds ("not supported" is wrong; power = P("supported"));
 - ``negative``: the prediction fails ("supported" is wrong).
 
-**The truth per row where nothing is planted** (:data:`UNPLANTED_TRUTH`). A row whose "not
-supported" asserts the opposite effect (enrichment below 1, a rise where a decline is predicted,
-ρ > 0) has no true answer under a null: both decided words are wrong. A row whose "not supported"
-is an *equivalence* claim (``ablation``: Q_T's paired excess lies below a fifth of the matched
-controls' effect; ``learning-arms``: removing Q_T from the gradient costs at most a tenth of the
-learning beyond what removing a control costs) makes a true claim under a null without a
-direction-specific cost: for it the unplanted truth is ``negative`` (only "supported" is wrong).
-The learning arms need the gradient's shared mean (``grad_bias``) enriched in S, which holds
-where the enrichment is planted at the last checkpoint *along the measured proxy*, so
-``learning-arms`` is ``positive`` wherever ``enrichment`` is, except under ``drift`` (see there). :func:`unplanted` builds a scenario's
-truths from that table, so every scenario states the truth of every row explicitly.
+**The truth of each row in each scenario** is the claim's, in the claims table
+(:meth:`tangentlab.claims.table.Claim.truth`): each prediction states its truth where nothing is
+planted (``null``, or ``negative`` where its "not supported" is an equivalence claim) and in the
+scenarios that plant what decides it. :func:`scenario` fills :attr:`Scenario.truth` from there,
+so the rows the battery measures (:data:`PREDICTION_ROWS`) and their truths live in one place.
 
 **Effect sizes, fixed before the first run** (:data:`EFFECT`), the power rows of the ``effect``
 scenario:
@@ -43,17 +37,16 @@ scale per position), alone and with a convex or concave per-row cost (issue 33).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
-__all__ = ["PREDICTION_ROWS", "TRUTHS", "EFFECT", "Scenario", "SCENARIOS", "QUICK_SCENARIOS",
-           "scenario", "UNPLANTED_TRUTH", "unplanted"]
+from tangentlab.claims.table import CLAIMS, validated_keys
 
-#: The report's prediction rows the battery measures (keys of tangentlab.report.verdicts.ROWS).
-PREDICTION_ROWS = ("enrichment", "weakens-late", "frequency-buckets", "frequency-distance",
-                   "ablation", "learning-arms")
-TRUTHS = ("null", "positive", "negative")
+__all__ = ["PREDICTION_ROWS", "EFFECT", "Scenario", "SCENARIOS", "QUICK_SCENARIOS", "scenario"]
+
+#: The predictions the battery measures: the claims it plants a truth for, in report order.
+PREDICTION_ROWS: tuple[str, ...] = validated_keys()
 
 #: The planted effects of the power scenario (see the module docstring), fixed before any run.
 EFFECT: dict[str, Any] = {"curve": "weaken", "k_peak": 6.0, "k_end": 3.0, "x_peak": 0.3,
@@ -76,7 +69,8 @@ class Scenario:
         text: what it plants, in words.
         spec: :class:`PlantedSpec` overrides.
         measure: ``measure`` overrides (beside the setting's own).
-        truth: row key → ``null`` | ``positive`` | ``negative`` (rows absent: not assessed).
+        truth: row key → ``null`` | ``positive`` | ``negative``, from the claims table (filled
+            by :func:`scenario`; rows absent: not assessed).
         eval_budget_fraction: > 0 cuts the eval text to this fraction of the tokens the eval
             windows read per checkpoint (n_batches × batch_size × seq_len).
     """
@@ -89,67 +83,41 @@ class Scenario:
     eval_budget_fraction: float = 0.0
 
 
-#: The truth of each row in a scenario that does not plant its effect (module docstring):
-#: ``negative`` where the row's "not supported" is an equivalence claim, else ``null``.
-UNPLANTED_TRUTH: MappingProxyType = MappingProxyType(
-    {r: ("negative" if r in ("ablation", "learning-arms") else "null") for r in PREDICTION_ROWS})
-
-
-def unplanted(**rows: str) -> dict[str, str]:
-    """Every row at its unplanted truth except the ``rows`` given (``weakens_late="negative"``)."""
-    out = dict(UNPLANTED_TRUTH)
-    for k, v in rows.items():
-        key = k.replace("_", "-")
-        if key not in out or v not in TRUTHS:
-            raise ValueError(f"unknown row {key!r} or truth {v!r}; rows {PREDICTION_ROWS}, "
-                             f"truths {TRUTHS}")
-        out[key] = v
-    return out
-
-
 def _rd(r: int) -> Scenario:
     return Scenario(f"rd-1/{64 // r}", f"no effect at r/d = {r}/64 (d = 64, planted and measured "
-                    f"rank {r})", spec={"d": 64, "m": r}, measure={"rank": r},
-                    truth=unplanted())
+                    f"rank {r})", spec={"d": 64, "m": r}, measure={"rank": r})
 
 
 _LIST = (
-    Scenario("effect", "every planted effect at its stated size (power)", spec=dict(EFFECT),
-             truth={r: "positive" for r in PREDICTION_ROWS}),
+    Scenario("effect", "every planted effect at its stated size (power)", spec=dict(EFFECT)),
     Scenario("no-effect", "k = 1 everywhere, no pinning, no bucket gain, an isotropic linear "
-             "loss-variance relation", truth=unplanted()),
+             "loss-variance relation"),
     Scenario("short-eval", "no effect; the eval text is only 1.25x the tokens the windows read "
              "(random-offset windows overlapped heavily here; since issue 18 the windows are "
-             "disjoint, and text shorter than the windows is refused)", truth=unplanted(),
+             "disjoint, and text shorter than the windows is refused)",
              eval_budget_fraction=1.25),
     Scenario("bursty", "no effect; a document-level topic vector (bursty vocabulary)",
-             spec={"topic": 2.0}, truth=unplanted()),
+             spec={"topic": 2.0}),
     Scenario("convex", "no directional effect; loss = x + 0.5 x^2 of the removed variance",
-             spec={"cost_shape": "convex", "cost_curvature": 0.5}, truth=unplanted()),
+             spec={"cost_shape": "convex", "cost_curvature": 0.5}),
     Scenario("concave", "no directional effect; loss = log(1 + 0.5 x) / 0.5 of the removed "
-             "variance", spec={"cost_shape": "concave", "cost_curvature": 0.5},
-             truth=unplanted()),
+             "variance", spec={"cost_shape": "concave", "cost_curvature": 0.5}),
     Scenario("rogue", "no effect; a rogue standard axis with offset 20 (std 10)",
-             spec={"rogue_scale": 20.0}, truth=unplanted()),
+             spec={"rogue_scale": 20.0}),
     Scenario("pos0-excluded", "no effect; position 0 at about 150x the typical norm, measured "
              "with exclude_positions = 0", spec={"pos0_scale": POS0_SCALE},
-             measure={"exclude_positions": (0,)}, truth=unplanted()),
+             measure={"exclude_positions": (0,)}),
     # learning arms: the learnable part is the gradient's *mean*, a coherent vector, so its
     # projection on the fixed proxy adds amplitudes, not energies: per direction
     # (2 cos 30° − sin 30°)² ≈ 1.5 against a control's ≈ 1.35, an excess of about 1.5% of the
     # unmodified learning, far below the rule's 10% margin (docs/validation.md): negative
     Scenario("drift", "k = 4 in the current subspace from step 1 on while it rotates 35 degrees",
-             spec={"curve": "flat", "k_end": 4.0, "drift_deg": 35.0},
-             truth=unplanted(enrichment="positive")),
-    Scenario("flat", "k = 4 from step 1 on (flat)", spec={"curve": "flat", "k_end": 4.0},
-             truth=unplanted(enrichment="positive", learning_arms="positive")),
+             spec={"curve": "flat", "k_end": 4.0, "drift_deg": 35.0}),
+    Scenario("flat", "k = 4 from step 1 on (flat)", spec={"curve": "flat", "k_end": 4.0}),
     Scenario("plateau", "k rises to 4 at 30% of training, then stays",
-             spec={"curve": "plateau", "k_end": 4.0},
-             truth=unplanted(enrichment="positive", learning_arms="positive")),
+             spec={"curve": "plateau", "k_end": 4.0}),
     Scenario("slow-rise", "k rises linearly to 4 at the last step",
-             spec={"curve": "slow_rise", "k_end": 4.0},
-             truth=unplanted(weakens_late="negative", enrichment="positive",
-                            learning_arms="positive")),
+             spec={"curve": "slow_rise", "k_end": 4.0}),
     _rd(1),
     _rd(4),
     _rd(16),
@@ -157,19 +125,23 @@ _LIST = (
     # (E s^2 = 1) on activations and gradient directions, alone and with a per-row convex or
     # concave cost: the double match must not read the tails as a direction-specific effect
     Scenario("heavy-tails", "no effect; a lognormal(0.5) scale per position on activations and "
-             "gradients", spec={"row_scale_sigma": HEAVY_SIGMA}, truth=unplanted()),
+             "gradients", spec={"row_scale_sigma": HEAVY_SIGMA}),
     Scenario("heavy-convex", "no directional effect; heavy-tailed rows and loss = x + 0.5 x^2 "
              "of each row's displacement", spec={"row_scale_sigma": HEAVY_SIGMA,
-                                                 "cost_shape": "convex", "cost_curvature": 0.5},
-             truth=unplanted()),
+                                                 "cost_shape": "convex", "cost_curvature": 0.5}),
     Scenario("heavy-concave", "no directional effect; heavy-tailed rows and loss = log(1 + "
              "0.5 x) / 0.5 of each row's displacement",
              spec={"row_scale_sigma": HEAVY_SIGMA, "cost_shape": "concave",
-                   "cost_curvature": 0.5}, truth=unplanted()),
+                   "cost_curvature": 0.5}),
 )
 
-#: Every scenario by name, in battery order (read-only).
-SCENARIOS: MappingProxyType = MappingProxyType({s.name: s for s in _LIST})
+def _with_truths(sc: Scenario) -> Scenario:
+    """``sc`` with every measured row's truth in it, from the claims table."""
+    return replace(sc, truth={c.key: c.truth(sc.name) for c in CLAIMS if c.validated_end_to_end})
+
+
+#: Every scenario by name, in battery order (read-only), with its truths.
+SCENARIOS: MappingProxyType = MappingProxyType({s.name: _with_truths(s) for s in _LIST})
 #: The quick setting's scenarios (the power one and the two nulls that fail most visibly today).
 QUICK_SCENARIOS = ("effect", "no-effect", "short-eval")
 

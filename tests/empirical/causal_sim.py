@@ -51,14 +51,14 @@ def simulate(seed: int, *, kind: str = "flat", d: int = 32, r: int = 4, shape: s
     """
     import torch
 
+    from tangentlab.claims import causal_rules as CR
+    from tangentlab.claims import rules as R
     from tangentlab.empirical.capture import edit_activations
     from tangentlab.empirical.causal import CausalLosses, ablated_moments, build_variants
     from tangentlab.empirical.metrics import causal_rows
     from tangentlab.empirical.protocol import MeasureConfig
     from tangentlab.empirical.records import RowBase
     from tangentlab.measure import normal_controls, removed_variance
-    from tangentlab.report import causal_rules as CR
-    from tangentlab.report import rules as R
 
     rng = np.random.default_rng([seed, 18])
     lam = spectrum(kind, d)

@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
+from tangentlab.claims.bridge_rules import NOT_MEASURABLE, agreement, trust
 from tangentlab.empirical.bridge import BridgeSettings, _theory_pool, site_bridge
-from tangentlab.empirical.bridge_rules import NOT_MEASURABLE, agreement, trust
 
 S, BETA, V = 1.1, 0.4, 20
 

@@ -14,8 +14,8 @@ import collections
 import numpy as np
 import pytest
 
-from tangentlab.report import causal_rules as CR
-from tangentlab.report import rules as R
+from tangentlab.claims import causal_rules as CR
+from tangentlab.claims import rules as R
 from tests.empirical.causal_sim import simulate
 
 

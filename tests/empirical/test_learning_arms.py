@@ -46,6 +46,8 @@ def _planted(k: float, cost_ratio: float = 1.0, grad_bias: float = 1.0):
 
 
 def _run(k: float):
+    from tangentlab.claims import causal_rules as CR
+    from tangentlab.claims import rules as R
     from tangentlab.empirical.learning_arms import (
         haar_complement_controls,
         learning_arms,
@@ -53,8 +55,6 @@ def _run(k: float):
     )
     from tangentlab.empirical.measure_config import MeasureConfig
     from tangentlab.empirical.records import RowBase
-    from tangentlab.report import causal_rules as CR
-    from tangentlab.report import rules as R
 
     lm, Q, train, held = _planted(k)
     al = learning_arms(lm, "blocks.-1.resid_post", Q, haar_complement_controls(Q, 4, 0),
@@ -90,7 +90,7 @@ def test_the_projection_hook_moves_only_what_it_keeps():
 def test_an_enriched_gradient_mean_is_found_and_a_null_is_not():
     """k = 4 in S at b = 1: away-from-Q_T keeps 8/11 of the mean gradient's energy, a control
     about 10/11; under k = 1 both keep 7/8."""
-    from tangentlab.report import rules as R
+    from tangentlab.claims import rules as R
 
     _, rows, out = _run(4.0)
     assert out.status == R.SUPPORTED, out.reason

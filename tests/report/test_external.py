@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from tangentlab.claims import rules as R
 from tangentlab.cli import main
-from tangentlab.report import rules as R
 from tangentlab.report.load import RunData
 from tangentlab.report.units import ONE_CHECKPOINT, comparison_panel
 from tangentlab.report.verdicts import build_verdicts, models

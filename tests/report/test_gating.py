@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from tangentlab.claims import rules as R
 from tangentlab.errors import DataError
-from tangentlab.report import rules as R
 from tangentlab.report.gating import GATED_TEXT, read_end_to_end, status_text
 from tangentlab.report.load import END_TO_END_DIR, RunData
 from tangentlab.report.verdicts import build_verdicts

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from tangentlab.claims import rules as R
 from tangentlab.report import page as P
-from tangentlab.report import rules as R
 from tangentlab.report.load import RunData
 from tangentlab.report.units import Unit
 from tangentlab.report.verdicts import Verdict, build_verdicts

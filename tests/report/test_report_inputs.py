@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from tangentlab.claims import rules as R
 from tangentlab.cli import main
 from tangentlab.errors import DataError
-from tangentlab.report import rules as R
 from tangentlab.report.load import RunData, parse_measure_args
 from tangentlab.report.render import banner, render_report, summary_facts
 from tangentlab.report.verdicts import build_verdicts

@@ -33,13 +33,6 @@ def _bridge_rows(model: str) -> list[dict]:
     return [{**base, **r} for r in rows]
 
 
-def test_rule_text_is_the_measurements_rule():
-    from tangentlab.empirical.bridge_rules import AGREEMENT_RULE, OUTSIDE_DOMAIN
-
-    assert TN.AGREEMENT_RULE == AGREEMENT_RULE
-    assert TN.OUTSIDE_DOMAIN == OUTSIDE_DOMAIN
-
-
 def test_a_prediction_at_the_closed_forms_boundary_is_flagged_in_the_table(tmp_path):
     run = write_run(tmp_path / "run", {"decoder": measure_rows("decoder")})
     ext = write_measure_dir(tmp_path / "ext" / "a", trajectory_rows(

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from tangentlab.claims import rules as R
 from tangentlab.empirical.metrics import CV_FLAG
-from tangentlab.report import rules as R
 from tangentlab.report.tables import ResultTable
 from tangentlab.report.units import Model, combine_units, enrichment_unit
 from tests.report.fixtures import trajectory_rows

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tangentlab.report import rules as R
+from tangentlab.claims import rules as R
 from tangentlab.report.load import RunData
 from tangentlab.report.tables import ResultTable
 from tangentlab.report.verdicts import build_verdicts

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from tangentlab.claims.table import TRUTHS
 from tangentlab.runs import CHECKS_NAME, MANIFEST_NAME, RESULTS_NAME, read_results
 from tangentlab.validate.end_to_end import (
     STATUSES_NAME,
@@ -14,7 +15,7 @@ from tangentlab.validate.end_to_end import (
     summarize,
     validated_rows,
 )
-from tangentlab.validate.planted_scenarios import PREDICTION_ROWS, SCENARIOS, TRUTHS
+from tangentlab.validate.planted_scenarios import PREDICTION_ROWS, SCENARIOS
 
 
 def _results(name: str, statuses: list[str], row: str = "enrichment"):
@@ -136,7 +137,7 @@ def test_quick_run_writes_its_directory_and_checks(quick_run):
 @pytest.mark.slow
 def test_a_rule_that_always_says_supported_is_caught(quick_run, monkeypatch):
     """Re-decide the stored quick measurements with a broken enrichment rule."""
-    from tangentlab.report import rules as R
+    from tangentlab.claims import rules as R
     from tangentlab.validate.end_to_end import decide
 
     path, _ = quick_run
@@ -204,9 +205,9 @@ def test_cli_setting_picks_the_named_end_to_end_setting(tmp_path, capsys, monkey
 def test_an_equivalence_row_is_right_to_say_not_supported_under_a_null():
     """The ablation row's "not supported" claims no direction-specific cost: true wherever none
     is planted, so only "supported" is wrong there (issue 18); an ordinary row keeps both."""
-    from tangentlab.validate.planted_scenarios import UNPLANTED_TRUTH, unplanted
+    from tangentlab.claims.table import claim
 
-    assert UNPLANTED_TRUTH["ablation"] == "negative" and UNPLANTED_TRUTH["enrichment"] == "null"
+    assert claim("ablation").unplanted == "negative" and claim("enrichment").unplanted == "null"
     for sc in SCENARIOS.values():
         planted = sc.spec.get("cost_ratio", 1.0) != 1.0
         assert sc.truth["ablation"] == ("positive" if planted else "negative"), sc.name
@@ -225,5 +226,7 @@ def test_an_equivalence_row_is_right_to_say_not_supported_under_a_null():
     _, checks = summarize(cfg, _results("no-effect", ["not supported"] * 50))
     assert not next(c for c in checks if c["row"] == "enrichment"
                     and c["metric"] == "wrong_not_supported")["passed"]
-    with pytest.raises(ValueError):
-        unplanted(ablaton="positive")
+    from tangentlab.errors import UnknownNameError
+
+    with pytest.raises(UnknownNameError):
+        claim("ablaton")

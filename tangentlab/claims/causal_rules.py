@@ -1,12 +1,13 @@
 """The causal rows' rules: the paired ablation excess and the learning arms (issue 18).
 
-Kept apart from :mod:`tangentlab.report.rules` (their texts stay in ``RULES`` there) so that
-module stays within its line budget. Pure functions of plain numbers, like every rule.
+Their texts are in :data:`tangentlab.claims.rules.RULES` with the others'. Pure functions of
+plain numbers, like every rule. (The variance-only ``matched_ablation_rule`` of the causal check
+before issue 18 is retired with the variance-matched controls, issue 34.)
 """
 
 from __future__ import annotations
 
-from tangentlab.report.rules import (
+from tangentlab.claims.rules import (
     INCONCLUSIVE,
     NOT_SUPPORTED,
     SUPPORTED,
@@ -16,7 +17,7 @@ from tangentlab.report.rules import (
     _ok,
 )
 
-__all__ = ["ablation_excess_rule", "matched_ablation_rule", "learning_arms_rule",
+__all__ = ["ablation_excess_rule", "learning_arms_rule",
            "ABLATION_MARGIN", "LEARNING_MARGIN"]
 
 
@@ -111,25 +112,3 @@ def learning_arms_rule(excess: Interval | None, unmodified: float | None, *,
         return Outcome(NOT_SUPPORTED, txt + "; the interval lies below the bound")
     return Outcome(INCONCLUSIVE, txt + ("; a small excess: above 0 but below the bound"
                                         if up else "; the interval spans the bound"))
-
-
-def matched_ablation_rule(tangent: Interval | None, matched: Interval | None) -> Outcome:
-    """The causal ablation rule before issue 18 (non-overlap of two marginal intervals).
-
-    No longer used by the report (:func:`ablation_excess_rule` is); kept for old callers.
-    ``matched`` is None when the run has no variance-matched controls (old runs): inconclusive.
-    """
-    if matched is None:
-        return Outcome(INCONCLUSIVE, "no variance-matched controls stored: the complement "
-                                     "controls remove far less activation variance than Q_T, so "
-                                     "they cannot separate geometry from removed variance")
-    if tangent is None or not (_ok(tangent.value) and _ok(matched.value)):
-        return Outcome(INCONCLUSIVE, "the tangent or matched-control loss increase is missing")
-    txt = f"{tangent.text()} vs {matched.text()}"
-    if not (tangent.has_interval() and matched.has_interval()):
-        return Outcome(INCONCLUSIVE, txt + "; an interval is missing")
-    if float(tangent.lo) > float(matched.hi):
-        return Outcome(SUPPORTED, txt)
-    if float(tangent.hi) < float(matched.lo):
-        return Outcome(NOT_SUPPORTED, txt)
-    return Outcome(INCONCLUSIVE, txt + "; the intervals overlap")

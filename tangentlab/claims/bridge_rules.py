@@ -23,7 +23,7 @@ Written down before the first run on real activations (``docs/bridge.md``):
 
 Example::
 
-    >>> from tangentlab.empirical.bridge_rules import agreement
+    >>> from tangentlab.claims.bridge_rules import agreement
     >>> agreement(1.0, 0.9, 1.1, 1.05, 0.95, 1.15)
     'agree'
     >>> agreement(1.0, 0.9, 1.1, 2.0, 1.8, 2.2)
