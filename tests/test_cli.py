@@ -363,7 +363,7 @@ def test_a_path_the_file_system_refuses_is_bad_input_not_an_internal_error(tmp_p
     assert len(err) < 600  # the path is shortened in the message (it had 4800+ characters)
 
 
-@pytest.mark.parametrize("extra", [["--setting", "full"], ["--nproc", "2"]])
+@pytest.mark.parametrize("extra", [["--setting", "full"], ["--nproc", "2"], ["--mutant", "narrow-intervals"]])
 def test_validate_refuses_end_to_end_options_without_end_to_end(tmp_path, capsys, extra):
     """Issue 32: `validate --setting` and `--nproc` without `--end-to-end` did nothing, silently."""
     out = tmp_path / "v"

@@ -52,6 +52,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "position i in scenario-then-index order has i %% N == K-1) and write "
                         "their records, no checks; assemble the N shards with `tangentlab "
                         "validate merge`")
+    p.add_argument("--mutant", default=None,
+                   choices=("combine-first-unit", "late-fixed-only", "narrow-intervals",
+                            "causal-variance-only"),
+                   help="with --end-to-end: break the verdict path on purpose "
+                        "(tangentlab.validate.mutants) and show the battery catches it: the "
+                        "last line says whether some check failed (caught, exit 1) or not "
+                        "(exit 0: the battery has no teeth against it)")
     p.set_defaults(func=_run)
     verbs = p.add_subparsers(dest="verb", metavar="<verb>", parser_class=type(p))
     pm = verbs.add_parser(
@@ -84,7 +91,8 @@ def _run(args: argparse.Namespace) -> int:
     unused = [flag for flag, given in (("--setting", args.setting is not None),
                                        ("--nproc", args.nproc != 1),
                                        ("--resume", args.resume),
-                                       ("--shard", args.shard is not None)) if given]
+                                       ("--shard", args.shard is not None),
+                                       ("--mutant", args.mutant is not None)) if given]
     if unused:
         verb = "applies" if len(unused) == 1 else "apply"
         raise ConfigError(f"{' and '.join(unused)} {verb} only to the end-to-end battery; add "
@@ -126,6 +134,10 @@ def _run_end_to_end(args: argparse.Namespace) -> int:
     shard = Shard.parse(args.shard) if args.shard is not None else None
     name = "quick" if args.quick else setting or "full"
     cfg = EndToEndConfig.preset(name, args.seed)
+    if args.mutant:
+        import dataclasses
+
+        cfg = dataclasses.replace(cfg, mutant=args.mutant)
     out = args.out if args.out is not None else Path("runs") / "validate-end-to-end"
     # write_end_to_end checks --out and holds its run lock itself (so API callers get both too)
     path, passed = write_end_to_end(
@@ -137,9 +149,14 @@ def _run_end_to_end(args: argparse.Namespace) -> int:
               f"{'' if passed else ' (some raised: see its manifest)'}; wrote {path}; assemble "
               "the shards with `tangentlab validate merge DIR... --out OUT`")
         return 0
-    return _print_checks(path, note="" if cfg.sims >= 45 else
+    code = _print_checks(path, note="" if cfg.sims >= 45 else
                          " (point rates only: too few simulations for the bounds)",
                          what="validate --end-to-end", passed=passed)
+    if cfg.mutant:
+        print(f"mutant {cfg.mutant}: " + ("caught (some check failed)" if code else
+                                          "NOT caught: every check passed with the verdict path "
+                                          "broken"))
+    return code
 
 
 def _print_checks(path, *, note: str, what: str, passed: bool) -> int:

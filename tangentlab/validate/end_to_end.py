@@ -97,6 +97,7 @@ def decide(measure_dirs: Sequence[Path], run_dir: Path) -> dict[str, tuple[str, 
 def simulate(cfg: EndToEndConfig, name: str, sim: int, text, work: Path) -> SimulationResult:
     """Write, measure and decide one simulation of scenario ``name`` under ``work``."""
     from tangentlab.empirical.protocol import measure_trajectory
+    from tangentlab.validate.mutants import mutant
     from tangentlab.validate.planted_scenarios import scenario
     from tangentlab.validate.planted_trajectories import PlantedSpec, write_trajectory
 
@@ -114,11 +115,13 @@ def simulate(cfg: EndToEndConfig, name: str, sim: int, text, work: Path) -> Simu
         traj = write_trajectory(spec, folder / f"u{unit}-trajectory", text)
         ov = {"rank": spec.m, **cfg.measure, **sc.measure}
         out = folder / f"u{unit}-measure"
-        measure_trajectory(traj, out, device="cpu", seed=_seed(cfg, name, sim, unit) % 10_007,
-                           overrides=ov)
+        with mutant(cfg.mutant):  # "" (the default): nothing patched
+            measure_trajectory(traj, out, device="cpu",
+                               seed=_seed(cfg, name, sim, unit) % 10_007, overrides=ov)
         shutil.rmtree(traj, ignore_errors=True)
         measures.append(out)
-    verdicts = decide(measures, work)
+    with mutant(cfg.mutant):
+        verdicts = decide(measures, work)
     if not cfg.keep_measures:
         shutil.rmtree(folder, ignore_errors=True)
     return SimulationResult(name, sim, {k: v[0] for k, v in verdicts.items()},

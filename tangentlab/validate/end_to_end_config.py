@@ -109,6 +109,8 @@ class EndToEndConfig(Config):
         vocab_size, corpus, max_train_tokens: the shared text (BPE size, built-in corpus,
             training-split tokens counted).
         keep_measures: keep every measure folder under ``simulations/`` (for re-deciding).
+        mutant: a deliberate break of the verdict path (:data:`tangentlab.validate.mutants.
+            MUTANTS`; "" = none): a run with one must fail some check.
     """
 
     seed: int = option(0, ge=0, integer=True)
@@ -123,6 +125,8 @@ class EndToEndConfig(Config):
     corpus: str = option("wikipedia", choices=("wikipedia", "bible", "shakespeare"))
     max_train_tokens: int = option(400_000, ge=1000, integer=True)
     keep_measures: bool = False
+    mutant: str = option("", choices=("", "combine-first-unit", "late-fixed-only",
+                                      "narrow-intervals", "causal-variance-only"))
 
     def __post_init__(self) -> None:
         if isinstance(self.measure, Mapping) and not isinstance(self.measure, EndToEndMeasure):

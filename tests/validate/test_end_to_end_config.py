@@ -58,3 +58,57 @@ def test_setting_records_what_the_report_compares():
     q = EndToEndConfig.quick().setting()
     assert q["rank_over_dim"] == [4 / 32, 4 / 32] and q["scenarios"] == list(QUICK_SCENARIOS)
     assert EndToEndConfig().setting()["bound_checked"]
+
+
+def test_every_mutant_breaks_what_it_names():
+    """Issue 33, item 6: each mutant changes the verdict path, and only inside its block."""
+    import math
+
+    import numpy as np
+
+    import tangentlab.measure as measure
+    from tangentlab.claims import rules as R
+    from tangentlab.errors import ConfigError
+    from tangentlab.measure import causal_controls
+    from tangentlab.validate.end_to_end_config import EndToEndConfig
+    from tangentlab.validate.mutants import MUTANTS, mutant
+
+    for name in MUTANTS:  # the config accepts exactly the mutants there are
+        assert EndToEndConfig(mutant=name).mutant == name
+    with pytest.raises(ConfigError, match="mutant"):
+        EndToEndConfig(mutant="nope")
+    mixed = {"a": R.Outcome(R.NOT_SUPPORTED, "x"), "b": R.Outcome(R.SUPPORTED, "y")}
+    assert R.combine(mixed).status == R.INCONCLUSIVE
+    with mutant("combine-first-unit"):
+        assert R.combine(mixed).status == R.NOT_SUPPORTED
+    assert R.combine(mixed).status == R.INCONCLUSIVE
+
+    def traj(vals):
+        ivs = [R.Interval(f"step {s}", v, v - 0.2, v + 0.2) for s, v in vals]
+        peak = max(ivs, key=lambda x: x.value)
+        return R.ProxyTrajectory("p", peak, False, ivs[:1], ivs[1:])
+
+    down, flat = traj([(100, 6.0), (400, 4.0), (800, 4.0)]), traj([(100, 6.0), (400, 6.0), (800, 6.0)])
+    assert R.weakens_late_rule(down, flat, drift_angle=math.radians(35)).status == R.INCONCLUSIVE
+    with mutant("late-fixed-only"):
+        assert R.weakens_late_rule(down, flat, drift_angle=math.radians(35)).status == R.SUPPORTED
+
+    rng = np.random.default_rng(0)
+    Q = np.linalg.qr(rng.standard_normal((16, 2)))[0]
+    cov = np.diag(np.linspace(3, 1, 16))
+    plain = causal_controls.dose_plan(Q, cov, 3, 0, match="both")
+    with mutant("causal-variance-only"):
+        broken = causal_controls.dose_plan(Q, cov, 3, 0, match="both")
+    assert plain.noise is not None and broken.noise is None and broken.match == "both"
+    pool = measure.normal_controls(Q, 40, seed=1)
+    batches = [rng.standard_normal((32, 16)) * np.r_[2.0, 2.0, np.ones(14)] for _ in range(12)]
+    be = measure.batch_energies(Q, pool, batches)
+    wide = measure.batch_control_test(be, n_controls=20, n_boot=200, seed=0)
+    with mutant("narrow-intervals"):
+        half = measure.batch_control_test(be, n_controls=20, n_boot=200, seed=0)
+    log_width = math.log(wide.enrichment_ci_high / wide.enrichment_ci_low)
+    assert half.enrichment == wide.enrichment
+    assert math.log(half.enrichment_ci_high / half.enrichment_ci_low) == pytest.approx(log_width / 2)
+    with pytest.raises(Exception, match="unknown mutant"):
+        with mutant("nope"):
+            pass
