@@ -45,7 +45,7 @@ from tangentlab.contract import measure_stage
 from tangentlab.errors import DataError
 
 __all__ = ["SUMMARY_COLUMNS", "SUMMARY_NAME", "headline_table", "load_results", "write_summary",
-           "format_summary", "summary_output_path"]
+           "format_summary", "summary_output_path", "row_notes", "test_batches_of"]
 
 #: The file ``tangentlab summary`` writes.
 SUMMARY_NAME = "summary.csv"
@@ -168,7 +168,7 @@ def _estimate(idx, metric: str, site: str, step: float) -> tuple[float | None, f
     return _num(row["value"]), lo, hi
 
 
-def _test_batches(manifest: dict[str, Any]) -> int | None:
+def test_batches_of(manifest: dict[str, Any]) -> int | None:
     """How many test batches the measurement's intervals resampled (from its manifest's split)."""
     split = manifest.get("split") if isinstance(manifest.get("split"), dict) else {}
     tests = split.get("test_batches")
@@ -221,7 +221,7 @@ def _rows(df, manifest: dict[str, Any]) -> list[dict[str, Any]]:
     keys = sorted({(site, step) for (m, site, step) in fixed if m in (*_WITH_CI, *_VALUE_ONLY)},
                   key=lambda k: (k[0], k[1]))
     n_controls = _n_controls(manifest, df)
-    n_test = _test_batches(manifest)
+    n_test = test_batches_of(manifest)
     label = str(df["run"].iloc[0]) if len(df) else "."
     rows = []
     for site, step in keys:

@@ -19,6 +19,7 @@ from typing import Any
 
 from tangentlab.claims import rules as R
 from tangentlab.report.figures import Panel, Series
+from tangentlab.report.summary import row_notes, test_batches_of
 from tangentlab.report.tables import Estimate, ResultTable, fmt
 
 __all__ = [
@@ -244,6 +245,10 @@ def enrichment_unit(model: Model, site: str) -> Unit:
     if cv.value is not None and cv.band_high is not None and cv.value > cv.band_high:
         note += (f"; per-batch ratio CV {fmt(cv.value)} lies outside the validated range "
                  f"(<= {fmt(cv.band_high)}): the interval may run low (cv_outside_validated_range)")
+    # numbers that cannot be right, or an interval from fewer batches than were validated
+    flags = row_notes(e.value, e.ci_low, e.ci_high, test_batches=test_batches_of(model.manifest))
+    if flags:
+        note += "; " + "; ".join(flags)
     return _unit(model, site, out, e.text(), f"step {_step(last)}", note)
 
 

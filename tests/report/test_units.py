@@ -81,3 +81,23 @@ def test_combine_units_is_intersection_union(statuses, row):
 
     units = [Unit("m", f"s{i}", st, "r", "e", "step 1") for i, st in enumerate(statuses)]
     assert combine_units(units).status == row
+
+
+def test_an_interval_from_few_test_batches_or_one_that_cannot_be_right_says_so(tmp_path):
+    """Issue 32: with 8 eval batches the intervals reached [2e-07, 1e+122] with no word; an
+    infinite estimate read like any other. The enrichment unit's note says both."""
+    from tangentlab.report.load import RunData
+    from tangentlab.report.verdicts import build_verdicts
+    from tests.report.fixtures import measure_rows, write_run
+
+    rows = measure_rows("decoder")
+    for r in rows:
+        if r["metric"] == "enrichment" and r.get("bucket") == "all" and r.get("step") == max(
+                x.get("step") or 0 for x in rows if x["metric"] == "enrichment"):
+            r.update(value=float("inf"))
+    run = write_run(tmp_path / "run", {"decoder": rows},
+                    measure_extra={"decoder": {"split": {"test_batches": list(range(4))}}})
+    v = {v.key: v for v in build_verdicts(RunData.open(run))}["enrichment"]
+    note = " ".join(u.note for u in v.units)
+    assert "interval from 4 test batches (coverage validated at >= 32)" in note
+    assert "non-finite enrichment" in note
