@@ -138,8 +138,10 @@ def test_skip_drops_exactly_the_later_copy_of_a_repeated_weight_set(tmp_path):
 
 
 @pytest.mark.slow
-def test_measure_records_integrity_and_the_cli_flag_decides(suite, tmp_path, capsys):
+def test_measure_records_integrity_and_the_cli_flag_decides(suite, tmp_path, capsys, monkeypatch):
     import pandas as pd
+
+    monkeypatch.delenv("TANGENTLAB_QUIET", raising=False)  # the integrity lines are status lines
 
     from tangentlab.cli import main
 

@@ -105,7 +105,7 @@ def test_bad_external_measures_are_clean_errors(two_external, tmp_path, capsys):
 def test_validation_battery_row_reads_validate_dir(tmp_path):
     run = write_run(tmp_path / "run", {"decoder": measure_rows("decoder")})
     v = next(v for v in build_verdicts(RunData.open(run)) if v.key == "validation")
-    assert v.status == R.NOT_RUN and v.section == "calibration"
+    assert v.status == R.NOT_RUN and v.section == "instrument"
     d = run / "validate"
     d.mkdir(exist_ok=True)  # write_run put its end-to-end run in validate/end-to-end
     write_results([{"metric": "false_positive_rate", "value": 0.05}], d / "results.csv")
