@@ -267,6 +267,7 @@ def _run_all(cfg: EndToEndConfig, text, out: Path, todo: Sequence[tuple[str, int
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     text_path = out / SIMULATIONS_DIR / ".shared_text.pkl"
+    text_path.parent.mkdir(parents=True, exist_ok=True)  # a fresh run has no record yet
     text_path.write_bytes(pickle.dumps(text))
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"))
     try:

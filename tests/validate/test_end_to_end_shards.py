@@ -92,3 +92,11 @@ def test_a_run_killed_inside_a_simulation_resumes_with_nproc_2_to_the_same_bytes
     assert _stable_manifest(part) == _stable_manifest(one)
     manifest = json.loads((part / MANIFEST_NAME).read_text())
     assert (manifest["simulations_reused"], manifest["simulations_run"]) == (1, 2)
+
+
+def test_a_fresh_run_in_two_processes_equals_the_one_process_run(whole):
+    """A fresh directory with --nproc 2 (it has no simulations/ folder yet: the shared text was
+    written there before any record, and the run stopped with FileNotFoundError)."""
+    root, one = whole
+    two, _ = e2e.write_end_to_end(root / "fresh-nproc2", CFG, quick=True, nproc=2)
+    assert _summary(two) == _summary(one)
