@@ -10,10 +10,8 @@ date. The text is :func:`tangentlab.claims.pages.render_claims`.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 __all__ = ["main"]
 
@@ -21,24 +19,11 @@ __all__ = ["main"]
 def main(argv: Sequence[str] | None = None) -> int:
     """Write (or ``--check``) the claims page at the path in ``argv`` (default docs/claims.md)."""
     from tangentlab.claims.pages import render_claims
+    from tangentlab.cli_reference import write_generated_page
 
-    ap = argparse.ArgumentParser(prog="python -m tangentlab.claims_reference",
-                                 description=__doc__.splitlines()[0])
-    ap.add_argument("path", nargs="?", default="docs/claims.md", help="output Markdown file")
-    ap.add_argument("--check", action="store_true", help="exit 1 if PATH differs from the table")
-    args = ap.parse_args(argv)
-    path, text = Path(args.path), render_claims()
-    if args.check:
-        if (path.read_text() if path.is_file() else "") != text:
-            sys.stderr.write(f"{path} is out of date; regenerate it with "
-                             f"`python -m tangentlab.claims_reference {path}`\n")
-            return 1
-        return 0
-    from tangentlab.runs import atomic_write_text
-
-    atomic_write_text(path, text)
-    print(path)
-    return 0
+    return write_generated_page(argv, module="tangentlab.claims_reference",
+                                default="docs/claims.md", description=__doc__.splitlines()[0],
+                                render=render_claims)
 
 
 if __name__ == "__main__":  # pragma: no cover

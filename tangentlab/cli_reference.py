@@ -14,11 +14,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["WIDTH", "iter_parsers", "command_options", "render_reference", "main"]
+__all__ = ["WIDTH", "iter_parsers", "command_options", "render_reference", "write_generated_page",
+           "main"]
 
 from tangentlab.cli import iter_parsers  # noqa: E402  (re-exported: the reference walks them)
 
@@ -93,19 +94,24 @@ def render_reference(parser: argparse.ArgumentParser | None = None) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Write the CLI reference to the path in ``argv`` (``python -m tangentlab.cli_reference PATH``)."""
-    ap = argparse.ArgumentParser(prog="python -m tangentlab.cli_reference", description=__doc__.splitlines()[0])
-    ap.add_argument("path", nargs="?", default="docs/cli.md", help="output Markdown file (default docs/cli.md)")
+def write_generated_page(argv: Sequence[str] | None, *, module: str, default: str,
+                         description: str, render: Callable[[], str]) -> int:
+    """``python -m MODULE [PATH] [--check]`` for a docs page generated from code.
+
+    Writes ``render()`` to PATH atomically, or with ``--check`` exits 1 when PATH differs from it.
+    """
+    ap = argparse.ArgumentParser(prog=f"python -m {module}", description=description)
+    ap.add_argument("path", nargs="?", default=default,
+                    help=f"output Markdown file (default {default})")
     ap.add_argument("--check", action="store_true", help="exit 1 if PATH differs from the generated text")
     args = ap.parse_args(argv)
-    text = render_reference()
+    text = render()
     path = Path(args.path)
     if args.check:
         current = path.read_text() if path.is_file() else ""
         if current != text:
             sys.stderr.write(f"{path} is out of date; regenerate it with "
-                             f"`python -m tangentlab.cli_reference {path}`\n")
+                             f"`python -m {module} {path}`\n")
             return 1
         return 0
     from tangentlab.runs import atomic_write_text
@@ -113,6 +119,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     atomic_write_text(path, text)
     print(path)
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Write the CLI reference to the path in ``argv`` (``python -m tangentlab.cli_reference PATH``)."""
+    return write_generated_page(argv, module="tangentlab.cli_reference", default="docs/cli.md",
+                                description=__doc__.splitlines()[0], render=render_reference)
 
 
 if __name__ == "__main__":  # pragma: no cover

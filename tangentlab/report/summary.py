@@ -185,7 +185,7 @@ def row_notes(value: Any, low: Any, high: Any, *, what: str = "enrichment",
     from tangentlab.measure.batch_test import VALIDATED_MIN_BATCHES
 
     out = []
-    v, lo, hi = (None if x is None else _raw(x) for x in (value, low, high))
+    v, lo, hi = (_num(x) for x in (value, low, high))
     if v is not None and not math.isfinite(v):
         out.append(f"non-finite {what} ({v})")
     bounds = [b for b in (lo, hi) if b is not None]
@@ -198,15 +198,6 @@ def row_notes(value: Any, low: Any, high: Any, *, what: str = "enrichment",
         out.append(f"interval from {test_batches} test batches (coverage validated at >= "
                    f"{VALIDATED_MIN_BATCHES})")
     return out
-
-
-def _raw(x: Any) -> float | None:
-    """``x`` as a float, keeping infinities (None for text, None and NaN)."""
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(v) else v
 
 
 def _rows(df, manifest: dict[str, Any]) -> list[dict[str, Any]]:
