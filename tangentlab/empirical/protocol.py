@@ -266,11 +266,11 @@ def measure_trajectory(
     resume: bool = False,
     on_checkpoint=None,
     autocast: str | None = None,
-    dtype: str | None = None,
+    dtype: Any = None,
 ) -> Path:
     """Run the protocol over ``trajectory``; write ``results.csv``, ``manifest.json`` and figures.
 
-    ``dtype``: the forward-pass dtype (``float32`` | ``bfloat16`` | ``float16``), as
+    ``dtype``: the forward-pass dtype (``float32`` | ``bfloat16`` | ``float16``, or a torch dtype), as
     :func:`~tangentlab.empirical.models.load_model` takes it; the same as
     ``overrides={"dtype": ...}`` (giving both with different values is a ConfigError).
 
@@ -314,6 +314,7 @@ def measure_trajectory(
     dist = dict(parallel.world_record(world, dev), autocast=autocast or None, t_start=t_start)
     parallel.autocast(dev, autocast)  # a bad choice fails before any work
     resolve_dtype(cfg.dtype, dev)  # a dtype the device cannot run fails before loading
+    from tangentlab.empirical.data import split_halves
     from tangentlab.empirical.integrity import check_trajectory, console_lines  # hashes, order
     from tangentlab.measure.batch_test import VALIDATED_MIN_BATCHES
     from tangentlab.progress import log
@@ -321,7 +322,7 @@ def measure_trajectory(
     dist["integrity"] = check_trajectory(cks, on_duplicate=cfg.on_duplicate)
     for line in console_lines(dist["integrity"]):
         log(line)
-    n_test = cfg.n_batches - cfg.n_batches // 2
+    n_test = len(split_halves(cfg.n_batches, cfg.seed)[1])  # the test half the intervals resample
     if n_test < VALIDATED_MIN_BATCHES:
         log(f"warning: the intervals resample {n_test} test batches (n_batches={cfg.n_batches}); "
             f"their coverage is validated at >= {VALIDATED_MIN_BATCHES} (n_batches >= "
