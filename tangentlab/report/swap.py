@@ -11,7 +11,8 @@ everything was written there are the old outputs replaced:
 2. ``report.md`` then ``report.html`` are each replaced by one ``os.replace``;
 3. the staging folder, holding the old figures, is removed.
 
-Each staging folder holds an owner file (``.owner``: the pid and host of the render writing it).
+Each staging folder holds an owner file (``.owner``: the pid and host of the render writing it,
+as a run lock's holder record).
 The next render removes every staging folder whose owner is a process of this host that no longer
 runs (a render killed with ``kill -9`` leaves one), and any staging folder older than an hour
 (one from another host, or without an owner file); a folder of a render still running is left
@@ -44,28 +45,22 @@ FIGURES_DIR = "figures"
 STALE_AFTER_S = 3600.0
 
 
-#: The file in a staging folder naming the render that writes it: ``PID HOST``.
+#: The file in a staging folder naming the render that writes it (a
+#: :class:`~tangentlab.locks.LockHolder` record: pid, host, start time).
 OWNER_FILE = ".owner"
 
 
 def _owner_gone(folder: Path) -> bool:
     """Whether the render that made ``folder`` was a process of this host that no longer runs."""
-    import socket
+    import json
+
+    from tangentlab.locks import LockHolder
 
     try:
-        pid_text, host = (folder / OWNER_FILE).read_text().split(maxsplit=1)
-        pid = int(pid_text)
-    except (OSError, ValueError):
+        holder = LockHolder.from_dict(json.loads((folder / OWNER_FILE).read_text()))
+    except (OSError, ValueError, KeyError, TypeError):
         return False
-    if host.strip() != socket.gethostname() or pid == os.getpid():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except OSError:  # it exists, owned by someone else
-        return False
-    return False
+    return holder.pid != os.getpid() and holder.is_alive() is False
 
 
 def _remove_stale(target: Path) -> None:
@@ -94,9 +89,11 @@ def _staging(target: Path) -> Path:
     mask = os.umask(0)
     os.umask(mask)
     os.chmod(tmp, 0o777 & ~mask)  # mkdtemp gives 0700; the figures are ordinary output
-    import socket
+    import json
 
-    (tmp / OWNER_FILE).write_text(f"{os.getpid()} {socket.gethostname()}\n")
+    from tangentlab.locks import LockHolder
+
+    (tmp / OWNER_FILE).write_text(json.dumps(LockHolder.me("report").to_dict()) + "\n")
     return tmp
 
 

@@ -131,6 +131,7 @@ def test_a_staging_folder_left_by_a_killed_render_is_removed_later(tmp_path):
 def test_a_staging_folder_of_a_render_killed_minutes_ago_is_removed_by_the_next(tmp_path):
     """Issue 32: a kill -9 during `report` left a .report.partial-* folder that the next
     successful report kept (it was younger than an hour); a live render's folder stays."""
+    import json
     import socket
     import subprocess
     import sys
@@ -142,10 +143,11 @@ def test_a_staging_folder_of_a_render_killed_minutes_ago_is_removed_by_the_next(
     other = tmp_path / ".keep-me"
     for d, pid in ((killed, dead), (live, str(os.getppid()))):
         (d / "figures").mkdir(parents=True)
-        (d / ".owner").write_text(f"{pid} {socket.gethostname()}\n")
+        (d / ".owner").write_text(json.dumps({"pid": int(pid), "host": socket.gethostname(),
+                                              "started": "2026-12-06T00:00:00+0000"}))
     other.mkdir()
     with staged_report(tmp_path) as staging:
-        assert (staging / ".owner").read_text().split()[0] == str(os.getpid())
+        assert json.loads((staging / ".owner").read_text())["pid"] == os.getpid()
         (staging / "report.html").write_text("<html></html>")
     assert not killed.exists() and live.exists() and other.exists()
     assert not list(tmp_path.glob(".report.partial-*"))[1:]  # only the live one is left
