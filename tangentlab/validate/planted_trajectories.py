@@ -18,8 +18,13 @@ split's token frequencies, once per harness run.
   step 0 and the last step, while the relation (k in the *current* S) follows ``curve``;
 - ``gain_exponent`` γ: the S part of a row's gradient is scaled by gain_v with gain_v² ∝ f_v^γ
   (normalised to an occurrence-weighted mean of 1), so frequent tokens are more enriched;
-- ``alpha``: pinning exponent, t_v = ``t_ref`` ((f_v + 1)/(f_med + 1))^(-α) clipped to
-  [``t_ref``/4, 4 ``t_ref``] (f_med: the occurrence-weighted median count);
+- ``alpha``: pinning exponent reached at the last step, t_v = ``t_ref`` ((f_v + 1)/(f_med +
+  1))^(-α x) clipped to [``t_ref``/4, 4 ``t_ref``] (f_med: the occurrence-weighted median
+  count). Pinning grows with training, from none at step 0 (x = 0) to α at the last step: the
+  frequency–distance row reads "supported" only when the last checkpoint's correlation is not
+  above step 0's, and with fresh draws per checkpoint (:func:`checkpoint_salt`) a pinning
+  already full at step 0 left that comparison a coin flip (issue 33: power 0/4 at the standard
+  setting);
 - ``cost_ratio``: the ablation cost per unit of removed variance along S relative to every other
   direction (1: the loss depends only on the removed variance), ``cost_shape`` φ;
 - ``grad_bias``: the gradient's shared offset b (1 by default: a mean the blocks upstream of a
@@ -213,7 +218,8 @@ def planted_tensors(spec: PlantedSpec, counts, step: int) -> dict[str, Any]:
         frame[:, i] = math.cos(theta) * a + math.sin(theta) * b
         frame[:, m + 1 + i] = -math.sin(theta) * a + math.cos(theta) * b
     logf, mean_logf, med, w = _occurrence_stats(counts)
-    spread = spec.t_ref * ((np.asarray(counts, dtype=np.float64) + 1) / (med + 1)) ** (-spec.alpha)
+    spread = spec.t_ref * ((np.asarray(counts, dtype=np.float64) + 1) / (med + 1)) ** (
+        -spec.alpha * x)
     spread = np.clip(spread, spec.t_ref / 4, 4 * spec.t_ref)
     gain2 = np.exp(spec.gain_exponent * (logf - mean_logf))
     gain2 /= max(float((w * gain2).sum()), 1e-12)

@@ -295,3 +295,26 @@ def test_a_static_null_draws_its_checkpoints_afresh(text, tmp_path):
     a, b = (load_model(ck.path).model.planted.embed for ck in (cks[0], cks[-1]))
     assert torch.equal(a.frame, b.frame) and torch.equal(a.centres, b.centres)
     assert torch.equal(a.grad_scale, b.grad_scale)
+
+
+def test_pinning_grows_from_none_at_step_0_to_alpha_at_the_last_step():
+    """Issue 33: with pinning already full at step 0 and fresh draws per checkpoint, the
+    frequency-distance row's "not above step 0" was a coin flip (power 0/4 at the standard
+    setting). Pinning is now a product of training: none at step 0, α at the last step."""
+    import numpy as np
+    from scipy.stats import spearmanr
+
+    from tangentlab.validate.planted_trajectories import PlantedSpec, planted_tensors
+
+    counts = np.random.default_rng(0).zipf(1.5, 400).clip(max=10_000)
+    spec = PlantedSpec(steps=(0, 50, 100), alpha=0.5)
+    spreads = [planted_tensors(spec, counts, step)["spread"] for step in spec.steps]
+    assert np.ptp(spreads[0]) == 0.0 and spreads[0][0] == spec.t_ref  # no pinning at step 0
+    order = np.argsort(counts, kind="stable")
+    for s in spreads[1:]:  # frequent tokens less spread once trained (never more)
+        assert np.all(np.diff(s[order]) <= 1e-12) and spearmanr(counts, s)[0] < -0.4
+    # the exponent at x = 1/2 is half the last step's (where neither is clipped)
+    inside = (spreads[2] > spec.t_ref / 4) & (spreads[2] < 4 * spec.t_ref)
+    assert inside.sum() > 10
+    np.testing.assert_allclose(np.log(spreads[2][inside] / spec.t_ref),
+                               2 * np.log(spreads[1][inside] / spec.t_ref), rtol=1e-9)
