@@ -20,7 +20,7 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "planted": ("PlantedConfig", "PlantedForCausalLM"),
     "planted_trajectories": ("PlantedSpec", "write_trajectory", "shared_text"),
     "planted_scenarios": ("Scenario", "SCENARIOS", "EFFECT"),
-    "end_to_end": ("EndToEndConfig", "write_end_to_end", "validated_rows"),
+    "end_to_end": ("EndToEndConfig", "write_end_to_end"),
     "end_to_end_config": ("EndToEndMeasure", "SETTINGS"),
     "stage": ("write_validation",),
 })

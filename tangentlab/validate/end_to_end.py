@@ -28,13 +28,14 @@ of the jobs (:mod:`tangentlab.validate.end_to_end_shards`) into its own director
 :mod:`tangentlab.validate.end_to_end_merge` assembles the shards into the run a single process
 writes, byte for byte.
 
-:func:`validated_rows` reads a finished run directory back (:mod:`tangentlab.validate.end_to_end_read`):
-per row, whether every check passed with its bound checked (what the report's "validated end to
-end" rows need).
+Which rows a run certifies is decided in one place, the report's gate
+(:func:`tangentlab.report.gating.read_end_to_end`: per row, every check passed with its bound
+checked, and no simulation raised).
 """
 
 from __future__ import annotations
 
+import math
 import shutil
 import time
 from collections.abc import Callable, Sequence
@@ -43,10 +44,11 @@ from typing import Any
 
 from tangentlab.errors import ConfigError
 from tangentlab.validate.end_to_end_config import SETTINGS, EndToEndConfig, EndToEndMeasure
-from tangentlab.validate.end_to_end_read import format_table, read_statuses, validated_rows
+from tangentlab.validate.end_to_end_read import format_table, read_statuses
 from tangentlab.validate.end_to_end_records import (
     SIMULATIONS_DIR,
     STATUSES_NAME,
+    UNIT_ENRICHMENT,
     SimulationResult,
     record_path,
 )
@@ -54,7 +56,7 @@ from tangentlab.validate.end_to_end_shards import Shard
 
 __all__ = ["EndToEndConfig", "EndToEndMeasure", "SETTINGS", "END_TO_END_KIND",
            "END_TO_END_SHARD_KIND", "SimulationResult", "Shard", "simulate", "decide", "summarize",
-           "write_end_to_end", "write_summary", "validated_rows", "WRONG_RATE_MAX",
+           "write_end_to_end", "write_summary", "WRONG_RATE_MAX",
            "WRONG_BOUND_MAX", "POWER_MIN", "STATUSES_NAME", "format_table", "read_statuses"]
 
 WRONG_RATE_MAX = 0.05
@@ -74,24 +76,58 @@ def _seed(cfg: EndToEndConfig, name: str, sim: int, unit: int) -> int:
             + unit) % (2**31 - 1)
 
 
-def decide(measure_dirs: Sequence[Path], run_dir: Path) -> dict[str, tuple[str, str]]:
-    """The report's verdict on each prediction row, from stored measure folders.
+def _run_data(measure_dirs: Sequence[Path], run_dir: Path):
+    """The measure folders as the stages of a :class:`~tangentlab.report.load.RunData`.
 
     ``measure_dirs`` (inside ``run_dir``) become the done stages ``measure/u0``, ``measure/u1``…
-    of a :class:`~tangentlab.report.load.RunData`; the rows are built by the report's own code.
-    Returns row key → (status, reason).
+    of the object the report reads.
     """
     from tangentlab.report.load import RunData
-    from tangentlab.report.verdicts import ROWS, build_verdicts
     from tangentlab.runs import StageRecord
-    from tangentlab.validate.planted_scenarios import PREDICTION_ROWS
 
     records = {f"measure/u{i}": StageRecord(name=f"measure/u{i}", status="done", config_hash="",
                                             outputs=(str(Path(d).relative_to(run_dir)),))
                for i, d in enumerate(measure_dirs)}
-    data = RunData(run_dir=Path(run_dir), manifest={"kind": "reproduce"}, records=records)
+    return RunData(run_dir=Path(run_dir), manifest={"kind": "reproduce"}, records=records)
+
+
+def decide(measure_dirs: Sequence[Path], run_dir: Path) -> dict[str, tuple[str, str]]:
+    """The report's verdict on each prediction row, from stored measure folders.
+
+    The rows are built by the report's own code from :func:`_run_data`. Returns row key →
+    (status, reason).
+    """
+    from tangentlab.report.verdicts import ROWS, build_verdicts
+    from tangentlab.validate.planted_scenarios import PREDICTION_ROWS
+
     specs = [r for r in ROWS if r.key in PREDICTION_ROWS]
-    return {v.key: (v.status, v.reason) for v in build_verdicts(data, specs)}
+    return {v.key: (v.status, v.reason)
+            for v in build_verdicts(_run_data(measure_dirs, run_dir), specs)}
+
+
+def enrichment_intervals(measure_dirs: Sequence[Path], run_dir: Path
+                         ) -> tuple[tuple[float | None, float | None, float | None], ...]:
+    """Per unit and site, the last checkpoint's enrichment (value, CI low, CI high).
+
+    The number the enrichment row reads (:func:`tangentlab.report.units.energy_source`: the
+    reachable or constrained test where gradients are forced, else the plain one), read through
+    the report's own tables; None for a missing or non-finite number.
+    """
+    from tangentlab.report.units import energy_source
+    from tangentlab.report.verdicts import measure_stages, models
+
+    def num(x):
+        return float(x) if x is not None and math.isfinite(x) else None
+
+    data = _run_data(measure_dirs, run_dir)
+    out = []
+    for model in models(data, measure_stages(data)):
+        for site in model.table.sites("enrichment"):
+            src = energy_source(model, site)
+            e = src.table.get(src.enrichment, site=site,
+                              step=src.table.last_step(src.enrichment, site))
+            out.append((num(e.value), num(e.ci_low), num(e.ci_high)))
+    return tuple(out)
 
 
 def simulate(cfg: EndToEndConfig, name: str, sim: int, text, work: Path) -> SimulationResult:
@@ -99,7 +135,7 @@ def simulate(cfg: EndToEndConfig, name: str, sim: int, text, work: Path) -> Simu
     from tangentlab.empirical.protocol import measure_trajectory
     from tangentlab.validate.mutants import mutant
     from tangentlab.validate.planted_scenarios import scenario
-    from tangentlab.validate.planted_trajectories import PlantedSpec, write_trajectory
+    from tangentlab.validate.planted_trajectories import write_trajectory
 
     t0 = time.perf_counter()
     sc = scenario(name)
@@ -108,10 +144,10 @@ def simulate(cfg: EndToEndConfig, name: str, sim: int, text, work: Path) -> Simu
     folder.mkdir(parents=True)
     measures = []
     for unit in range(cfg.units):
-        spec_kw = {"steps": tuple(cfg.steps), **sc.spec, "seed": _seed(cfg, name, sim, unit)}
+        spec_kw = {"steps": tuple(cfg.steps), "seed": _seed(cfg, name, sim, unit)}
         if sc.eval_budget_fraction > 0:
             spec_kw["eval_tokens"] = int(sc.eval_budget_fraction * cfg.budget_tokens())
-        spec = PlantedSpec(**spec_kw)
+        spec = sc.planted(**spec_kw)
         traj = write_trajectory(spec, folder / f"u{unit}-trajectory", text)
         ov = {"rank": spec.m, **cfg.measure, **sc.measure}
         out = folder / f"u{unit}-measure"
@@ -122,10 +158,12 @@ def simulate(cfg: EndToEndConfig, name: str, sim: int, text, work: Path) -> Simu
         measures.append(out)
     with mutant(cfg.mutant):
         verdicts = decide(measures, work)
+        intervals = enrichment_intervals(measures, work)
     if not cfg.keep_measures:
         shutil.rmtree(folder, ignore_errors=True)
     return SimulationResult(name, sim, {k: v[0] for k, v in verdicts.items()},
-                            {k: v[1] for k, v in verdicts.items()}, time.perf_counter() - t0)
+                            {k: v[1] for k, v in verdicts.items()}, time.perf_counter() - t0,
+                            enrichment_intervals=intervals)
 
 
 def _simulate_or_record(cfg: EndToEndConfig, name: str, sim: int, text, work: Path
@@ -235,6 +273,8 @@ def summarize(cfg: EndToEndConfig, results: Sequence[SimulationResult]):
                 checks.append({**chk.to_dict(), "row": row, "null": name, "metric": "power",
                                "truth": truth, "ci_low": lo, "ci_high": hi,
                                "bound_checked": bound})
+    checks += _pooled_checks(cfg, results, rows, bound)
+    checks += _coverage_checks(cfg, results, rows, bound)
     failed = [r for r in results if r.error]
     checks.append({**BatteryCheck(
         name="simulations: every one ran", kind="end-to-end", measured=float(len(failed)),
@@ -244,6 +284,96 @@ def summarize(cfg: EndToEndConfig, results: Sequence[SimulationResult]):
         "row": "", "null": "", "metric": "errors", "truth": "", "ci_low": float("nan"),
         "ci_high": float("nan"), "bound_checked": bound})
     return rows, checks
+
+
+#: The row-level wrong-"not supported" rate a null may show, pooled over the nulls: the per-unit
+#: one-sided level of the rules. With intersection-union (``claims.rules.combine``: "not
+#: supported" only when every unit says so) the row's rate is at most one unit's.
+POOLED_NOT_SUPPORTED_MAX = 0.025
+#: The band of the enrichment interval's coverage of a planted truth it must meet (95% nominal),
+#: and the rate at which the truth may lie above it (the side a false "not supported" needs).
+COVERAGE_MIN = 0.93
+TRUTH_ABOVE_MAX = 0.035
+POOLED = "all nulls (pooled)"
+
+
+def _check_dict(chk, *, row: str, null: str, metric: str, truth: str, k: int, n: int,
+                bound: bool) -> dict[str, Any]:
+    lo, hi = _wilson(k, n)
+    return {**chk.to_dict(), "row": row, "null": null, "metric": metric, "truth": truth,
+            "ci_low": lo, "ci_high": hi, "bound_checked": bound}
+
+
+def _pooled_checks(cfg: EndToEndConfig, results: Sequence[SimulationResult],
+                   rows: list[dict[str, Any]], bound: bool) -> list[dict[str, Any]]:
+    """Per row, the wrong "not supported" rate pooled over every null scenario of the run.
+
+    Judged by :func:`tangentlab.validate.battery.rate_check` against
+    :data:`POOLED_NOT_SUPPORTED_MAX` (exact binomial 1% tail): a row whose rule keeps its
+    stated level passes at least 99% of the time, whatever the number of simulations.
+    """
+    from tangentlab.claims.rules import NOT_SUPPORTED
+    from tangentlab.validate.battery import rate_check
+    from tangentlab.validate.planted_scenarios import PREDICTION_ROWS, scenario
+
+    out = []
+    for row in PREDICTION_ROWS:
+        nulls = [n for n in cfg.scenarios if scenario(n).truth.get(row) == "null"]
+        got = [r.statuses.get(row, "not run") for r in results if r.scenario in nulls]
+        if not got:
+            continue
+        k, n = sum(s == NOT_SUPPORTED for s in got), len(got)
+        lo, hi = _wilson(k, n)
+        rows.append({"experiment": _EXPERIMENT, "row": row, "null": POOLED, "truth": "null",
+                     "n": n, "seed": cfg.seed, "metric": "wrong_not_supported",
+                     "value": k / n, "ci_low": lo, "ci_high": hi})
+        chk = rate_check(f"{row} / {POOLED}: wrong_not_supported", "end-to-end", k / n, n,
+                         high=POOLED_NOT_SUPPORTED_MAX,
+                         detail=f"{k}/{n} wrong over {len(nulls)} nulls; Wilson 95% "
+                                f"[{lo:.3f}, {hi:.3f}]")
+        out.append(_check_dict(chk, row=row, null=POOLED, metric="wrong_not_supported",
+                               truth="null", k=k, n=n, bound=bound))
+    return out
+
+
+def _coverage_checks(cfg: EndToEndConfig, results: Sequence[SimulationResult],
+                     rows: list[dict[str, Any]], bound: bool) -> list[dict[str, Any]]:
+    """The enrichment interval against the planted truth, pooled over the scenarios that fix it.
+
+    Every unit's last-checkpoint interval (:attr:`SimulationResult.enrichment_intervals`) in a
+    scenario whose enrichment is exact (:func:`~tangentlab.validate.planted_scenarios.
+    enrichment_truth`): its coverage must reach :data:`COVERAGE_MIN` and the truth may lie above
+    it at most :data:`TRUTH_ABOVE_MAX` of the time, each judged with the exact binomial 1% tail.
+    The rows' own checks cannot see an interval that is too narrow: intersection-union asks every
+    unit to err at once, and an interval half as wide errs in one unit of a pair.
+    """
+    from tangentlab.validate.battery import rate_check
+    from tangentlab.validate.planted_scenarios import enrichment_truth
+
+    pairs = [(iv, enrichment_truth(r.scenario)) for r in results
+             for iv in r.enrichment_intervals]
+    pairs = [(iv, t) for iv, t in pairs if t is not None and None not in iv]
+    if not pairs:
+        return []
+    n = len(pairs)
+    above = sum(hi < t for (_, _, hi), t in pairs)
+    below = sum(lo > t for (_, lo, _), t in pairs)
+    covered = n - above - below
+    scen = sorted({r.scenario for r in results if enrichment_truth(r.scenario) is not None})
+    detail = (f"{covered}/{n} last-checkpoint unit intervals cover the planted enrichment "
+              f"({len(scen)} scenarios); truth above {above}, below {below}")
+    out = []
+    for metric, k, band in (("coverage", covered, {"low": COVERAGE_MIN}),
+                            ("truth_above_interval", above, {"high": TRUTH_ABOVE_MAX})):
+        lo, hi = _wilson(k, n)
+        rows.append({"experiment": _EXPERIMENT, "row": "enrichment", "null": POOLED,
+                     "truth": "1", "n": n, "seed": cfg.seed, "metric": metric,
+                     "value": k / n, "ci_low": lo, "ci_high": hi})
+        chk = rate_check(f"enrichment / {POOLED}: interval {metric}", "end-to-end", k / n, n,
+                         detail=detail, **band)
+        out.append(_check_dict(chk, row="enrichment", null=POOLED, metric=metric, truth="1",
+                               k=k, n=n, bound=bound))
+    return out
 
 
 def _run_all(cfg: EndToEndConfig, text, out: Path, todo: Sequence[tuple[str, int]],
@@ -392,9 +522,21 @@ def _shared_text(cfg: EndToEndConfig):
 
 
 def _status_rows(results: Sequence[SimulationResult]) -> list[dict[str, Any]]:
-    return [{"metric": "status", "value": r.statuses[k], "null": r.scenario, "sim": r.sim,
-             "row": k, "reason": r.reasons[k], "experiment": _EXPERIMENT}
-            for r in results for k in r.statuses]
+    """The rows of ``statuses.csv``: one ``status`` per (simulation, prediction row).
+
+    Then one ``unit_enrichment`` row per (simulation, unit interval): ``layer`` is the
+    interval's index, and a missing number is an empty cell.
+    """
+    out: list[dict[str, Any]] = []
+    for r in results:
+        out += [{"metric": "status", "value": r.statuses[k], "null": r.scenario, "sim": r.sim,
+                 "row": k, "reason": r.reasons[k], "experiment": _EXPERIMENT}
+                for k in r.statuses]
+        out += [{"metric": UNIT_ENRICHMENT, "value": v, "ci_low": lo, "ci_high": hi,
+                 "null": r.scenario, "sim": r.sim, "row": "enrichment", "layer": i,
+                 "experiment": _EXPERIMENT}
+                for i, (v, lo, hi) in enumerate(r.enrichment_intervals)]
+    return out
 
 
 def write_summary(out: Path, cfg: EndToEndConfig, settings: dict[str, Any],

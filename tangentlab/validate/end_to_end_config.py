@@ -148,13 +148,15 @@ class EndToEndConfig(Config):
 
     @classmethod
     def standard(cls, seed: int = 0) -> EndToEndConfig:
-        """Every scenario, 4 simulations of one unit, 6 checkpoints, the quick measure settings.
+        """Every scenario, 4 simulations of two units, 6 checkpoints, the quick measure settings.
 
         Wide intervals (4 simulations per scenario): a screen of which (row, null) pairs fail,
-        not a certificate.
+        not a certificate. Two units per simulation, as a row combines them, so that a broken
+        ``combine()`` is visible (issue 33: each mutant of :mod:`tangentlab.validate.mutants`
+        fails a check at this setting).
         """
         quick = cls.quick(seed)
-        return dataclasses.replace(quick, scenarios=_scenario_names(), sims=4,
+        return dataclasses.replace(quick, scenarios=_scenario_names(), sims=4, units=2,
                                    steps=(0, 10, 20, 30, 60, 100), keep_measures=False)
 
     @classmethod
@@ -209,13 +211,11 @@ class EndToEndConfig(Config):
         run and the scenarios known.
         """
         from tangentlab.validate.planted_scenarios import scenario
-        from tangentlab.validate.planted_trajectories import PlantedSpec
 
         rds = []
         for name in self.scenarios:
             sc = scenario(name)
-            spec = PlantedSpec(**{k: v for k, v in sc.spec.items()
-                                  if k in {f.name for f in dataclasses.fields(PlantedSpec)}})
+            spec = sc.planted()
             rank = sc.measure.get("rank", self.measure.rank or spec.m)
             rds.append(rank / spec.d)
         return {"name": self.setting_name(), "sims": self.sims, "units": self.units,

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from tangentlab.errors import DataError
-from tangentlab.validate.end_to_end_records import STATUSES_NAME, SimulationResult
+from tangentlab.validate.end_to_end_records import STATUSES_NAME, UNIT_ENRICHMENT, SimulationResult
 
-__all__ = ["require_finished", "read_statuses", "validated_rows", "format_table"]
+__all__ = ["require_finished", "read_statuses", "format_table"]
 
 
 def require_finished(run_dir: Path) -> None:
@@ -51,39 +51,23 @@ def read_statuses(run_dir: str | Path) -> list[SimulationResult]:
     df = read_results(Path(run_dir) / STATUSES_NAME)
     out = []
     for (name, sim), g in df.groupby(["null", "sim"], sort=False):
-        out.append(SimulationResult(str(name), int(sim), dict(zip(g["row"], g["value"])),
-                                    dict(zip(g["row"], g["reason"].fillna(""))), float("nan")))
+        st = g[g["metric"] == "status"]
+        iv = g[g["metric"] == UNIT_ENRICHMENT].sort_values("layer")
+        intervals = tuple(tuple(_num(x) for x in t)
+                          for t in zip(iv["value"], iv["ci_low"], iv["ci_high"]))
+        out.append(SimulationResult(str(name), int(sim), dict(zip(st["row"], st["value"])),
+                                    dict(zip(st["row"], st["reason"].fillna(""))), float("nan"),
+                                    enrichment_intervals=intervals))
     return out
 
 
-def validated_rows(run_dir: str | Path) -> dict[str, bool]:
-    """Per prediction row: True when every end-to-end check of the row passed, bound checked.
-
-    Reads ``checks.json`` of an end-to-end run directory. A row whose checks were judged on point
-    rates only (a quick run), or that has no check, reads False; so does every row when a
-    simulation raised (its ``errors`` check failed). DataError for an unfinished run or a shard.
-    """
-    import json
-
-    from tangentlab.runs import CHECKS_NAME
-    from tangentlab.validate.planted_scenarios import PREDICTION_ROWS
-
-    require_finished(Path(run_dir))
-    path = Path(run_dir) / CHECKS_NAME
-    if not path.is_file():
-        raise DataError(f"{str(path)!r} is missing; pass a directory written by "
-                        "`tangentlab validate --end-to-end`")
-    checks = json.loads(path.read_text())
-    raised = any(c.get("metric") == "errors" and not c.get("passed") for c in checks)
-    out = {}
-    for row in PREDICTION_ROWS:
-        if raised:  # a simulation that raised was never judged: no row is certified
-            out[row] = False
-            continue
-        mine = [c for c in checks if c.get("row") == row]
-        out[row] = bool(mine) and all(bool(c.get("passed")) and bool(c.get("bound_checked"))
-                                      for c in mine)
-    return out
+def _num(x: Any) -> float | None:
+    """A stored cell as a float, None for an empty or non-finite one."""
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
 
 
 def format_table(checks: Sequence[dict[str, Any]]) -> str:

@@ -14,7 +14,9 @@ the simulations in flight:
 - ``simulations/<scenario>/sim<NNN>.json`` (:func:`record_path`), one per finished simulation:
   ``kind`` (:data:`RECORD_KIND`), ``scenario``, ``sim``, ``statuses`` (prediction row → status
   word), ``reasons`` (row → the combined reason), ``seconds``, ``error`` ("" when it ran),
-  ``config_hash``, ``git`` and ``shard``: the settings fingerprint it was run under.
+  ``enrichment_intervals`` (each unit's last-checkpoint enrichment ``[value, CI low, CI high]``
+  as the enrichment row read it; null where a number is missing), ``config_hash``, ``git`` and
+  ``shard``: the settings fingerprint it was run under.
 - ``manifest.json``, written last (after ``results.csv``, ``checks.json`` and ``statuses.csv``,
   or, for a shard, alone): a directory holding the settings file and no manifest is unfinished.
 
@@ -31,7 +33,7 @@ from typing import Any
 from tangentlab.errors import DataError
 
 __all__ = ["SimulationResult", "SETTINGS_NAME", "SETTINGS_KIND", "SIMULATIONS_DIR", "RECORD_KIND",
-           "STATUSES_NAME",
+           "STATUSES_NAME", "UNIT_ENRICHMENT",
            "record_path", "write_record", "read_record", "find_records", "settings_for",
            "write_settings", "read_settings", "is_end_to_end_dir", "settings_mismatch",
            "state_text", "read_records"]
@@ -42,6 +44,8 @@ SETTINGS_NAME = "end_to_end.json"
 SETTINGS_KIND = "validate/end-to-end settings"
 #: Per-simulation statuses of a finished run, one row per (scenario, simulation, prediction row).
 STATUSES_NAME = "statuses.csv"
+#: The ``metric`` of a unit's last-checkpoint enrichment interval in ``statuses.csv``.
+UNIT_ENRICHMENT = "unit_enrichment"
 #: The folder of the per-simulation records (and, with ``keep_measures``, the measure folders).
 SIMULATIONS_DIR = "simulations"
 #: ``kind`` of one simulation's record.
@@ -60,6 +64,10 @@ class SimulationResult:
     reasons: dict[str, str]
     seconds: float
     error: str = ""  #: why the simulation raised ("" when it ran); every row is then "not run"
+    #: per unit, the last checkpoint's enrichment (value, CI low, CI high) the enrichment row read
+    #: (None where a number is missing): the coverage check of :func:`~tangentlab.validate.
+    #: end_to_end.summarize` compares them with the planted truth
+    enrichment_intervals: tuple[tuple[float | None, float | None, float | None], ...] = ()
 
 
 def record_path(out: str | Path, scenario: str, sim: int) -> Path:
@@ -75,6 +83,7 @@ def write_record(out: str | Path, result: SimulationResult, settings: dict[str, 
         "kind": RECORD_KIND, "scenario": result.scenario, "sim": int(result.sim),
         "statuses": dict(result.statuses), "reasons": dict(result.reasons),
         "seconds": float(result.seconds), "error": result.error,
+        "enrichment_intervals": [list(iv) for iv in result.enrichment_intervals],
         "config_hash": settings["config_hash"], "git": settings["git"],
         "shard": settings["shard"]})
 
@@ -92,8 +101,21 @@ def read_record(path: str | Path) -> tuple[SimulationResult, dict[str, Any]]:
     res = SimulationResult(data["scenario"], data["sim"], {str(k): str(v) for k, v in
                                                            data["statuses"].items()},
                            {str(k): str(v) for k, v in data["reasons"].items()},
-                           float(data["seconds"]), data["error"])
+                           float(data["seconds"]), data["error"],
+                           _intervals(data.get("enrichment_intervals", []), path))
     return res, data
+
+
+def _intervals(raw: Any, path: str | Path) -> tuple[tuple[float | None, ...], ...]:
+    """A record's ``enrichment_intervals`` as tuples; DataError for a malformed entry."""
+    ok = isinstance(raw, list) and all(
+        isinstance(iv, list) and len(iv) == 3
+        and all(x is None or (isinstance(x, (int, float)) and not isinstance(x, bool)) for x in iv)
+        for iv in raw)
+    if not ok:
+        raise DataError(f"{str(path)!r}: enrichment_intervals must be a list of [value, CI low, "
+                        f"CI high] triples (numbers or null); got {str(raw)[:80]}; {_HINT}")
+    return tuple(tuple(None if x is None else float(x) for x in iv) for iv in raw)
 
 
 def find_records(out: str | Path) -> dict[tuple[str, int], Path]:

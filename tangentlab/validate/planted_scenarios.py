@@ -20,7 +20,11 @@ scenario:
 - weakens late: k rises to 6 at 30% of training, then falls linearly to 3 at the end;
 - frequency buckets: the gradient's planted part scales with gain² ∝ f^0.25 (frequent tokens more
   enriched; about 2× between the rarest and the most frequent quintile);
-- frequency–distance: pinning exponent α = 0.25 (spread ∝ f^-0.25, clipped to 1/4–4× t_ref);
+- frequency–distance: pinning exponent α = 0.5 at the last checkpoint, none at step 0 (spread
+  ∝ f^(-α x), clipped to 1/4–4× t_ref). Changed after a run (issue 33): until then α = 0.25
+  from step 0 on; once each checkpoint drew its contexts afresh, that static pinning left
+  "not above step 0" a coin flip, and with the ramp α = 0.25 gave power 1/6 at the standard
+  setting (ρ ≈ −0.2, CI half-width ≈ 0.2), α = 0.5 gave 7/8;
 - causal: ablating the planted directions costs 4× more loss per unit of removed activation
   variance than any other direction (linear φ);
 - learning arms: the enrichment's k = 3 at the last checkpoint, with the gradient's shared
@@ -43,14 +47,15 @@ from typing import Any
 
 from tangentlab.claims.table import CLAIMS, validated_keys
 
-__all__ = ["PREDICTION_ROWS", "EFFECT", "Scenario", "SCENARIOS", "QUICK_SCENARIOS", "scenario"]
+__all__ = ["PREDICTION_ROWS", "EFFECT", "Scenario", "SCENARIOS", "QUICK_SCENARIOS", "scenario",
+           "enrichment_truth"]
 
 #: The predictions the battery measures: the claims it plants a truth for, in report order.
 PREDICTION_ROWS: tuple[str, ...] = validated_keys()
 
 #: The planted effects of the power scenario (see the module docstring), fixed before any run.
 EFFECT: dict[str, Any] = {"curve": "weaken", "k_peak": 6.0, "k_end": 3.0, "x_peak": 0.3,
-                          "gain_exponent": 0.25, "alpha": 0.25, "cost_ratio": 4.0}
+                          "gain_exponent": 0.25, "alpha": 0.5, "cost_ratio": 4.0}
 
 #: The per-position lognormal scale of the heavy-tailed nulls (ς; E[s²] = 1).
 HEAVY_SIGMA = 0.5
@@ -81,6 +86,12 @@ class Scenario:
     measure: dict[str, Any] = field(default_factory=dict)
     truth: dict[str, str] = field(default_factory=dict)
     eval_budget_fraction: float = 0.0
+
+    def planted(self, **extra: Any):
+        """The :class:`~tangentlab.validate.planted_trajectories.PlantedSpec` it plants (``extra`` on top)."""
+        from tangentlab.validate.planted_trajectories import PlantedSpec
+
+        return PlantedSpec(**{**self.spec, **extra})
 
 
 def _rd(r: int) -> Scenario:
@@ -155,3 +166,18 @@ def scenario(name: str) -> Scenario:
     except KeyError:
         raise UnknownNameError(f"unknown end-to-end scenario {name!r}; choose from "
                                f"{', '.join(SCENARIOS)}") from None
+
+
+def enrichment_truth(name: str) -> float | None:
+    """The enrichment every unit of scenario ``name`` has at its last checkpoint, where it is exact.
+
+    1.0 where the planted gradient is isotropic at the last step (k = 1 and no token gain): then
+    every subspace, the fitted proxy included, holds the same expected energy per dimension as
+    its controls, whatever the fit. None elsewhere: a planted k > 1 is the enrichment of S, and
+    the fitted proxy's enrichment depends on how well it found S.
+    """
+    from tangentlab.validate.planted_trajectories import enrichment_curve
+
+    spec = scenario(name).planted()
+    isotropic = enrichment_curve(spec, 1.0) == 1.0 and spec.gain_exponent == 0.0
+    return 1.0 if isotropic else None

@@ -13,7 +13,6 @@ from tangentlab.validate.end_to_end import (
     EndToEndConfig,
     SimulationResult,
     summarize,
-    validated_rows,
 )
 from tangentlab.validate.planted_scenarios import PREDICTION_ROWS, SCENARIOS
 
@@ -60,15 +59,57 @@ def test_power_is_checked_on_positive_truths():
                for r in rows if r["row"] == "enrichment")
 
 
-def test_validated_rows_needs_every_check_passed_with_its_bound(tmp_path):
-    checks = [{"row": "enrichment", "passed": True, "bound_checked": True},
-              {"row": "ablation", "passed": True, "bound_checked": False},
-              {"row": "weakens-late", "passed": False, "bound_checked": True},
-              {"row": "weakens-late", "passed": True, "bound_checked": True}]
-    (tmp_path / CHECKS_NAME).write_text(json.dumps(checks))
-    got = validated_rows(tmp_path)
-    assert got == {"enrichment": True, "weakens-late": False, "frequency-buckets": False,
-                   "frequency-distance": False, "ablation": False, "learning-arms": False}
+def _intervals(name: str, half_width: float, *, shift: float = 0.0, n: int = 100, seed: int = 0):
+    """``n`` one-unit simulations of ``name`` whose enrichment intervals sit on the log scale
+    around an estimate ~ N(shift, 0.1²) of log 1, ``half_width`` standard errors either side."""
+    import math
+
+    import numpy as np
+
+    est = np.random.default_rng(seed).normal(shift, 0.1, n)
+    return [SimulationResult(name, i, {"enrichment": "inconclusive"}, {"enrichment": ""}, 0.0,
+                             enrichment_intervals=((math.exp(e), math.exp(e - half_width * 0.1),
+                                                    math.exp(e + half_width * 0.1)),))
+            for i, e in enumerate(est)]
+
+
+def _check(checks, metric, null="all nulls (pooled)"):
+    return next(c for c in checks if c["metric"] == metric and c["null"] == null)
+
+
+def test_enrichment_intervals_are_checked_against_the_planted_truth():
+    """Issue 33, item 6: intervals half as wide pass every row check (intersection-union asks
+    every unit to err at once) but not the coverage of the planted truth."""
+    cfg = EndToEndConfig(scenarios=("no-effect",), sims=100)
+    _, good = summarize(cfg, _intervals("no-effect", 1.96))
+    assert _check(good, "coverage")["passed"] and _check(good, "truth_above_interval")["passed"]
+    _, narrow = summarize(cfg, _intervals("no-effect", 0.98))
+    assert not _check(narrow, "coverage")["passed"]
+    assert _check(narrow, "coverage")["measured"] < 0.8
+    # intervals that run low (the truth above them: a false "not supported" in waiting)
+    _, low = summarize(cfg, _intervals("no-effect", 1.96, shift=-0.12))
+    assert not _check(low, "truth_above_interval")["passed"]
+    # a scenario whose enrichment is not exact (a planted k > 1) is not judged
+    _, effect = summarize(EndToEndConfig(scenarios=("effect",), sims=100),
+                          _intervals("effect", 0.98))
+    assert not [c for c in effect if c["metric"] in ("coverage", "truth_above_interval")]
+
+
+def test_the_row_level_wrong_not_supported_rate_is_pooled_over_the_nulls():
+    """The intersection-union row's bound, checked over every null scenario of the run."""
+    cfg = EndToEndConfig(scenarios=("no-effect", "bursty", "effect"), sims=40)
+    ok = (_results("no-effect", ["not supported"] + ["inconclusive"] * 39)
+          + _results("bursty", ["inconclusive"] * 40) + _results("effect", ["supported"] * 40))
+    rows, checks = summarize(cfg, ok)
+    c = _check([c for c in checks if c["row"] == "enrichment"], "wrong_not_supported")
+    assert c["passed"] and c["n"] == 80 and c["measured"] == pytest.approx(1 / 80)
+    assert any(r["null"] == "all nulls (pooled)" and r["metric"] == "wrong_not_supported"
+               for r in rows)
+    bad = (_results("no-effect", ["not supported"] * 5 + ["inconclusive"] * 35)
+           + _results("bursty", ["not supported"] * 4 + ["inconclusive"] * 36))
+    _, checks = summarize(cfg, bad)
+    assert not _check([c for c in checks if c["row"] == "enrichment"],
+                      "wrong_not_supported")["passed"]  # 9/80 = 0.11 against 0.025
 
 
 def test_a_simulation_that_raises_is_recorded_and_certifies_nothing(monkeypatch, tmp_path):
@@ -89,8 +130,6 @@ def test_a_simulation_that_raises_is_recorded_and_certifies_nothing(monkeypatch,
     _, checks = summarize(cfg, ok + [bad])
     err = next(c for c in checks if c["metric"] == "errors")
     assert not err["passed"] and "no-effect #7" in err["detail"]
-    (tmp_path / CHECKS_NAME).write_text(json.dumps(checks))
-    assert not any(validated_rows(tmp_path).values())
     _, clean = summarize(cfg, ok + [ok[0]])
     assert next(c for c in clean if c["metric"] == "errors")["passed"]
 
@@ -123,7 +162,10 @@ def test_quick_run_writes_its_directory_and_checks(quick_run):
     manifest = json.loads((path / MANIFEST_NAME).read_text())
     assert manifest["kind"] == "validate/end-to-end" and manifest["quick"] is True
     assert manifest["setting"] == cfg.setting() and manifest["setting"]["name"] == "quick"
-    assert validated_rows(path) == {r: False for r in PREDICTION_ROWS}  # quick certifies nothing
+    from tangentlab.report.gating import read_end_to_end
+
+    gate = read_end_to_end(path).rows  # quick certifies nothing: point rates only
+    assert set(PREDICTION_ROWS) <= set(gate) and not any(gate[r].passed for r in PREDICTION_ROWS)
     statuses = read_results(path / STATUSES_NAME)
     assert set(statuses["row"]) == set(PREDICTION_ROWS)
     # the stored statuses re-summarize to the same checks

@@ -51,7 +51,8 @@ def test_measure_reads_as_the_overrides_it_sets():
 
 def test_setting_records_what_the_report_compares():
     s = EndToEndConfig.standard().setting()
-    assert s["name"] == "standard" and s["sims"] == 4 and s["units"] == 1
+    # two units, as a row combines them: a broken combine() must be visible (issue 33)
+    assert s["name"] == "standard" and s["sims"] == 4 and s["units"] == 2
     assert s["tokens_per_checkpoint"] == 16 * 4 * 64 and s["n_boot"] == 200
     assert s["rank_over_dim"] == [1 / 64, 1 / 4]  # the r/d nulls widen the range
     assert s["scenarios"] == s["scenarios_known"] and not s["bound_checked"]

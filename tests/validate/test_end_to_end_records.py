@@ -16,9 +16,11 @@ import pytest
 import tangentlab.runs as runs
 import tangentlab.validate.end_to_end as e2e
 from tangentlab.errors import ConfigError, DataError, OutputPathError
+from tangentlab.report.gating import read_end_to_end
 from tangentlab.runs import CHECKS_NAME, MANIFEST_NAME, RESULTS_NAME
 from tangentlab.validate.end_to_end import STATUSES_NAME, EndToEndConfig, Shard, SimulationResult
 from tangentlab.validate.end_to_end_merge import merge_end_to_end
+from tangentlab.validate.end_to_end_read import require_finished
 from tangentlab.validate.end_to_end_records import (
     SETTINGS_NAME,
     find_records,
@@ -40,7 +42,9 @@ def _fake_simulate(cfg, name, sim, text, work):
     k = sim + len(name)
     return SimulationResult(name, sim, {r: WORDS[(k + i) % 3] for i, r in
                                         enumerate(PREDICTION_ROWS)},
-                            {r: f"p = {k / 7:.4f}" for r in PREDICTION_ROWS}, 0.01)
+                            {r: f"p = {k / 7:.4f}" for r in PREDICTION_ROWS}, 0.01,
+                            enrichment_intervals=((1 + k / 50, 0.9, 1.2 + k / 40),
+                                                  (None, None, None)))
 
 
 @pytest.fixture
@@ -96,6 +100,22 @@ def test_every_simulation_writes_its_own_record_with_its_fingerprint(tmp_path, f
     assert data["config_hash"] == settings["config_hash"] and data["git"] == fake.commit
     assert data["shard"] is None and settings["jobs"] == 9
     assert e2e.read_statuses(out)[0].scenario == "no-effect"
+    # the unit intervals survive the record and statuses.csv, None included
+    res, _ = read_record(record_path(out, "effect", 2))
+    want = _fake_simulate(CFG, "effect", 2, None, None).enrichment_intervals
+    assert res.enrichment_intervals == want
+    back = {(r.scenario, r.sim): r for r in e2e.read_statuses(out)}
+    assert back["effect", 2].enrichment_intervals == want
+
+
+def test_a_record_with_malformed_intervals_is_refused(tmp_path, fake):
+    out, _ = e2e.write_end_to_end(tmp_path / "run", CFG, quick=True)
+    path = record_path(out, "effect", 0)
+    data = json.loads(path.read_text())
+    data["enrichment_intervals"] = [[1.0, "low", 2.0]]
+    path.write_text(json.dumps(data))
+    with pytest.raises(DataError, match="enrichment_intervals must be a list"):
+        read_record(path)
 
 
 def test_a_killed_run_resumes_to_the_same_bytes_and_reruns_only_what_was_lost(tmp_path, fake):
@@ -106,7 +126,7 @@ def test_a_killed_run_resumes_to_the_same_bytes_and_reruns_only_what_was_lost(tm
         e2e.write_end_to_end(part, CFG, quick=True, on_result=_killed_after(4))
     assert len(find_records(part)) == 4 and not (part / MANIFEST_NAME).exists()
     with pytest.raises(DataError, match=r"not finished \(unfinished: 4 of 9"):
-        e2e.validated_rows(part)  # an unfinished run is never read as a finished one
+        require_finished(part)  # an unfinished run is never read as a finished one
     (part / CHECKS_NAME).write_text("[]")  # even beside a stale summary
     with pytest.raises(DataError, match="unfinished"):
         e2e.read_statuses(part)
@@ -152,13 +172,13 @@ def test_shards_merged_in_any_order_equal_the_one_process_run(tmp_path, fake):
               for k in (1, 2, 3, 4)]
     assert [len(find_records(s)) for s in shards] == [3, 2, 2, 2]
     with pytest.raises(DataError, match="holds shard 1/4 .* validate merge"):
-        e2e.validated_rows(shards[0])
+        require_finished(shards[0])
     assert json.loads((shards[0] / MANIFEST_NAME).read_text())["kind"] == "validate/end-to-end-shard"
     merged, passed = merge_end_to_end(shards[::-1], tmp_path / "merged")
     assert _summary(merged) == _summary(whole) and not passed
     manifest = json.loads((merged / MANIFEST_NAME).read_text())
     assert manifest["kind"] == "validate/end-to-end" and len(manifest["merged_from"]) == 4
-    assert e2e.validated_rows(merged) == e2e.validated_rows(whole)
+    assert read_end_to_end(merged).rows == read_end_to_end(whole).rows  # the gate reads both alike
 
 
 def test_merge_refuses_other_settings_commits_missing_and_duplicate_simulations(tmp_path, fake):
