@@ -50,8 +50,7 @@ from typing import Any
 from tangentlab.errors import ConfigError
 
 __all__ = ["PlantedSpec", "SharedText", "shared_text", "write_trajectory", "enrichment_curve",
-           "checkpoint_salt",
-           "CURVES", "zipf_exponent"]
+           "checkpoint_salt", "planted_checkpoints", "CURVES", "zipf_exponent"]
 
 CURVES = ("none", "flat", "plateau", "slow_rise", "weaken")
 
@@ -259,18 +258,36 @@ def checkpoint_salt(spec: PlantedSpec, index: int) -> int:
     return int(spec.seed) if index == 0 else (int(spec.seed) * 1_000_003 + 7919 * index) % (2**31 - 1)
 
 
+def planted_checkpoints(spec: PlantedSpec, counts, vocab_size: int):
+    """Yield ``(step, model)`` for every checkpoint of ``spec``, in step order, in memory.
+
+    One :class:`~tangentlab.validate.planted.PlantedForCausalLM` is reused: at each checkpoint
+    its salt is :func:`checkpoint_salt` (fresh context draws) and its planted tensors those of
+    :func:`planted_tensors` at the step. Use (or save) the model before asking for the next one.
+    """
+    import torch
+
+    from tangentlab.validate.planted import PlantedForCausalLM
+
+    model = PlantedForCausalLM(planted_config(spec, vocab_size, spec.seq_len))
+    embed = model.planted.embed
+    for i, step in enumerate(spec.steps):
+        model.config.salt = checkpoint_salt(spec, i)  # fresh context draws at every checkpoint
+        with torch.no_grad():
+            for name, value in planted_tensors(spec, counts, step).items():
+                getattr(embed, name).copy_(torch.as_tensor(value, dtype=torch.float32))
+        yield int(step), model
+
+
 def write_trajectory(spec: PlantedSpec, out_dir: str | Path, text: SharedText) -> Path:
     """Write the planted trajectory of ``spec`` into ``out_dir`` (a training-run layout).
 
     Returns ``out_dir``. Every file is written under a temporary name and renamed; the run's
     ``manifest.json`` comes last.
     """
-    import torch
-
     from tangentlab._runtime import quiet_transformers
     from tangentlab.empirical.corpus import save_frequency_table
     from tangentlab.runs import atomic_write_json, atomic_write_text, build_manifest, write_manifest
-    from tangentlab.validate.planted import PlantedForCausalLM
 
     spec.check()
     quiet_transformers()
@@ -287,16 +304,10 @@ def write_trajectory(spec: PlantedSpec, out_dir: str | Path, text: SharedText) -
     save_frequency_table(text.counts, run / "frequency.csv")
     atomic_write_text(run / "eval.jsonl", "".join(json.dumps({"text": t}) + "\n"
                                                   for t in _eval_docs(text, spec.eval_tokens)))
-    model = PlantedForCausalLM(planted_config(spec, vocab, spec.seq_len))
-    embed = model.planted.embed
     root = run / "checkpoints"
     root.mkdir(exist_ok=True)
     ks = {}
-    for i, step in enumerate(spec.steps):
-        model.config.salt = checkpoint_salt(spec, i)  # fresh context draws at every checkpoint
-        with torch.no_grad():
-            for name, value in planted_tensors(spec, text.counts, step).items():
-                getattr(embed, name).copy_(torch.as_tensor(value, dtype=torch.float32))
+    for step, model in planted_checkpoints(spec, text.counts, vocab):
         final = root / f"step_{step:06d}"
         tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.partial-", dir=root))
         model.save_pretrained(str(tmp))
