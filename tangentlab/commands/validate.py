@@ -52,6 +52,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "position i in scenario-then-index order has i %% N == K-1) and write "
                         "their records, no checks; assemble the N shards with `tangentlab "
                         "validate merge`")
+    p.add_argument("--like", metavar="RUN", default=None,
+                   help="with --end-to-end: the planted twin of RUN (a reproduce run or a "
+                        "measure directory): every scenario at RUN's checkpoint schedule, "
+                        "late cut, units per row, eval windows, bootstrap replicates, controls "
+                        "and r/d (tangentlab.validate.twin; not --setting or --quick)")
+    p.add_argument("--sims", type=positive_int, default=None, metavar="N",
+                   help="with --end-to-end: simulations per scenario (default: the setting's; "
+                        "50 for a twin)")
     p.add_argument("--mutant", default=None,
                    choices=("combine-first-unit", "late-fixed-only", "narrow-intervals",
                             "causal-variance-only"),
@@ -92,6 +100,8 @@ def _run(args: argparse.Namespace) -> int:
                                        ("--nproc", args.nproc != 1),
                                        ("--resume", args.resume),
                                        ("--shard", args.shard is not None),
+                                       ("--like", args.like is not None),
+                                       ("--sims", args.sims is not None),
                                        ("--mutant", args.mutant is not None)) if given]
     if unused:
         verb = "applies" if len(unused) == 1 else "apply"
@@ -121,22 +131,31 @@ def _run_end_to_end(args: argparse.Namespace) -> int:
     With ``--shard K/N``: one line saying what was recorded; exit 0 once the shard is complete
     (its simulations are judged by ``validate merge``).
     """
+    import dataclasses
     from pathlib import Path
 
+    from tangentlab.errors import ConfigError
     from tangentlab.progress import log
     from tangentlab.validate.end_to_end import EndToEndConfig, Shard, write_end_to_end
 
     setting = getattr(args, "setting", None)
     if args.quick and setting not in (None, "quick"):
-        from tangentlab.errors import ConfigError
-
         raise ConfigError(f"--quick and --setting {setting} contradict each other; give one")
+    like = getattr(args, "like", None)
+    if like is not None and (args.quick or setting is not None):
+        raise ConfigError("--like RUN sets every setting from the run; drop --quick/--setting")
     shard = Shard.parse(args.shard) if args.shard is not None else None
     name = "quick" if args.quick else setting or "full"
-    cfg = EndToEndConfig.preset(name, args.seed)
-    if args.mutant:
-        import dataclasses
+    if like is not None:
+        from tangentlab.validate.twin import twin_setting
 
+        cfg = twin_setting(Path(like), seed=args.seed)
+        name = "twin"
+    else:
+        cfg = EndToEndConfig.preset(name, args.seed)
+    if getattr(args, "sims", None):
+        cfg = dataclasses.replace(cfg, sims=int(args.sims))
+    if args.mutant:
         cfg = dataclasses.replace(cfg, mutant=args.mutant)
     out = args.out if args.out is not None else Path("runs") / "validate-end-to-end"
     # write_end_to_end checks --out and holds its run lock itself (so API callers get both too)

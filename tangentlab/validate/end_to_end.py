@@ -10,13 +10,11 @@ report decide: the measure folders are opened as ``measure/<unit>`` stages of a
 (the unit builders of :mod:`tangentlab.report.units`, the rules and ``combine()``). Nothing is
 decided on a shortcut path.
 
-Per (row, scenario) the run directory holds the rate of each status with its Wilson 95% interval,
-the wrong-status rates the truth implies (:mod:`tangentlab.validate.planted_scenarios`) and a check:
-
-- a wrong-"supported" or wrong-"not supported" rate passes when it is ≤ 0.05 **and** its upper
-  Wilson bound is ≤ 0.08 (``bound_checked``); the bound needs at least 45 simulations with no
-  error, so a quick run (few simulations) checks the point rate only and says so;
-- power (P("supported") where the truth is positive) passes when it is ≥ 0.8.
+The simulations are judged by :func:`tangentlab.validate.end_to_end_checks.summarize`: per
+(row, scenario) the rate of each status with its Wilson 95% interval, the wrong-status rates the
+truth implies (:mod:`tangentlab.validate.planted_scenarios`) and power, each with a check; per
+row, the wrong "not supported" pooled over the nulls; the enrichment interval against the
+planted truth.
 
 The run directory is written in place, one atomic file at a time
 (:mod:`tangentlab.validate.end_to_end_records`): its settings first, a record per simulation as
@@ -43,6 +41,13 @@ from pathlib import Path
 from typing import Any
 
 from tangentlab.errors import ConfigError
+from tangentlab.validate.end_to_end_checks import (
+    EXPERIMENT,
+    POWER_MIN,
+    WRONG_BOUND_MAX,
+    WRONG_RATE_MAX,
+    summarize,
+)
 from tangentlab.validate.end_to_end_config import SETTINGS, EndToEndConfig, EndToEndMeasure
 from tangentlab.validate.end_to_end_read import format_table, read_statuses
 from tangentlab.validate.end_to_end_records import (
@@ -59,10 +64,7 @@ __all__ = ["EndToEndConfig", "EndToEndMeasure", "SETTINGS", "END_TO_END_KIND",
            "write_end_to_end", "write_summary", "WRONG_RATE_MAX",
            "WRONG_BOUND_MAX", "POWER_MIN", "STATUSES_NAME", "format_table", "read_statuses"]
 
-WRONG_RATE_MAX = 0.05
-WRONG_BOUND_MAX = 0.08
-POWER_MIN = 0.8
-_EXPERIMENT = "validate/end-to-end"
+_EXPERIMENT = EXPERIMENT
 #: The manifest ``kind`` of an end-to-end validation run directory.
 END_TO_END_KIND = _EXPERIMENT
 #: The manifest ``kind`` of one finished shard (``--shard K/N``): records, no summary.
@@ -147,7 +149,7 @@ def simulate(cfg: EndToEndConfig, name: str, sim: int, text, work: Path) -> Simu
         spec_kw = {"steps": tuple(cfg.steps), "seed": _seed(cfg, name, sim, unit)}
         if sc.eval_budget_fraction > 0:
             spec_kw["eval_tokens"] = int(sc.eval_budget_fraction * cfg.budget_tokens())
-        spec = sc.planted(**spec_kw)
+        spec = cfg.planted_spec(name, **spec_kw)
         traj = write_trajectory(spec, folder / f"u{unit}-trajectory", text)
         ov = {"rank": spec.m, **cfg.measure, **sc.measure}
         out = folder / f"u{unit}-measure"
@@ -206,174 +208,6 @@ def _job(args):
     text = pickle.loads(Path(text_path).read_bytes())
     with torch_threads(1):
         return _simulate_and_record(cfg, name, sim, text, Path(out), settings)
-
-
-def _wilson(k: int, n: int) -> tuple[float, float]:
-    from tangentlab.validate.battery import wilson_interval
-
-    return wilson_interval(k, n)
-
-
-def summarize(cfg: EndToEndConfig, results: Sequence[SimulationResult]):
-    """(result rows, checks) from the simulations: rates with Wilson intervals, pass/fail."""
-    from tangentlab.claims.rules import NOT_SUPPORTED, STATUS_WORDS, SUPPORTED
-    from tangentlab.validate.battery import BatteryCheck
-    from tangentlab.validate.planted_scenarios import PREDICTION_ROWS, scenario
-
-    bound = cfg.sims >= 45
-    rows: list[dict[str, Any]] = []
-    checks: list[dict[str, Any]] = []
-    for name in cfg.scenarios:
-        sc = scenario(name)
-        got = [r for r in results if r.scenario == name]
-        n = len(got)
-        for row in PREDICTION_ROWS:
-            truth = sc.truth.get(row)
-            statuses = [r.statuses.get(row, "not run") for r in got]
-            base = {"experiment": _EXPERIMENT, "row": row, "null": name, "truth": truth or "",
-                    "n": n, "seed": cfg.seed}
-            for word in STATUS_WORDS:
-                k = sum(s == word for s in statuses)
-                lo, hi = _wilson(k, n)
-                rows.append({**base, "metric": "rate_" + word.replace(" ", "_"),
-                             "value": k / n if n else float("nan"), "ci_low": lo, "ci_high": hi})
-            if truth is None:
-                continue
-            wanted = []
-            if truth in ("null", "negative"):
-                wanted.append(("wrong_supported", SUPPORTED))
-            if truth in ("null", "positive"):
-                wanted.append(("wrong_not_supported", NOT_SUPPORTED))
-            for metric, word in wanted:
-                k = sum(s == word for s in statuses)
-                rate = k / n if n else float("nan")
-                lo, hi = _wilson(k, n)
-                rows.append({**base, "metric": metric, "value": rate, "ci_low": lo, "ci_high": hi})
-                ok = rate <= WRONG_RATE_MAX and (not bound or hi <= WRONG_BOUND_MAX)
-                target = (f"<= {WRONG_RATE_MAX:g}" + (f", Wilson upper <= {WRONG_BOUND_MAX:g}"
-                                                     if bound else " (point rate only: too few "
-                                                     "simulations for the Wilson bound)"))
-                chk = BatteryCheck(name=f"{row} / {name}: {metric}", kind="end-to-end",
-                                   measured=rate, target=target, low=None, high=WRONG_RATE_MAX,
-                                   passed=bool(ok), n=n,
-                                   detail=f"{k}/{n} wrong; Wilson 95% [{lo:.3f}, {hi:.3f}]")
-                checks.append({**chk.to_dict(), "row": row, "null": name, "metric": metric,
-                               "truth": truth, "ci_low": lo, "ci_high": hi,
-                               "bound_checked": bound})
-            if truth == "positive":
-                k = sum(s == SUPPORTED for s in statuses)
-                rate = k / n if n else float("nan")
-                lo, hi = _wilson(k, n)
-                rows.append({**base, "metric": "power", "value": rate, "ci_low": lo,
-                             "ci_high": hi})
-                chk = BatteryCheck(name=f"{row} / {name}: power", kind="end-to-end",
-                                   measured=rate, target=f">= {POWER_MIN:g}", low=POWER_MIN,
-                                   high=None, passed=bool(rate >= POWER_MIN), n=n,
-                                   detail=f"{k}/{n} supported; Wilson 95% [{lo:.3f}, {hi:.3f}]")
-                checks.append({**chk.to_dict(), "row": row, "null": name, "metric": "power",
-                               "truth": truth, "ci_low": lo, "ci_high": hi,
-                               "bound_checked": bound})
-    checks += _pooled_checks(cfg, results, rows, bound)
-    checks += _coverage_checks(cfg, results, rows, bound)
-    failed = [r for r in results if r.error]
-    checks.append({**BatteryCheck(
-        name="simulations: every one ran", kind="end-to-end", measured=float(len(failed)),
-        target="0 simulations raised", low=None, high=0.0, passed=not failed, n=len(results),
-        detail=("; ".join(f"{r.scenario} #{r.sim}: {r.error}" for r in failed[:5])
-                or "none raised")).to_dict(),
-        "row": "", "null": "", "metric": "errors", "truth": "", "ci_low": float("nan"),
-        "ci_high": float("nan"), "bound_checked": bound})
-    return rows, checks
-
-
-#: The row-level wrong-"not supported" rate a null may show, pooled over the nulls: the per-unit
-#: one-sided level of the rules. With intersection-union (``claims.rules.combine``: "not
-#: supported" only when every unit says so) the row's rate is at most one unit's.
-POOLED_NOT_SUPPORTED_MAX = 0.025
-#: The band of the enrichment interval's coverage of a planted truth it must meet (95% nominal),
-#: and the rate at which the truth may lie above it (the side a false "not supported" needs).
-COVERAGE_MIN = 0.93
-TRUTH_ABOVE_MAX = 0.035
-POOLED = "all nulls (pooled)"
-
-
-def _check_dict(chk, *, row: str, null: str, metric: str, truth: str, k: int, n: int,
-                bound: bool) -> dict[str, Any]:
-    lo, hi = _wilson(k, n)
-    return {**chk.to_dict(), "row": row, "null": null, "metric": metric, "truth": truth,
-            "ci_low": lo, "ci_high": hi, "bound_checked": bound}
-
-
-def _pooled_checks(cfg: EndToEndConfig, results: Sequence[SimulationResult],
-                   rows: list[dict[str, Any]], bound: bool) -> list[dict[str, Any]]:
-    """Per row, the wrong "not supported" rate pooled over every null scenario of the run.
-
-    Judged by :func:`tangentlab.validate.battery.rate_check` against
-    :data:`POOLED_NOT_SUPPORTED_MAX` (exact binomial 1% tail): a row whose rule keeps its
-    stated level passes at least 99% of the time, whatever the number of simulations.
-    """
-    from tangentlab.claims.rules import NOT_SUPPORTED
-    from tangentlab.validate.battery import rate_check
-    from tangentlab.validate.planted_scenarios import PREDICTION_ROWS, scenario
-
-    out = []
-    for row in PREDICTION_ROWS:
-        nulls = [n for n in cfg.scenarios if scenario(n).truth.get(row) == "null"]
-        got = [r.statuses.get(row, "not run") for r in results if r.scenario in nulls]
-        if not got:
-            continue
-        k, n = sum(s == NOT_SUPPORTED for s in got), len(got)
-        lo, hi = _wilson(k, n)
-        rows.append({"experiment": _EXPERIMENT, "row": row, "null": POOLED, "truth": "null",
-                     "n": n, "seed": cfg.seed, "metric": "wrong_not_supported",
-                     "value": k / n, "ci_low": lo, "ci_high": hi})
-        chk = rate_check(f"{row} / {POOLED}: wrong_not_supported", "end-to-end", k / n, n,
-                         high=POOLED_NOT_SUPPORTED_MAX,
-                         detail=f"{k}/{n} wrong over {len(nulls)} nulls; Wilson 95% "
-                                f"[{lo:.3f}, {hi:.3f}]")
-        out.append(_check_dict(chk, row=row, null=POOLED, metric="wrong_not_supported",
-                               truth="null", k=k, n=n, bound=bound))
-    return out
-
-
-def _coverage_checks(cfg: EndToEndConfig, results: Sequence[SimulationResult],
-                     rows: list[dict[str, Any]], bound: bool) -> list[dict[str, Any]]:
-    """The enrichment interval against the planted truth, pooled over the scenarios that fix it.
-
-    Every unit's last-checkpoint interval (:attr:`SimulationResult.enrichment_intervals`) in a
-    scenario whose enrichment is exact (:func:`~tangentlab.validate.planted_scenarios.
-    enrichment_truth`): its coverage must reach :data:`COVERAGE_MIN` and the truth may lie above
-    it at most :data:`TRUTH_ABOVE_MAX` of the time, each judged with the exact binomial 1% tail.
-    The rows' own checks cannot see an interval that is too narrow: intersection-union asks every
-    unit to err at once, and an interval half as wide errs in one unit of a pair.
-    """
-    from tangentlab.validate.battery import rate_check
-    from tangentlab.validate.planted_scenarios import enrichment_truth
-
-    pairs = [(iv, enrichment_truth(r.scenario)) for r in results
-             for iv in r.enrichment_intervals]
-    pairs = [(iv, t) for iv, t in pairs if t is not None and None not in iv]
-    if not pairs:
-        return []
-    n = len(pairs)
-    above = sum(hi < t for (_, _, hi), t in pairs)
-    below = sum(lo > t for (_, lo, _), t in pairs)
-    covered = n - above - below
-    scen = sorted({r.scenario for r in results if enrichment_truth(r.scenario) is not None})
-    detail = (f"{covered}/{n} last-checkpoint unit intervals cover the planted enrichment "
-              f"({len(scen)} scenarios); truth above {above}, below {below}")
-    out = []
-    for metric, k, band in (("coverage", covered, {"low": COVERAGE_MIN}),
-                            ("truth_above_interval", above, {"high": TRUTH_ABOVE_MAX})):
-        lo, hi = _wilson(k, n)
-        rows.append({"experiment": _EXPERIMENT, "row": "enrichment", "null": POOLED,
-                     "truth": "1", "n": n, "seed": cfg.seed, "metric": metric,
-                     "value": k / n, "ci_low": lo, "ci_high": hi})
-        chk = rate_check(f"enrichment / {POOLED}: interval {metric}", "end-to-end", k / n, n,
-                         detail=detail, **band)
-        out.append(_check_dict(chk, row="enrichment", null=POOLED, metric=metric, truth="1",
-                               k=k, n=n, bound=bound))
-    return out
 
 
 def _run_all(cfg: EndToEndConfig, text, out: Path, todo: Sequence[tuple[str, int]],

@@ -22,7 +22,7 @@ __all__ = ["EndToEndConfig", "EndToEndMeasure", "SETTINGS"]
 
 _MEASURE_KEYS = ("sites", "n_batches", "batch_size", "seq_len", "n_boot", "rank", "sample_rows",
                  "control_pool", "n_controls", "causal_checkpoints", "causal_controls",
-                 "causal_batches", "interval", "threads", "bridge")
+                 "causal_batches", "interval", "early_fraction", "threads", "bridge")
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,8 @@ class EndToEndMeasure(Config, Mapping):
         sample_rows, control_pool, n_controls: rows and controls of the energy test.
         causal_checkpoints, causal_controls, causal_batches: the causal check.
         interval: the interval method.
+        early_fraction: where the early/late cut falls, as a fraction of the last step (the
+            measurement's 0.3 when None).
         threads: torch threads per measurement.
         bridge: write ``bridge.csv`` (theory against measurement) in every simulation. Off by
             default: the bridge decides no prediction row, so the battery has nothing to check in
@@ -64,6 +66,7 @@ class EndToEndMeasure(Config, Mapping):
     causal_batches: int | None = option(8, ge=1, integer=True)
     interval: str | None = option(None, choices=(None, "studentized", "bootstrap", "bca",
                                                  "jackknife"))
+    early_fraction: float | None = option(None, gt=0.0, lt=1.0)
     threads: int | None = option(1, ge=0, integer=True)
     bridge: bool | None = option(False)
 
@@ -111,6 +114,9 @@ class EndToEndConfig(Config):
         keep_measures: keep every measure folder under ``simulations/`` (for re-deciding).
         mutant: a deliberate break of the verdict path (:data:`tangentlab.validate.mutants.
             MUTANTS`; "" = none): a run with one must fail some check.
+        planted_d, planted_m: the planted width and rank of every scenario that does not set
+            its own (the r/d nulls do); 0 = the planted family's defaults (a planted twin,
+            :func:`tangentlab.validate.twin.twin_setting`, sets them to the run's r/d).
     """
 
     seed: int = option(0, ge=0, integer=True)
@@ -127,6 +133,8 @@ class EndToEndConfig(Config):
     keep_measures: bool = False
     mutant: str = option("", choices=("", "combine-first-unit", "late-fixed-only",
                                       "narrow-intervals", "causal-variance-only"))
+    planted_d: int = option(0, ge=0, integer=True)
+    planted_m: int = option(0, ge=0, integer=True)
 
     def __post_init__(self) -> None:
         if isinstance(self.measure, Mapping) and not isinstance(self.measure, EndToEndMeasure):
@@ -192,6 +200,18 @@ class EndToEndConfig(Config):
         """ConfigError for settings that cannot run (the bounds are checked on creation)."""
         check_config(self)
 
+    def planted_spec(self, name: str, **extra: Any):
+        """Scenario ``name``'s :class:`~tangentlab.validate.planted_trajectories.PlantedSpec`.
+
+        This config's planted width and rank (where set), then the scenario's own spec, then
+        ``extra``; the windows are this config's :meth:`seq_len`.
+        """
+        from tangentlab.validate.planted_scenarios import scenario
+
+        base = {k: v for k, v in (("d", self.planted_d), ("m", self.planted_m)) if v}
+        return scenario(name).planted(**{**base, **scenario(name).spec,
+                                         "seq_len": self.seq_len(), **extra})
+
     def seq_len(self) -> int:
         """The eval window length (the measure's ``seq_len``, else the planted model's 64)."""
         from tangentlab.validate.planted_trajectories import PlantedSpec
@@ -215,7 +235,7 @@ class EndToEndConfig(Config):
         rds = []
         for name in self.scenarios:
             sc = scenario(name)
-            spec = sc.planted()
+            spec = self.planted_spec(name)
             rank = sc.measure.get("rank", self.measure.rank or spec.m)
             rds.append(rank / spec.d)
         return {"name": self.setting_name(), "sims": self.sims, "units": self.units,
@@ -223,7 +243,9 @@ class EndToEndConfig(Config):
                 "batch_size": int(self.measure.get("batch_size", 4)), "seq_len": self.seq_len(),
                 "tokens_per_checkpoint": self.budget_tokens(),
                 "n_boot": int(self.measure.get("n_boot", 1000)),
-                "rank_over_dim": [min(rds), max(rds)], "scenarios": list(self.scenarios),
+                "rank_over_dim": [min(rds), max(rds)], "steps": list(self.steps),
+                "early_fraction": float(self.measure.early_fraction or 0.3),
+                "scenarios": list(self.scenarios),
                 "scenarios_known": list(_scenario_names()), "bound_checked": self.sims >= 45}
 
 

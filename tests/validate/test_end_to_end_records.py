@@ -249,3 +249,25 @@ def test_another_kind_of_run_or_an_old_end_to_end_run_is_never_written_into(tmp_
     assert [p.name for p in old.iterdir()] == [MANIFEST_NAME] and fake.ran == []
     fresh, _ = e2e.write_end_to_end(tmp_path / "fresh", CFG, quick=True, resume=True)
     assert (fresh / MANIFEST_NAME).is_file()  # --resume on a new folder starts the run
+
+
+def test_a_twin_s_shards_merged_equal_its_one_process_run(tmp_path, fake, capsys):
+    """Issue 35: `validate --end-to-end --like RUN --shard 1/2` and `2/2`, merged, equal the
+    one-process twin byte for byte; the twin runs at the run's schedule and units."""
+    from tangentlab.cli import main
+    from tests.validate.test_twin import write_measure
+
+    run = tmp_path / "run"
+    for arch in ("encoder", "decoder"):
+        write_measure(run / "measure" / arch, steps=[0, 40, 100])
+    args = ["validate", "--end-to-end", "--like", str(run), "--sims", "2"]
+    assert main([*args, "--out", str(tmp_path / "whole")]) == 1  # rd-1/64 #1 raises
+    for k in (1, 2):
+        assert main([*args, "--shard", f"{k}/2", "--out", str(tmp_path / f"s{k}")]) == 0
+    assert main(["validate", "merge", str(tmp_path / "s1"), str(tmp_path / "s2"), "--out",
+                 str(tmp_path / "merged")]) == 1
+    assert _summary(tmp_path / "merged") == _summary(tmp_path / "whole")
+    cfg = json.loads((tmp_path / "whole" / SETTINGS_NAME).read_text())["config"]
+    assert cfg["steps"] == [0, 40, 100] and cfg["units"] == 4 and cfg["sims"] == 2
+    assert main([*args, "--setting", "full", "--out", str(tmp_path / "bad")]) == 2
+    assert "drop --quick/--setting" in capsys.readouterr().err

@@ -1,0 +1,78 @@
+"""The planted twin of a run: its end-to-end setting read from the run's measure manifests."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tangentlab.errors import ConfigError, DataError
+from tangentlab.validate.twin import TWIN_WIDTH, read_run_setting, twin_setting
+
+STEPS = [0, 1, 2, 4, 8, 16, 32, 63, 126, 251, 501, 583, 667, 750, 833, 917, 1000]
+CONFIG = {"rank": 8, "n_batches": 64, "batch_size": 4, "n_boot": 1000, "interval": "studentized",
+          "n_controls": 20, "control_pool": 200, "sample_rows": 4096, "causal_checkpoints": 4,
+          "causal_controls": 5, "causal_batches": 8, "early_fraction": 0.3}
+
+
+def write_measure(folder, *, steps=STEPS, sites=("blocks.0.resid_post", "blocks.3.resid_post"),
+                  hidden=128, **config):
+    """A measure manifest with the fields a twin reads (what `tangentlab measure` writes)."""
+    folder.mkdir(parents=True)
+    (folder / "manifest.json").write_text(json.dumps({
+        "kind": "empirical/measure", "config": {**CONFIG, **config}, "hidden_size": hidden,
+        "seq_len": 128, "sites": {s: {"site": s} for s in sites},
+        "checkpoints": [{"checkpoint": f"step_{s:06d}", "step": s} for s in steps]}))
+    return folder
+
+
+@pytest.fixture
+def run(tmp_path):
+    """A reproduce run's layout: two measurements of two sites, the default schedule."""
+    (tmp_path / "manifest.json").write_text(json.dumps({"kind": "reproduce"}))
+    for arch in ("encoder", "decoder"):
+        write_measure(tmp_path / "measure" / arch)
+    return tmp_path
+
+
+def test_the_twin_measures_at_the_run_s_schedule_units_windows_and_r_over_d(run):
+    rs = read_run_setting(run)
+    assert rs.measures == ("measure/decoder", "measure/encoder") and rs.units == 4
+    cfg = twin_setting(run, seed=3)
+    assert cfg.steps == tuple(STEPS) and cfg.units == 4 and cfg.sims == 50 and cfg.seed == 3
+    m = cfg.measure
+    assert (m.n_batches, m.batch_size, m.seq_len, m.n_boot) == (64, 4, 128, 1000)
+    assert (m.n_controls, m.control_pool, m.causal_checkpoints, m.early_fraction) == (20, 200, 4, 0.3)
+    assert cfg.budget_tokens() == 64 * 4 * 128  # the run's 32768 eval tokens per checkpoint
+    s = cfg.setting()
+    assert s["steps"] == STEPS and s["early_fraction"] == 0.3
+    spec = cfg.planted_spec("no-effect")
+    assert (spec.d, spec.m, spec.seq_len) == (TWIN_WIDTH, 4, 128)  # r/d = 8/128 = 4/64
+    assert cfg.planted_spec("rd-1/16").m == 4 and cfg.planted_spec("rd-1/4").m == 16  # own r/d
+    assert s["rank_over_dim"] == [1 / 64, 1 / 4]
+
+
+def test_one_measure_directory_is_twinned_on_its_own(tmp_path):
+    one = write_measure(tmp_path / "m", steps=[0, 50, 100], sites=("blocks.1.resid_post",))
+    cfg = twin_setting(one, sims=7)
+    assert cfg.steps == (0, 50, 100) and cfg.units == 1 and cfg.sims == 7
+
+
+def test_measurements_that_disagree_or_cannot_be_planted_are_refused(tmp_path, run):
+    write_measure(tmp_path / "x" / "measure" / "a")
+    write_measure(tmp_path / "x" / "measure" / "b", steps=[0, 10, 1000])
+    with pytest.raises(DataError, match="different checkpoint schedules"):
+        twin_setting(tmp_path / "x")
+    write_measure(tmp_path / "y" / "measure" / "a")
+    write_measure(tmp_path / "y" / "measure" / "b", n_boot=200)
+    with pytest.raises(DataError, match="differ in n_boot"):
+        twin_setting(tmp_path / "y")
+    with pytest.raises(ConfigError, match="r/d < 1/2"):
+        twin_setting(write_measure(tmp_path / "wide", rank=64))
+    with pytest.raises(DataError, match="start at step 0"):
+        twin_setting(write_measure(tmp_path / "late", steps=[10, 20]))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(DataError, match="no measurement to twin"):
+        twin_setting(tmp_path / "empty")
+    with pytest.raises(DataError, match="is not a directory"):
+        twin_setting(tmp_path / "missing")
