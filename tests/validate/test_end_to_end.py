@@ -50,13 +50,40 @@ def test_wrong_rates_are_judged_with_the_wilson_bound_only_when_it_can_be_met():
 
 
 def test_power_is_checked_on_positive_truths():
-    cfg = EndToEndConfig(scenarios=("effect",), sims=10)
-    rows, checks = summarize(cfg, _results("effect", ["supported"] * 7 + ["inconclusive"] * 3))
-    pw = next(c for c in checks if c["row"] == "enrichment" and c["metric"] == "power")
-    assert not pw["passed"] and pw["measured"] == pytest.approx(0.7)
-    assert not pw["bound_checked"]
-    assert any(r["metric"] == "rate_inconclusive" and r["value"] == pytest.approx(0.3)
+    """A certifying run (>= 45 simulations) asks power >= 0.8 of the point rate; a screen asks
+    the count to stay inside the exact binomial 1% tail at 0.8 (issue 33: at 4 simulations the
+    point criterion failed a true power of 0.9 a third of the time)."""
+    from scipy.stats import binom
+
+    def power(sims, k):
+        cfg = EndToEndConfig(scenarios=("effect",), sims=sims)
+        rows, checks = summarize(cfg, _results("effect", ["supported"] * k
+                                                + ["inconclusive"] * (sims - k)))
+        return rows, next(c for c in checks if c["row"] == "enrichment" and c["metric"] == "power")
+
+    rows, pw = power(50, 39)
+    assert not pw["passed"] and pw["measured"] == pytest.approx(0.78) and pw["bound_checked"]
+    assert power(50, 40)[1]["passed"]
+    assert any(r["metric"] == "rate_inconclusive" and r["value"] == pytest.approx(11 / 50)
                for r in rows if r["row"] == "enrichment")
+    # the screen: 3/4 passes (it failed as a point rate), 0/4 fails, and the accept limit is
+    # the 1% quantile of Binomial(n, 0.8)
+    assert power(4, 3)[1]["passed"] and not power(4, 0)[1]["passed"]
+    limit = int(binom.ppf(0.01, 10, 0.8))
+    assert power(10, limit)[1]["passed"] and not power(10, limit - 1)[1]["passed"]
+    assert not power(10, limit)[1]["bound_checked"]
+    assert binom.cdf(limit - 1, 10, 0.8) <= 0.01  # a power of 0.8 fails at most 1% of the time
+
+
+def test_a_screen_judges_wrong_rates_with_the_binomial_tail():
+    """Below 45 simulations a wrong count of 2/4 is within the 1% tail at 0.05; 3/4 is not."""
+    cfg = EndToEndConfig(scenarios=("no-effect",), sims=4)
+    for k, ok in ((2, True), (3, False)):
+        _, checks = summarize(cfg, _results("no-effect", ["supported"] * k
+                                            + ["inconclusive"] * (4 - k)))
+        ws = next(c for c in checks if c["row"] == "enrichment" and c["null"] == "no-effect"
+                  and c["metric"] == "wrong_supported")
+        assert ws["passed"] is ok and not ws["bound_checked"]
 
 
 def _intervals(name: str, half_width: float, *, shift: float = 0.0, n: int = 100, seed: int = 0):
@@ -103,6 +130,8 @@ def test_the_row_level_wrong_not_supported_rate_is_pooled_over_the_nulls():
     rows, checks = summarize(cfg, ok)
     c = _check([c for c in checks if c["row"] == "enrichment"], "wrong_not_supported")
     assert c["passed"] and c["n"] == 80 and c["measured"] == pytest.approx(1 / 80)
+    ws = _check([c for c in checks if c["row"] == "enrichment"], "wrong_supported")
+    assert ws["passed"] and ws["n"] == 80 and ws["measured"] == 0
     assert any(r["null"] == "all nulls (pooled)" and r["metric"] == "wrong_not_supported"
                for r in rows)
     bad = (_results("no-effect", ["not supported"] * 5 + ["inconclusive"] * 35)
@@ -262,7 +291,8 @@ def test_an_equivalence_row_is_right_to_say_not_supported_under_a_null():
            + _results("convex", ["supported"] * 5 + ["not supported"] * 45, row="ablation"))
     _, checks = summarize(cfg, res)
     mine = {(c["null"], c["metric"]): c for c in checks if c["row"] == "ablation"}
-    assert set(mine) == {("no-effect", "wrong_supported"), ("convex", "wrong_supported")}
+    assert set(mine) == {("no-effect", "wrong_supported"), ("convex", "wrong_supported"),
+                         ("all nulls (pooled)", "wrong_supported")}  # never wrong_not_supported
     assert mine[("no-effect", "wrong_supported")]["passed"]
     assert not mine[("convex", "wrong_supported")]["passed"]
     _, checks = summarize(cfg, _results("no-effect", ["not supported"] * 50))
