@@ -82,6 +82,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     pm.add_argument("--out", metavar="OUT", required=True,
                     help="the merged run directory to write (new or empty)")
     pm.set_defaults(func=_merge)
+    pc = verbs.add_parser(
+        "certify", help="write a certificate (checks, setting, commit, module fingerprints) "
+                        "from a finished end-to-end run",
+        description=(
+            "Write FILE: the end-to-end run's checks, setting and commit, which rows it "
+            "validates, and a fingerprint of every module on the verdict path "
+            "(tangentlab.fingerprints), so a changed module shows the certificate stale. "
+            "Refused for an unfinished run, a shard, or simulations run at a dirty commit or "
+            "at another commit than the checkout's. Exit code 0 when written, 2 on bad input."))
+    pc.add_argument("run", metavar="RUN", help="a finished end-to-end run directory")
+    pc.add_argument("--out", metavar="FILE", required=True, help="the certificate to write")
+    pc.set_defaults(func=_certify)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -191,16 +203,42 @@ def _print_checks(path, *, note: str, what: str, passed: bool) -> int:
     return 0 if passed else 1
 
 
+def _parent_flags(args: argparse.Namespace) -> list[str]:
+    """The ``validate`` flags given before a verb (``merge``, ``certify``), which take none."""
+    return [flag for flag, on in (("--end-to-end", args.end_to_end), ("--quick", args.quick),
+                                  ("--setting", args.setting is not None),
+                                  ("--nproc", args.nproc != 1), ("--resume", args.resume),
+                                  ("--shard", args.shard is not None),
+                                  ("--like", args.like is not None),
+                                  ("--sims", args.sims is not None),
+                                  ("--mutant", args.mutant is not None),
+                                  ("--seed", args.seed != 0)) if on]
+
+
+def _certify(args: argparse.Namespace) -> int:
+    """``validate certify RUN --out FILE``: one line saying what the certificate holds."""
+    from tangentlab.errors import ConfigError
+    from tangentlab.validate.certificate import read_certificate, write_certificate
+
+    given = _parent_flags(args)
+    if given:
+        raise ConfigError(f"certify reads a finished end-to-end run; drop {' and '.join(given)}")
+    path = write_certificate(args.run, args.out)
+    cert = read_certificate(path)
+    ok = sorted(k for k, v in cert["rows"].items() if v)
+    print(f"validate certify: {len(cert['checks'])} checks at commit {cert['commit'][:12]}, "
+          f"{cert['setting'].get('sims', '?')} simulations per null; rows validated: "
+          f"{', '.join(ok) or 'none'}; {len(cert['fingerprints'])} modules fingerprinted; "
+          f"wrote {path}")
+    return 0
+
+
 def _merge(args: argparse.Namespace) -> int:
     """``validate merge DIR... --out OUT``: the merged run's checks, like ``--end-to-end``."""
     from tangentlab.errors import ConfigError
     from tangentlab.validate.end_to_end_merge import merge_end_to_end
 
-    given = [flag for flag, on in (("--end-to-end", args.end_to_end), ("--quick", args.quick),
-                                   ("--setting", args.setting is not None),
-                                   ("--nproc", args.nproc != 1), ("--resume", args.resume),
-                                   ("--shard", args.shard is not None),
-                                   ("--seed", args.seed != 0)) if on]
+    given = _parent_flags(args)
     if given:
         raise ConfigError(f"merge takes the settings of the directories it merges; drop "
                           f"{' and '.join(given)}")
