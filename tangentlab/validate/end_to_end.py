@@ -109,11 +109,13 @@ def decide(measure_dirs: Sequence[Path], run_dir: Path) -> dict[str, tuple[str, 
 
 def enrichment_intervals(measure_dirs: Sequence[Path], run_dir: Path
                          ) -> tuple[tuple[float | None, float | None, float | None], ...]:
-    """Per unit and site, the last checkpoint's enrichment (value, CI low, CI high).
+    """Per unit, site and checkpoint, the enrichment (value, CI low, CI high), in step order.
 
-    The number the enrichment row reads (:func:`tangentlab.report.units.energy_source`: the
+    The test the enrichment row reads (:func:`tangentlab.report.units.energy_source`: the
     reachable or constrained test where gradients are forced, else the plain one), read through
-    the report's own tables; None for a missing or non-finite number.
+    the report's own tables at every checkpoint (the row reads the last and step 0; the
+    coverage check needs them all: at the standard setting one interval per unit could not
+    tell an interval half as wide from a right one); None for a missing or non-finite number.
     """
     from tangentlab.report.units import energy_source
     from tangentlab.report.verdicts import measure_stages, models
@@ -126,9 +128,9 @@ def enrichment_intervals(measure_dirs: Sequence[Path], run_dir: Path
     for model in models(data, measure_stages(data)):
         for site in model.table.sites("enrichment"):
             src = energy_source(model, site)
-            e = src.table.get(src.enrichment, site=site,
-                              step=src.table.last_step(src.enrichment, site))
-            out.append((num(e.value), num(e.ci_low), num(e.ci_high)))
+            for step in src.table.steps(src.enrichment, site):
+                e = src.table.get(src.enrichment, site=site, step=step)
+                out.append((num(e.value), num(e.ci_low), num(e.ci_high)))
     return tuple(out)
 
 

@@ -184,8 +184,8 @@ def _coverage_checks(cfg: EndToEndConfig, results: Sequence[SimulationResult],
                      rows: list[dict[str, Any]], bound: bool) -> list[dict[str, Any]]:
     """The enrichment interval against the planted truth, pooled over the scenarios that fix it.
 
-    Every unit's last-checkpoint interval (:attr:`SimulationResult.enrichment_intervals`) in a
-    scenario whose enrichment is exact (:func:`~tangentlab.validate.planted_scenarios.
+    Every unit's interval at every checkpoint (:attr:`SimulationResult.enrichment_intervals`) in
+    a scenario whose enrichment is exact at every step (:func:`~tangentlab.validate.planted_scenarios.
     enrichment_truth`): its coverage must reach :data:`COVERAGE_MIN` and the truth may lie above
     it at most :data:`TRUTH_ABOVE_MAX` of the time, each judged with the exact binomial 1% tail.
     The rows' own checks cannot see an interval that is too narrow: intersection-union asks every
@@ -204,7 +204,7 @@ def _coverage_checks(cfg: EndToEndConfig, results: Sequence[SimulationResult],
     below = sum(lo > t for (_, lo, _), t in pairs)
     covered = n - above - below
     scen = sorted({r.scenario for r in results if enrichment_truth(r.scenario) is not None})
-    detail = (f"{covered}/{n} last-checkpoint unit intervals cover the planted enrichment "
+    detail = (f"{covered}/{n} unit intervals (every checkpoint) cover the planted enrichment "
               f"({len(scen)} scenarios); truth above {above}, below {below}")
     out = []
     for metric, k, band in (("coverage", covered, {"low": COVERAGE_MIN}),

@@ -14,8 +14,8 @@ the simulations in flight:
 - ``simulations/<scenario>/sim<NNN>.json`` (:func:`record_path`), one per finished simulation:
   ``kind`` (:data:`RECORD_KIND`), ``scenario``, ``sim``, ``statuses`` (prediction row → status
   word), ``reasons`` (row → the combined reason), ``seconds``, ``error`` ("" when it ran),
-  ``enrichment_intervals`` (each unit's last-checkpoint enrichment ``[value, CI low, CI high]``
-  as the enrichment row read it; null where a number is missing), ``config_hash``, ``git`` and
+  ``enrichment_intervals`` (each unit's enrichment ``[value, CI low, CI high]`` at every
+  checkpoint, from the test the enrichment row reads; null where a number is missing), ``config_hash``, ``git`` and
   ``shard``: the settings fingerprint it was run under.
 - ``manifest.json``, written last (after ``results.csv``, ``checks.json`` and ``statuses.csv``,
   or, for a shard, alone): a directory holding the settings file and no manifest is unfinished.
@@ -64,9 +64,9 @@ class SimulationResult:
     reasons: dict[str, str]
     seconds: float
     error: str = ""  #: why the simulation raised ("" when it ran); every row is then "not run"
-    #: per unit, the last checkpoint's enrichment (value, CI low, CI high) the enrichment row read
-    #: (None where a number is missing): the coverage check of :func:`~tangentlab.validate.
-    #: end_to_end.summarize` compares them with the planted truth
+    #: per unit and checkpoint, the enrichment (value, CI low, CI high) of the test the enrichment
+    #: row reads (None where a number is missing): the coverage check of
+    #: :func:`~tangentlab.validate.end_to_end_checks.summarize` compares them with the truth
     enrichment_intervals: tuple[tuple[float | None, float | None, float | None], ...] = ()
 
 
