@@ -30,11 +30,7 @@ newest checkpoint keeps ``optimizer.pt`` (older ones are pure model snapshots).
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
-import os
-import shutil
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -44,6 +40,14 @@ from typing import Any
 from tangentlab.empirical.loading.checkpoints import list_checkpoints
 from tangentlab.empirical.loading.data import make_batch
 from tangentlab.empirical.training import train_step
+from tangentlab.empirical.training.run_files import (
+    check_resume,
+    load_resume_point,
+    read_log,
+    save_checkpoint,
+    write_inputs,
+    write_log,
+)
 from tangentlab.empirical.training.train_config import (
     PRESETS,
     TrainConfig,
@@ -51,8 +55,7 @@ from tangentlab.empirical.training.train_config import (
     resolve_train_config,
 )
 from tangentlab.empirical.training.train_step import NO_TIMER, DDPOptions, StepTimer
-from tangentlab.errors import CheckpointError, ConfigError
-from tangentlab.runs import TRAIN_CONFIG_NAME
+from tangentlab.errors import ConfigError
 
 __all__ = ["TrainConfig", "PRESETS", "TrainState", "train_model", "check_inloop",
            "checkpoint_schedule", "list_checkpoints", "make_batch", "resolve_train_config"]
@@ -101,73 +104,6 @@ def _lr_factor(step: int, cfg: TrainConfig) -> float:
     span = max(1, cfg.steps - cfg.warmup_steps)
     prog = min(1.0, (step - cfg.warmup_steps) / span)
     return cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * prog))
-
-
-def _ckpt_name(step: int) -> str:
-    return f"step_{step:06d}"
-
-
-def _save_checkpoint(run_dir: Path, step: int, model, tokenizer, optimizers, state: dict) -> Path:
-    import torch
-
-    root = run_dir / "checkpoints"
-    root.mkdir(parents=True, exist_ok=True)
-    final = root / _ckpt_name(step)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.partial-", dir=root))
-    try:
-        model.save_pretrained(str(tmp))
-        tokenizer.save_pretrained(str(tmp))
-        torch.save(
-            {"optimizers": [o.state_dict() for o in optimizers], "torch_rng": torch.get_rng_state()},
-            tmp / "optimizer.pt",
-        )
-        (tmp / "train_state.json").write_text(json.dumps(state, indent=2) + "\n")
-        from tangentlab._faults import pause_point
-
-        pause_point("checkpoint", step)  # test-only: a kill here leaves a half-built checkpoint
-        if final.exists():
-            shutil.rmtree(final)
-        os.replace(tmp, final)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    for s, d in list_checkpoints(run_dir):  # only the newest keeps the optimizer state
-        if s != step:
-            (d / "optimizer.pt").unlink(missing_ok=True)
-    return final
-
-
-def _write_log(run_dir: Path, rows: list[dict]) -> None:
-    from tangentlab.runs import atomic_write_text
-
-    cols = ["step", "loss", "lr", "tokens_seen"]
-    lines = [",".join(cols)] + [",".join(repr(r[c]) if isinstance(r[c], float) else str(r[c])
-                                         for c in cols) for r in rows]
-    atomic_write_text(run_dir / "train_log.csv", "\n".join(lines) + "\n")
-
-
-def _read_log(run_dir: Path, upto: int) -> list[dict]:
-    """The rows of ``train_log.csv`` up to step ``upto``; a malformed line is a CheckpointError."""
-    from tangentlab.readers import read_text
-
-    p = run_dir / "train_log.csv"
-    if not p.is_file():
-        return []
-    hint = "fix or delete it to resume (the loss log then restarts at the resumed step)"
-    rows = []
-    for lineno, line in enumerate(read_text(p, error=CheckpointError, hint=hint).splitlines()[1:], 2):
-        if not line.strip():
-            continue
-        try:
-            s, loss, lr, tok = line.split(",")
-            row = {"step": int(s), "loss": float(loss), "lr": float(lr), "tokens_seen": int(tok)}
-        except ValueError:
-            raise CheckpointError(
-                f"{str(p)!r} line {lineno} is not 'step,loss,lr,tokens_seen' (whole number, "
-                f"number, number, whole number): {line[:60]!r}; {hint}") from None
-        if row["step"] <= upto:
-            rows.append(row)
-    return rows
 
 
 def train_model(
@@ -253,28 +189,8 @@ def _train(
 
     from tangentlab._runtime import quiet_transformers
     from tangentlab.config import config_hash, config_to_dict
-    from tangentlab.empirical.loading.corpus import (
-        frequency_table,
-        load_texts,
-        save_frequency_table,
-        split_texts,
-    )
-    from tangentlab.empirical.loading.models import build_model, resolve_device
-    from tangentlab.empirical.loading.tokenizer import (
-        encode_stream,
-        load_tokenizer,
-        train_tokenizer,
-    )
-    from tangentlab.progress import log, progress
-    from tangentlab.runs import (
-        Timer,
-        atomic_write_json,
-        atomic_write_text,
-        build_manifest,
-        check_output_dir,
-        remove_partials,
-        write_manifest,
-    )
+    from tangentlab.empirical.loading.models import resolve_device
+    from tangentlab.runs import Timer
 
     quiet_transformers()
     from tangentlab import distributed
@@ -289,9 +205,85 @@ def _train(
     phases = Timer()
     cfg_dict = config_to_dict(cfg)
     chash = config_hash(cfg_dict)
+    existing = _checked_run_dir(run_dir, world, resume, cfg_dict, chash)
+    world.barrier()  # every rank has checked the folder before rank 0 writes into it
+    with phases("data"):
+        split, data = _training_data(cfg, run_dir, world, resume, options)
+    tokenizer, stream_np, counts, n_train_docs, n_eval_docs = data
+    stream = torch.from_numpy(stream_np)
+    # The run's inputs, the config first (it marks the folder as a training run). On resume,
+    # whatever a stopped run had not written yet is written now; each file is atomic.
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if world.is_main:  # rank 0 alone writes
+        write_inputs(run_dir, cfg_dict, tokenizer, counts, split.eval if split else ())
+    model, optimizers, ddp, probe = _model_and_optimizers(cfg, tokenizer, dev, world, options, timer)
+    schedule = checkpoint_schedule(cfg.steps, cfg.n_checkpoints, cfg.late_checkpoints)
+    start, tokens_seen, log_rows, resumed = _resume_point(run_dir, existing, resume, cfg, model,
+                                                          optimizers, dev)
+    special = [i for i in (tokenizer.pad_token_id, tokenizer.eos_token_id) if i is not None]
+    user_callbacks = list(callbacks)  # the same on every rank: when to reduce the logged loss
+    # rank 0 alone logs, measures in-loop and writes
+    callbacks = _rank_callbacks(cfg, run_dir, tokenizer, split, special, start, user_callbacks,
+                                world)
+    save = _checkpoint_writer(run_dir, cfg, chash, world, phases, model, tokenizer, optimizers,
+                              log_rows)
+    if not resumed:  # a new run, or one that stopped before its first checkpoint
+        save(0, float("nan"), tokens_seen)
 
-    # under the run lock: check again what train_model checked before taking it, and clear what
-    # a killed writer left half-written (never read: a checkpoint counts once renamed into place)
+    model.train()
+    batch_args = {"batch_size": cfg.batch_size, "seq_len": cfg.seq_len, "arch": cfg.arch,
+                  "seed": cfg.seed, "mask_id": tokenizer.mask_token_id, "vocab_size": len(tokenizer),
+                  "mlm_probability": cfg.mlm_probability, "special_ids": special}
+    stepper = train_step.Stepper(
+        model=model, ddp=ddp, probe=probe, optimizers=optimizers, scaler=scaler, world=world,
+        cfg=cfg, device=dev, autocast=autocast, options=options, timer=timer, stream=stream,
+        batch_args=batch_args, lr_at=lambda step: cfg.lr * _lr_factor(step, cfg))
+    with phases("train"):
+        _run_steps(cfg, options, timer, phases, stepper, train_step.LossLog(world), model=model,
+                   run_dir=run_dir, start=start, tokens_seen=tokens_seen, schedule=schedule,
+                   callbacks=callbacks, user_callbacks=user_callbacks, log_rows=log_rows,
+                   save=save)
+    model.eval()
+    if world.is_main:
+        _write_train_manifest(run_dir, cfg, model, dev, phases, len(tokenizer), {
+            "train_tokens": int(stream_np.size), "eval_documents": n_eval_docs,
+            "train_documents": n_train_docs, "resumed_from": start if resume else None,
+            "distributed": dist_record, "autocast": autocast or None,
+            "ddp_options": options.record() if world.distributed else None})
+    world.barrier()  # every rank returns a complete run: rank 0 has written the last checkpoint
+    return run_dir
+
+
+def _checkpoint_writer(run_dir: Path, cfg: TrainConfig, chash: str, world, phases, model,
+                       tokenizer, optimizers, log_rows: list[dict]) -> Callable[[int, float, int], None]:
+    """``save(step, loss, tokens_seen)``: on rank 0, the checkpoint of ``step`` and the loss log.
+
+    Every rank calls it; the others return at once.
+    """
+    state_base = {"arch": cfg.arch, "preset": cfg.preset, "seed": cfg.seed, "config_hash": chash,
+                  "tie_embeddings": cfg.tie_embeddings, "optimizer": cfg.optimizer}
+
+    def save(step: int, loss: float, tokens: int) -> None:
+        if not world.is_main:
+            return
+        with phases("checkpoints"):
+            save_checkpoint(run_dir, step, model, tokenizer, optimizers,
+                            {**state_base, "step": step, "tokens_seen": tokens, "loss": loss})
+            write_log(run_dir, log_rows)
+
+    return save
+
+
+def _checked_run_dir(run_dir: Path, world, resume: bool, cfg_dict: dict, chash: str) -> list:
+    """Check the run folder under the run lock; return its complete checkpoints ``(step, path)``.
+
+    What ``train_model`` checked before taking the lock is checked again, what a killed writer
+    left half-written is cleared (never read: a checkpoint counts once renamed into place), and
+    a resume is checked against the saved config (:func:`~.run_files.check_resume`).
+    """
+    from tangentlab.progress import log
+    from tangentlab.runs import check_output_dir, remove_partials
+
     if world.is_main:
         check_output_dir(run_dir, kind="empirical/train", existing="resume" if resume else "refuse")
     for folder in (run_dir, run_dir / "checkpoints") if world.is_main else ():
@@ -299,112 +291,102 @@ def _train(
             log(f"removed {p.name}, left half-written by an interrupted run")
     existing = list_checkpoints(run_dir)
     if resume:
-        if not (run_dir / TRAIN_CONFIG_NAME).is_file():
-            raise CheckpointError(
-                f"nothing to resume: {str(run_dir)!r} holds no training run; drop --resume to "
-                "start one"
-            )
-        from tangentlab.readers import read_json
+        check_resume(run_dir, cfg_dict, chash, existing)
+    return existing
 
-        saved = read_json(run_dir / TRAIN_CONFIG_NAME, expect=dict, error=CheckpointError,
-                          hint=f"cannot resume {str(run_dir)!r}; delete the folder and train again")
-        if config_hash(saved) != chash:
-            diff = sorted(k for k in cfg_dict if saved.get(k) != cfg_dict[k])
-            raise ConfigError(f"cannot resume {str(run_dir)!r}: config differs in {', '.join(diff)}")
-        if existing and not any((d / "optimizer.pt").is_file() for _, d in existing):
-            raise CheckpointError(
-                f"cannot resume {str(run_dir)!r}: no checkpoint keeps its optimizer state; delete "
-                f"{str(run_dir / 'checkpoints')!r} to restart from step 0"
-            )
 
-    world.barrier()  # every rank has checked the folder before rank 0 writes into it
-    # Data and tokenizer (validated before anything is written).
-    # Under DDP rank 0 alone builds them (options.rank0_data) and broadcasts: the other ranks
-    # would only compete with it for the cores.
+def _training_data(cfg: TrainConfig, run_dir: Path, world, resume: bool, options: DDPOptions):
+    """The split texts and ``(tokenizer, stream, counts, n_train_docs, n_eval_docs)``.
+
+    The training stream is a 1-D int array of token ids; ``counts`` its token counts, shape
+    (vocab,). Validated before anything is written. Under DDP rank 0 alone builds them
+    (``options.rank0_data``) and broadcasts: the other ranks would only compete with it for the
+    cores (their split is then None).
+    """
+    from tangentlab.empirical.loading.corpus import frequency_table, load_texts, split_texts
+    from tangentlab.empirical.loading.tokenizer import (
+        encode_stream,
+        load_tokenizer,
+        train_tokenizer,
+    )
+
     split, data = None, None
-    with phases("data"):
-        if world.is_main or not options.rank0_data:
-            docs = load_texts(cfg.corpus, max_docs=cfg.max_docs)
-            split = split_texts(docs, cfg.eval_fraction, seed=cfg.seed)
-            if resume and (run_dir / "tokenizer" / "tokenizer.json").is_file():
-                tokenizer = load_tokenizer(run_dir / "tokenizer")
-            else:
-                tokenizer = train_tokenizer(split.train, cfg.vocab_size)
-            stream_np = encode_stream(tokenizer, split.train, max_tokens=cfg.max_train_tokens)
-            if stream_np.size <= cfg.seq_len + 1:
-                raise ConfigError(
-                    f"the training stream has only {stream_np.size} tokens, fewer than seq_len "
-                    f"{cfg.seq_len}; use a larger corpus or a smaller seq_len"
-                )
-            counts = frequency_table(stream_np, len(tokenizer))
-            data = (tokenizer, stream_np, counts, len(split.train), len(split.eval))
-        if world.distributed:  # every rank trains on rank 0's tokenizer and stream
-            data = world.broadcast_object(data)
-    tokenizer, stream_np, counts, n_train_docs, n_eval_docs = data
-    vocab = len(tokenizer)
-    stream = torch.from_numpy(stream_np)
+    if world.is_main or not options.rank0_data:
+        docs = load_texts(cfg.corpus, max_docs=cfg.max_docs)
+        split = split_texts(docs, cfg.eval_fraction, seed=cfg.seed)
+        if resume and (run_dir / "tokenizer" / "tokenizer.json").is_file():
+            tokenizer = load_tokenizer(run_dir / "tokenizer")
+        else:
+            tokenizer = train_tokenizer(split.train, cfg.vocab_size)
+        stream_np = encode_stream(tokenizer, split.train, max_tokens=cfg.max_train_tokens)
+        if stream_np.size <= cfg.seq_len + 1:
+            raise ConfigError(
+                f"the training stream has only {stream_np.size} tokens, fewer than seq_len "
+                f"{cfg.seq_len}; use a larger corpus or a smaller seq_len"
+            )
+        counts = frequency_table(stream_np, len(tokenizer))
+        data = (tokenizer, stream_np, counts, len(split.train), len(split.eval))
+    if world.distributed:  # every rank trains on rank 0's tokenizer and stream
+        data = world.broadcast_object(data)
+    return split, data
 
-    # The run's inputs, the config first (it marks the folder as a training run). On resume,
-    # whatever a stopped run had not written yet is written now; each file is atomic.
-    run_dir.mkdir(parents=True, exist_ok=True)
-    if world.is_main and not (run_dir / TRAIN_CONFIG_NAME).is_file():  # rank 0 alone writes
-        atomic_write_json(run_dir / TRAIN_CONFIG_NAME, cfg_dict)
-    if world.is_main and not (run_dir / "tokenizer" / "tokenizer.json").is_file():
-        tok_tmp = Path(tempfile.mkdtemp(prefix=".tokenizer.partial-", dir=run_dir))
-        tokenizer.save_pretrained(str(tok_tmp))
-        if (run_dir / "tokenizer").exists():
-            shutil.rmtree(run_dir / "tokenizer")
-        os.replace(tok_tmp, run_dir / "tokenizer")
-    if world.is_main and not (run_dir / "frequency.csv").is_file():
-        save_frequency_table(counts, run_dir / "frequency.csv")
-    if world.is_main and not (run_dir / "eval.jsonl").is_file():
-        atomic_write_text(run_dir / "eval.jsonl",
-                          "".join(json.dumps({"text": t}) + "\n" for t in split.eval))
+
+def _model_and_optimizers(cfg: TrainConfig, tokenizer, dev: str, world, options: DDPOptions,
+                          timer: StepTimer) -> tuple:
+    """The model built from ``cfg`` (seeded) on ``dev``, its optimizers, DDP wrapper and probe.
+
+    The wrapper and the probe are those of :func:`~.train_step.wrap_ddp` (on several ranks).
+    """
+    from tangentlab.empirical.loading.models import build_model
 
     model = build_model(
-        cfg.arch, vocab_size=vocab, d_model=cfg.d_model, n_layers=cfg.n_layers,
+        cfg.arch, vocab_size=len(tokenizer), d_model=cfg.d_model, n_layers=cfg.n_layers,
         n_heads=cfg.n_heads, seq_len=cfg.seq_len, d_ff=cfg.d_ff or None,
         tie_embeddings=cfg.tie_embeddings, dropout=cfg.dropout,
         pad_token_id=tokenizer.pad_token_id or 0, seed=cfg.seed,
     )
     model.to(dev)
     ddp, probe = train_step.wrap_ddp(model, world, options, timer)  # DDP on several ranks
-    optimizers = train_step.build_optimizers(model, cfg)
-    schedule = checkpoint_schedule(cfg.steps, cfg.n_checkpoints, cfg.late_checkpoints)
-    start, tokens_seen, log_rows = 0, 0, []
+    return model, train_step.build_optimizers(model, cfg), ddp, probe
+
+
+def _resume_point(run_dir: Path, existing: list, resume: bool, cfg: TrainConfig, model,
+                  optimizers, dev: str) -> tuple[int, int, list[dict], bool]:
+    """``(start step, tokens seen, loss-log rows, resumed)`` of this run.
+
+    When resuming: the newest checkpoint that kept its optimizer state (loaded into ``model``
+    and ``optimizers``); else step 0 with nothing seen.
+    """
+    from tangentlab.progress import log
 
     resumable = [(s, d) for s, d in existing if (d / "optimizer.pt").is_file()] if resume else []
     if resume and not resumable:
         log(f"{str(run_dir)!r} stopped before its first checkpoint: restarting {cfg.arch} from "
             "step 0 (reusing its config and tokenizer)")
-    if resumable:
-        start, ck = resumable[-1]
-        from safetensors.torch import load_file
-        try:
-            sd = load_file(str(ck / "model.safetensors"))
-            missing, unexpected = model.load_state_dict(sd, strict=False)
-            opt = torch.load(ck / "optimizer.pt", weights_only=True, map_location=dev)
-        except Exception as exc:
-            raise CheckpointError(f"checkpoint {str(ck)!r} is corrupt ({type(exc).__name__}); delete it and resume again") from None
-        if unexpected or any(not _is_tied_key(k) for k in missing):
-            raise CheckpointError(f"checkpoint {str(ck)!r} does not match the model (missing {missing[:3]}, unexpected {unexpected[:3]})")
-        if cfg.tie_embeddings:
-            model.tie_weights()
-        for o, s in zip(optimizers, opt["optimizers"], strict=True):
-            o.load_state_dict(s)
-        torch.set_rng_state(opt["torch_rng"])
-        from tangentlab.readers import read_json
+    if not resumable:
+        return 0, 0, [], False
+    start, ck = resumable[-1]
+    tokens_seen = load_resume_point(ck, model, optimizers, tie_embeddings=cfg.tie_embeddings,
+                                    device=dev)
+    log_rows = read_log(run_dir, start)
+    log(f"resuming {cfg.arch} from step {start}")
+    return start, tokens_seen, log_rows, True
 
-        st = read_json(ck / "train_state.json", fields={"tokens_seen": int}, error=CheckpointError,
-                       hint="delete that checkpoint and resume again")
-        tokens_seen = st["tokens_seen"]
-        log_rows = _read_log(run_dir, start)
-        log(f"resuming {cfg.arch} from step {start}")
 
-    special = [i for i in (tokenizer.pad_token_id, tokenizer.eos_token_id) if i is not None]
-    callbacks = list(callbacks)
-    user_callbacks = list(callbacks)  # the same on every rank: when to reduce the logged loss
-    if cfg.measure_every > 0 and world.is_main:  # rank 0 alone measures in-loop
+def _rank_callbacks(cfg: TrainConfig, run_dir: Path, tokenizer, split, special: list[int],
+                    start: int, user_callbacks: list, world) -> list:
+    """The callbacks this rank runs after each step (none but on rank 0).
+
+    On rank 0: the in-loop measurement (when ``cfg.measure_every`` > 0 and the eval text is long
+    enough), then the user's.
+    """
+    if not world.is_main:
+        return []
+    callbacks = list(user_callbacks)
+    if cfg.measure_every > 0:  # rank 0 alone measures in-loop
+        import torch
+
+        from tangentlab.empirical.loading.tokenizer import encode_stream
         from tangentlab.empirical.training.inloop import InLoopMeasure
 
         ev = torch.from_numpy(encode_stream(tokenizer, split.eval,
@@ -412,77 +394,77 @@ def _train(
         if ev.numel() > cfg.seq_len + 1:
             batch = make_batch(ev, 0, batch_size=cfg.batch_size, seq_len=cfg.seq_len,
                                arch=cfg.arch, seed=cfg.seed + 1, mask_id=tokenizer.mask_token_id,
-                               vocab_size=vocab, mlm_probability=cfg.mlm_probability,
+                               vocab_size=len(tokenizer), mlm_probability=cfg.mlm_probability,
                                special_ids=special)
             callbacks.insert(0, InLoopMeasure(
                 run_dir, cfg.arch, batch, every=cfg.measure_every, site=cfg.measure_site,
                 rank=cfg.measure_rank, final_step=cfg.steps, seed=cfg.seed, start_step=start))
-    state_base = {"arch": cfg.arch, "preset": cfg.preset, "seed": cfg.seed, "config_hash": chash,
-                  "tie_embeddings": cfg.tie_embeddings, "optimizer": cfg.optimizer}
+    return callbacks
 
-    if not world.is_main:  # rank 0 alone logs, measures in-loop and writes
-        callbacks = []
 
-    def save(step: int, loss: float) -> None:
-        if not world.is_main:
-            return
-        with phases("checkpoints"):
-            _save_checkpoint(run_dir, step, model, tokenizer, optimizers,
-                             {**state_base, "step": step, "tokens_seen": tokens_seen, "loss": loss})
-            _write_log(run_dir, log_rows)
+def _run_steps(cfg: TrainConfig, options: DDPOptions, timer: StepTimer, phases, stepper, losses,
+               *, model, run_dir: Path, start: int, tokens_seen: int, schedule: list[int],
+               callbacks: list, user_callbacks: list, log_rows: list[dict],
+               save: Callable[[int, float, int], None]) -> None:
+    """Train steps ``start`` … ``cfg.steps - 1``.
 
-    if not resumable:  # a new run, or one that stopped before its first checkpoint
-        save(0, float("nan"))
+    After each step: the loss log when due, the callbacks, and the scheduled checkpoint
+    (``save(step, loss, tokens_seen)``).
+    """
+    from tangentlab import distributed
+    from tangentlab.progress import progress
 
-    model.train()
     bar = progress(range(start, cfg.steps), total=cfg.steps, initial=start, desc=f"train {cfg.arch}")
-    batch_args = {"batch_size": cfg.batch_size, "seq_len": cfg.seq_len, "arch": cfg.arch,
-                  "seed": cfg.seed, "mask_id": tokenizer.mask_token_id, "vocab_size": vocab,
-                  "mlm_probability": cfg.mlm_probability, "special_ids": special}
     step_tokens = cfg.batch_size * cfg.seq_len
-    stepper = train_step.Stepper(
-        model=model, ddp=ddp, probe=probe, optimizers=optimizers, scaler=scaler, world=world,
-        cfg=cfg, device=dev, autocast=autocast, options=options, timer=timer, stream=stream,
-        batch_args=batch_args, lr_at=lambda step: cfg.lr * _lr_factor(step, cfg))
-    losses = train_step.LossLog(world)
     t0 = time.perf_counter()
-    with phases("train"):
-        for step in bar:
-            timer.begin_step(step)
-            logged, lr = stepper(step)  # data, forward, backward (+ all-reduce), optimizer
-            tokens_seen += step_tokens
-            done = step + 1
-            losses.add(done, logged, {"lr": lr, "tokens_seen": tokens_seen})
-            due = (any(train_step.callback_due(cb, done, cfg.steps) for cb in user_callbacks)
-                   or (cfg.measure_every > 0
-                       and (done % cfg.measure_every == 0 or done == cfg.steps)))
-            lv = math.nan  # known on the steps that reduce the pending losses
-            if (len(losses) >= options.log_every or done in schedule or done == cfg.steps
-                    or due):
-                with timer.section("logging"):
-                    rows = losses.flush()  # one collective (and host sync) for the pending steps
-                bad = train_step.first_non_finite(rows)
-                if bad is not None:
-                    raise ConfigError(f"training diverged at step {bad[0] - 1} (loss {bad[1]}); "
-                                      "lower lr")
-                log_rows.extend({"step": s, "loss": v, **extra} for s, v, extra in rows)
-                lv = rows[-1][1]
-                rate = (done - start) * step_tokens / max(1e-9, time.perf_counter() - t0)
-                bar.set_postfix(loss=f"{lv:.3f}", tok_s=f"{rate:.0f}")
-            st = TrainState(step=done, loss=lv, model=model, config=cfg, run_dir=run_dir,
-                            tokens_seen=tokens_seen)
-            for cb in callbacks:
-                with phases("callbacks"):
-                    model.eval()
-                    cb(st)
-                    model.train()
-            if done in schedule:
+    for step in bar:
+        timer.begin_step(step)
+        logged, lr = stepper(step)  # data, forward, backward (+ all-reduce), optimizer
+        tokens_seen += step_tokens
+        done = step + 1
+        losses.add(done, logged, {"lr": lr, "tokens_seen": tokens_seen})
+        due = (any(train_step.callback_due(cb, done, cfg.steps) for cb in user_callbacks)
+               or (cfg.measure_every > 0
+                   and (done % cfg.measure_every == 0 or done == cfg.steps)))
+        lv = math.nan  # known on the steps that reduce the pending losses
+        if len(losses) >= options.log_every or done in schedule or done == cfg.steps or due:
+            lv = _flush_losses(losses, timer, log_rows)
+            rate = (done - start) * step_tokens / max(1e-9, time.perf_counter() - t0)
+            bar.set_postfix(loss=f"{lv:.3f}", tok_s=f"{rate:.0f}")
+        st = TrainState(step=done, loss=lv, model=model, config=cfg, run_dir=run_dir,
+                        tokens_seen=tokens_seen)
+        for cb in callbacks:
+            with phases("callbacks"):
                 model.eval()
-                save(done, lv)
+                cb(st)
                 model.train()
-            timer.end_step()
-            distributed.fault_point("train_step", done)  # test hook (TANGENTLAB_FAULT)
-    model.eval()
+        if done in schedule:
+            model.eval()
+            save(done, lv, tokens_seen)
+            model.train()
+        timer.end_step()
+        distributed.fault_point("train_step", done)  # test hook (TANGENTLAB_FAULT)
+
+
+def _flush_losses(losses, timer: StepTimer, log_rows: list[dict]) -> float:
+    """Reduce the pending losses, append them to ``log_rows`` and return the last one.
+
+    One collective (and host sync) for the pending steps. A non-finite loss is a ConfigError
+    (the run diverged).
+    """
+    with timer.section("logging"):
+        rows = losses.flush()  # one collective (and host sync) for the pending steps
+    bad = train_step.first_non_finite(rows)
+    if bad is not None:
+        raise ConfigError(f"training diverged at step {bad[0] - 1} (loss {bad[1]}); lower lr")
+    log_rows.extend({"step": s, "loss": v, **extra} for s, v, extra in rows)
+    return rows[-1][1]
+
+
+def _write_train_manifest(run_dir: Path, cfg: TrainConfig, model, dev: str, phases, vocab: int,
+                          extra: dict) -> None:
+    """Write the run's ``manifest.json`` (last: the run is complete)."""
+    from tangentlab.runs import build_manifest, write_manifest
 
     ckpts = list_checkpoints(run_dir)
     manifest = build_manifest(
@@ -490,17 +472,6 @@ def _train(
         timings=phases.as_dict(),
         extra={"arch": cfg.arch, "family": model.config.model_type,
                "tie_embeddings": cfg.tie_embeddings, "vocab_size": vocab,
-               "checkpoint_steps": [s for s, _ in ckpts], "train_tokens": int(stream_np.size),
-               "eval_documents": n_eval_docs, "train_documents": n_train_docs,
-               "resumed_from": start if resume else None, "distributed": dist_record,
-               "autocast": autocast or None,
-               "ddp_options": options.record() if world.distributed else None},
+               "checkpoint_steps": [s for s, _ in ckpts], **extra},
     )
-    if world.is_main:
-        write_manifest(run_dir, manifest)
-    world.barrier()  # every rank returns a complete run: rank 0 has written the last checkpoint
-    return run_dir
-
-
-def _is_tied_key(key: str) -> bool:
-    return key.endswith(("lm_head.weight", "predictions.decoder.weight", "predictions.decoder.bias"))
+    write_manifest(run_dir, manifest)

@@ -117,16 +117,16 @@ def test_resume_before_the_first_checkpoint_restarts_from_step_zero(
         tmp_path, monkeypatch, uninterrupted):
     import tangentlab.empirical.training.train as train
 
-    real = train._save_checkpoint
+    real = train.save_checkpoint
 
     def killed_before_first_checkpoint(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(train, "_save_checkpoint", killed_before_first_checkpoint)
+    monkeypatch.setattr(train, "save_checkpoint", killed_before_first_checkpoint)
     run = tmp_path / "cut"
     with pytest.raises(KeyboardInterrupt):
         train_model("decoder", run, preset="tiny", device="cpu", overrides=_OV)
-    monkeypatch.setattr(train, "_save_checkpoint", real)
+    monkeypatch.setattr(train, "save_checkpoint", real)
     assert (run / "train_config.json").is_file() and (run / "tokenizer").is_dir()
     assert list_checkpoints(run) == []
     (run / "eval.jsonl").unlink()  # as if killed before the eval documents were written
