@@ -20,7 +20,11 @@ Every rule of ``docs/architecture.md`` is one assertion here:
   export of ``train_model`` aside);
 - no module imports another package's private (``_name``) module: a public name is missing there;
 - there is no import cycle anywhere in the package;
-- no module is over 500 lines, except the stated exceptions below, which may not grow.
+- no module is over 500 lines, except the stated exceptions below, which may not grow;
+- no function or method is over 80 lines, except the stated exceptions below, which may not grow;
+- names are imported plainly: no private alias (``import x as _x``);
+- no package folder holds more than 15 modules (``__init__.py`` not counted), except the stated
+  exceptions below, which may not grow;
 - following ``measure_trajectory``'s ``trajectory`` takes at most 25 stops and 8 returns
   (:func:`test_the_trajectory_argument_takes_a_short_walk`).
 
@@ -305,6 +309,178 @@ def test_the_exceptions_are_still_needed():
              if not (ROOT.parent / rel).is_file()
              or len((ROOT.parent / rel).read_text().splitlines()) <= MAX_LINES]
     assert stale == []
+
+
+# -- the function budget and the room budget -----------------------------------------------------
+
+MAX_FUNCTION_LINES = 80
+#: functions and methods over 80 lines today (``"path::Qualified.name"``), with the length each
+#: may not pass: extract a well-named helper before adding to one; one back within 80 leaves
+LONG_FUNCTIONS = {
+    "tangentlab/pipeline/stages.py::run_stages": 177,
+    "tangentlab/measure/batch_test.py::batch_control_test": 159,
+    "tangentlab/report/html_page.py::render_html": 146,
+    "tangentlab/synthetic/experiments/proxy_recovery.py::ProxyRecoveryExperiment.run": 133,
+    "tangentlab/theory/visibility.py::CurvatureVisibility._build": 132,  # a derivation's steps
+    "tangentlab/measure/energy.py::control_test": 123,
+    "tangentlab/theory/gradients.py::GradientComponents._build": 121,  # a derivation's steps
+    "tangentlab/synthetic/experiments/amplification.py::train_toy": 119,
+    "tangentlab/measure/curvature_stats.py::local_curvature": 119,
+    "tangentlab/empirical/measurement/collect.py::collect_test_half": 115,
+    "tangentlab/empirical/loading/site_table.py::_build_tables": 114,  # one table entry per family
+    "tangentlab/empirical/bridge/site_bridge.py::_curvature_rows": 114,
+    "tangentlab/validate/battery.py::run_battery": 113,
+    "tangentlab/synthetic/experiments/amplification.py::AmplificationExperiment.run": 108,
+    "tangentlab/measure/geometry.py::document_jackknife_correlation": 102,
+    "tangentlab/synthetic/experiments/gradient_ratio.py::GradientRatioExperiment.run": 100,
+    "tangentlab/measure/host_cost.py::host_seconds": 98,
+    "tangentlab/empirical/loading/models.py::load_model": 96,
+    "tangentlab/locks.py::run_lock": 94,
+    "tangentlab/empirical/measurement/protocol.py::measure_trajectory": 92,
+    "tangentlab/commands/empirical.py::register": 92,  # one parser entry per flag
+    "tangentlab/report/md_page.py::render_markdown": 90,
+    "tangentlab/validate/studies.py::coverage_study": 89,
+    "tangentlab/runs.py::check_output_dir": 89,
+    "tangentlab/report/figures.py::_draw": 86,
+    "tangentlab/config.py::_coerce": 85,
+    "tangentlab/empirical/loading/capture.py::capture_batch": 84,
+    "tangentlab/synthetic/experiments/river_valley.py::RiverValleyExperiment.run": 82,
+    "tangentlab/pipeline/reproduce.py::producers": 82,  # one Producer row per stage
+    "tangentlab/measure/zipf.py::fit_zipf": 82,
+}
+
+
+def _function_lengths(paths, base: Path) -> dict[str, int]:
+    """``"path::Qualified.name"`` → lines from the ``def`` line to the last line (docstring
+    included) of every function and method in ``paths`` (``path`` relative to ``base``). A
+    nested function counts in its parent and on its own; a name defined twice keeps the
+    longer."""
+    out: dict[str, int] = {}
+
+    def visit(node, rel: str, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                name = prefix + child.name
+                if not isinstance(child, ast.ClassDef):
+                    key = f"{rel}::{name}"
+                    out[key] = max(out.get(key, 0), child.end_lineno - child.lineno + 1)
+                visit(child, rel, name + ".")
+            else:
+                visit(child, rel, prefix)
+
+    for path in sorted(paths):
+        visit(ast.parse(path.read_text()), path.relative_to(base).as_posix(), "")
+    return out
+
+
+def _long_functions(lengths: dict[str, int], ceilings: dict[str, int]) -> list[str]:
+    return sorted(f"{name}: {n} lines (budget {ceilings.get(name, MAX_FUNCTION_LINES)})"
+                  for name, n in lengths.items() if n > ceilings.get(name, MAX_FUNCTION_LINES))
+
+
+def _stale_function_exceptions(lengths: dict[str, int], ceilings: dict[str, int]) -> list[str]:
+    return sorted(name for name in ceilings if lengths.get(name, 0) <= MAX_FUNCTION_LINES)
+
+
+def test_no_function_is_over_its_line_budget():
+    assert _long_functions(_function_lengths(ROOT.rglob("*.py"), ROOT.parent), LONG_FUNCTIONS) == []
+
+
+def test_the_function_exceptions_are_still_needed():
+    """An exception that fits the budget again (or is gone) leaves the list (it only shrinks)."""
+    lengths = _function_lengths(ROOT.rglob("*.py"), ROOT.parent)
+    assert _stale_function_exceptions(lengths, LONG_FUNCTIONS) == []
+
+
+def test_the_function_budget_fails_on_a_long_function(tmp_path):
+    """A method and a nested function over 80 lines are caught; a stated ceiling holds; an
+    exception back within 80 is stale."""
+    body = "".join(f"        x{i} = {i}\n" for i in range(80))
+    (tmp_path / "mod.py").write_text(
+        "class A:\n    def long(self):\n" + body + "\n"
+        "def outer():\n    def inner():\n" + body + "    return inner\n"
+        "def short():\n    return 1\n")
+    lengths = _function_lengths([tmp_path / "mod.py"], tmp_path)
+    assert lengths == {"mod.py::A.long": 81, "mod.py::outer": 83, "mod.py::outer.inner": 81,
+                       "mod.py::short": 2}
+    assert _long_functions(lengths, {}) == ["mod.py::A.long: 81 lines (budget 80)",
+                                            "mod.py::outer.inner: 81 lines (budget 80)",
+                                            "mod.py::outer: 83 lines (budget 80)"]
+    assert _long_functions(lengths, {"mod.py::A.long": 81, "mod.py::outer": 82,
+                                     "mod.py::outer.inner": 90}) == [
+        "mod.py::outer: 83 lines (budget 82)"]
+    assert _stale_function_exceptions(lengths, {"mod.py::A.long": 81, "mod.py::short": 90,
+                                                "mod.py::gone": 100}) == ["mod.py::gone",
+                                                                          "mod.py::short"]
+
+
+def _private_aliases(paths, base: Path) -> list[str]:
+    """Imports renamed to a private name (``import x as _x``, ``from m import y as _y``): the
+    alias hides where the name comes from."""
+    return sorted(f"{path.relative_to(base).as_posix()}:{node.lineno}: {ast.unparse(node)}"
+                  for path in paths for node in ast.walk(ast.parse(path.read_text()))
+                  if isinstance(node, (ast.Import, ast.ImportFrom))
+                  and any((a.asname or "").startswith("_") for a in node.names))
+
+
+def test_names_are_imported_plainly(tmp_path):
+    """No private import alias in the package; the check sees one in a function too."""
+    assert _private_aliases(ROOT.rglob("*.py"), ROOT.parent) == []
+    (tmp_path / "mod.py").write_text("import json\nimport numpy as np\n"
+                                     "def f():\n    from m import load as _load\n")
+    assert _private_aliases([tmp_path / "mod.py"], tmp_path) == [
+        "mod.py:4: from m import load as _load"]
+
+
+MAX_ROOM_MODULES = 15
+#: package folders holding more than 15 modules today (``__init__.py`` not counted), with the
+#: count each may not pass: split a folder into rooms before adding to it
+BIG_ROOMS = {
+    "tangentlab": 21,
+    "tangentlab/measure": 24,
+    "tangentlab/report": 20,
+}
+
+
+def _room_sizes(root: Path) -> dict[str, int]:
+    """Package folder (one with an ``__init__.py``, relative to ``root``'s parent) → how many
+    modules it holds, ``__init__.py`` not counted (sub-packages are rooms of their own)."""
+    return {d.relative_to(root.parent).as_posix():
+            sum(1 for p in d.glob("*.py") if p.name != "__init__.py")
+            for d in (root, *root.rglob("*")) if d.is_dir() and (d / "__init__.py").is_file()}
+
+
+def _big_rooms(sizes: dict[str, int], ceilings: dict[str, int]) -> list[str]:
+    return sorted(f"{room}: {n} modules (budget {ceilings.get(room, MAX_ROOM_MODULES)})"
+                  for room, n in sizes.items() if n > ceilings.get(room, MAX_ROOM_MODULES))
+
+
+def test_no_package_folder_holds_more_than_its_module_budget():
+    assert _big_rooms(_room_sizes(ROOT), BIG_ROOMS) == []
+
+
+def test_the_room_exceptions_are_still_needed():
+    """A folder back within 15 modules (or gone) leaves the list (it only shrinks)."""
+    sizes = _room_sizes(ROOT)
+    assert sorted(r for r in BIG_ROOMS if sizes.get(r, 0) <= MAX_ROOM_MODULES) == []
+
+
+def test_the_room_budget_fails_on_a_crowded_folder(tmp_path):
+    """Sixteen modules in a package folder break the budget; ``__init__.py`` and a
+    sub-package's modules do not count; a folder without ``__init__.py`` is no package."""
+    pkg = tmp_path / "pkg"
+    (pkg / "room").mkdir(parents=True)
+    (tmp_path / "loose").mkdir()
+    for d in (pkg, pkg / "room"):
+        (d / "__init__.py").write_text("")
+    for i in range(16):
+        (pkg / f"m{i}.py").write_text("")
+        (tmp_path / "loose" / f"m{i}.py").write_text("")
+    (pkg / "room" / "a.py").write_text("")
+    sizes = _room_sizes(pkg)
+    assert sizes == {"pkg": 16, "pkg/room": 1}
+    assert _big_rooms(sizes, {}) == ["pkg: 16 modules (budget 15)"]
+    assert _big_rooms(sizes, {"pkg": 16}) == []
 
 
 def test_the_checker_sees_lazy_imports_and_cycles(tmp_path):
