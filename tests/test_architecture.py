@@ -18,6 +18,7 @@ Every rule of ``docs/architecture.md`` is one assertion here:
 - measuring never imports the trainer: no ``empirical`` module outside the training room
   (``tangentlab.empirical.training``) imports a module of it (the package ``__init__``'s lazy
   export of ``train_model`` aside);
+- the loading room (``tangentlab.empirical.loading``) imports no other room of ``empirical``;
 - no module imports another package's private (``_name``) module: a public name is missing there;
 - there is no import cycle anywhere in the package;
 - no module is over 500 lines, except the stated exceptions below, which may not grow;
@@ -269,6 +270,21 @@ def test_measuring_never_imports_the_trainer(graph):
     assert _train_importers(graph) == []
 
 
+LOADING_ROOM = "tangentlab.empirical.loading"
+
+
+def _loading_reaching_out(graph) -> list[str]:
+    """Edges from the loading room to another room of ``empirical`` (loading is the bottom
+    room: it trains and measures nothing)."""
+    return sorted(f"{m} -> {t}" for m, targets in graph.items() if _in_room(m, LOADING_ROOM)
+                  for t in targets if _pillar(t) == "empirical" and not _in_room(t, LOADING_ROOM)
+                  and t != "tangentlab.empirical")
+
+
+def test_loading_imports_no_other_room_of_empirical(graph):
+    assert _loading_reaching_out(graph) == []
+
+
 def _private_crossings(graph) -> list[str]:
     """Imports of a module whose last name starts with ``_`` from outside its own package
     (the top-level private helpers are infrastructure, open to all)."""
@@ -326,7 +342,6 @@ LONG_FUNCTIONS = {
     "tangentlab/theory/gradients.py::GradientComponents._build": 121,  # a derivation's steps
     "tangentlab/synthetic/experiments/amplification.py::train_toy": 119,
     "tangentlab/measure/curvature_stats.py::local_curvature": 119,
-    "tangentlab/empirical/measurement/collect.py::collect_test_half": 115,
     "tangentlab/empirical/loading/site_table.py::_build_tables": 114,  # one table entry per family
     "tangentlab/empirical/bridge/site_bridge.py::_curvature_rows": 114,
     "tangentlab/validate/battery.py::run_battery": 113,
@@ -334,7 +349,6 @@ LONG_FUNCTIONS = {
     "tangentlab/measure/geometry.py::document_jackknife_correlation": 102,
     "tangentlab/synthetic/experiments/gradient_ratio.py::GradientRatioExperiment.run": 100,
     "tangentlab/measure/host_cost.py::host_seconds": 98,
-    "tangentlab/empirical/loading/models.py::load_model": 96,
     "tangentlab/locks.py::run_lock": 94,
     "tangentlab/empirical/measurement/protocol.py::measure_trajectory": 92,
     "tangentlab/commands/empirical.py::register": 92,  # one parser entry per flag
@@ -343,7 +357,6 @@ LONG_FUNCTIONS = {
     "tangentlab/runs.py::check_output_dir": 89,
     "tangentlab/report/figures.py::_draw": 86,
     "tangentlab/config.py::_coerce": 85,
-    "tangentlab/empirical/loading/capture.py::capture_batch": 84,
     "tangentlab/synthetic/experiments/river_valley.py::RiverValleyExperiment.run": 82,
     "tangentlab/pipeline/reproduce.py::producers": 82,  # one Producer row per stage
     "tangentlab/measure/zipf.py::fit_zipf": 82,
@@ -528,6 +541,11 @@ def test_each_new_rule_fails_on_a_broken_graph():
                                                   "tangentlab.runs -> tangentlab"]
     assert _train_importers(broken) == ["tangentlab.empirical.loading.trajectory",
                                         "tangentlab.empirical.measurement.parallel"]
+    assert _loading_reaching_out({
+        **broken, "tangentlab.empirical.loading.data": {"tangentlab.empirical.measurement.records",
+                                                        "tangentlab.empirical.loading.corpus"},
+    }) == ["tangentlab.empirical.loading.data -> tangentlab.empirical.measurement.records",
+           "tangentlab.empirical.loading.trajectory -> tangentlab.empirical.training.train"]
     assert _crossings(broken, "validate", ("pipeline",)) == [
         "tangentlab.validate.battery -> tangentlab.pipeline.stages"]
     assert _private_crossings(broken) == [

@@ -170,17 +170,7 @@ def capture_batch(loaded, sites: Sequence[str], input_ids, labels=None, *, atten
         ctx = torch.enable_grad() if grads else torch.no_grad()
         with ctx, site_hooks(model, sites, make_leaf=grads, edit=edit) as store:
             out = model(input_ids=input_ids, attention_mask=am)
-            for site, got in store.items():
-                if len(got) != 1:
-                    raise CaptureError(
-                        f"hook at site {site!r} fired {len(got)} times in one forward pass "
-                        "(expected exactly once)"
-                    )
-                h = got[0]
-                if h.ndim != 3 or h.shape[:2] != (B, T):
-                    raise CaptureError(
-                        f"site {site!r} produced shape {tuple(h.shape)}, expected ({B}, {T}, d)"
-                    )
+            _check_fired(store, B, T)
             loss_sum, n_targets, gmap = float("nan"), 0, {}
             if want_loss:
                 per_tok, valid = token_losses(out.logits, labels.to(dev), loaded.arch)
@@ -190,22 +180,7 @@ def capture_batch(loaded, sites: Sequence[str], input_ids, labels=None, *, atten
                 loss = (per_tok * valid).sum()
                 loss_sum, n_targets = float(loss.detach()), int(valid.sum())
                 if grads:
-                    names = list(store)
-                    if not loss.requires_grad:
-                        raise CaptureError(
-                            f"sites {names!r} lost their gradient: the loss is detached from "
-                            "every captured activation"
-                        )
-                    gs = torch.autograd.grad(loss, [store[s][0] for s in names], allow_unused=True)
-                    for s, g in zip(names, gs):
-                        if g is None:
-                            raise CaptureError(
-                                f"site {s!r} lost its gradient: the loss does not depend on it "
-                                "through autograd (a detached or unused module?)"
-                            )
-                        if g.shape != store[s][0].shape:
-                            raise CaptureError(f"gradient at {s!r} has shape {tuple(g.shape)}")
-                        gmap[s] = to_stat(g.detach())
+                    gmap = _site_gradients(loss, store)
             acts = {s: to_stat(v[0].detach()) for s, v in store.items()}
     finally:
         for p, r in zip(model.parameters(), saved):
@@ -217,6 +192,52 @@ def capture_batch(loaded, sites: Sequence[str], input_ids, labels=None, *, atten
     mk = torch.zeros_like(rows) if masked is None else masked.to(dev).bool()
     return CaptureBatch(acts=acts, grads=gmap, input_ids=input_ids, rows=rows, masked=mk,
                         loss_sum=loss_sum, n_targets=n_targets)
+
+
+def _check_fired(store: dict, B: int, T: int) -> None:
+    """Every site's hook fired exactly once, with a (B, T, d) activation; else a CaptureError."""
+    for site, got in store.items():
+        if len(got) != 1:
+            raise CaptureError(
+                f"hook at site {site!r} fired {len(got)} times in one forward pass "
+                "(expected exactly once)"
+            )
+        h = got[0]
+        if h.ndim != 3 or h.shape[:2] != (B, T):
+            raise CaptureError(
+                f"site {site!r} produced shape {tuple(h.shape)}, expected ({B}, {T}, d)"
+            )
+
+
+def _site_gradients(loss, store: dict) -> dict:
+    """∂loss/∂h at every site of ``store`` (each (B, T, d), in the statistics' dtype).
+
+    Raises:
+        CaptureError: the loss is detached from every site, does not depend on one of them, or a
+            gradient's shape is not its activation's.
+    """
+    import torch
+
+    from tangentlab.empirical.loading.models import to_stat
+
+    names = list(store)
+    if not loss.requires_grad:
+        raise CaptureError(
+            f"sites {names!r} lost their gradient: the loss is detached from "
+            "every captured activation"
+        )
+    gs = torch.autograd.grad(loss, [store[s][0] for s in names], allow_unused=True)
+    gmap = {}
+    for s, g in zip(names, gs):
+        if g is None:
+            raise CaptureError(
+                f"site {s!r} lost its gradient: the loss does not depend on it "
+                "through autograd (a detached or unused module?)"
+            )
+        if g.shape != store[s][0].shape:
+            raise CaptureError(f"gradient at {s!r} has shape {tuple(g.shape)}")
+        gmap[s] = to_stat(g.detach())
+    return gmap
 
 
 def edit_activations(hv, *, mu, bases, shifts, weight=None, z=None, noise=None, whiten=None):

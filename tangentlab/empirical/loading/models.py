@@ -132,6 +132,57 @@ def resolve_device(device: str) -> str:
     return distributed.resolve_device(device)
 
 
+def _model_folder(path: str | Path, gguf_file: str | None, revision: str | None,
+                  cache_dir: str | Path | None, offline: bool | None) -> tuple:
+    """``(folder, gguf_file, Hub checkpoint or None)`` of what :func:`load_model` was given.
+
+    Raises:
+        ConfigError: ``revision`` with a local path.
+        CheckpointError: the folder does not exist or is not a directory.
+    """
+    from tangentlab.empirical.loading.hub import looks_like_repo_id
+
+    p = Path(path)
+    hub_ck = None
+    if not p.exists() and gguf_file is None and looks_like_repo_id(str(path)):
+        hub_ck = _hub_checkpoint(str(path), revision, cache_dir=cache_dir, offline=offline)
+        p = Path(hub_ck.path)
+    elif revision is not None:
+        raise ConfigError(
+            f"revision= selects a revision of a Hub model id, but {str(path)!r} is a local path "
+            "(or a GGUF file); pass an id such as EleutherAI/pythia-70m, or drop revision="
+        )
+    if gguf_file is None and p.is_file() and p.suffix == ".gguf":
+        p, gguf_file = p.parent, p.name
+    if not p.is_dir():
+        raise CheckpointError(f"checkpoint {str(p)!r} does not exist or is not a directory")
+    return p, gguf_file, hub_ck
+
+
+def _pretrained_weights(cls, p: Path, kwargs: dict[str, Any]):
+    """``cls.from_pretrained(p, **kwargs)``, every weight present (a GGUF file aside).
+
+    Raises:
+        CheckpointError: the weights cannot be read, or some the model needs are missing
+            (transformers would initialise them at random).
+    """
+    try:
+        model, info = cls.from_pretrained(str(p), output_loading_info=True, **kwargs)
+    except Exception as exc:  # corrupt safetensors raise several types; all mean "bad checkpoint"
+        raise CheckpointError(
+            f"cannot load the weights of {str(p)!r} ({type(exc).__name__}: {_first_line(exc)}); "
+            "the checkpoint is missing or corrupt"
+        ) from None
+    missing = sorted((info or {}).get("missing_keys") or ())
+    if missing and kwargs.get("gguf_file") is None:
+        raise CheckpointError(
+            f"checkpoint {str(p)!r} lacks {len(missing)} weight(s) its {type(model).__name__} "
+            f"needs (first: {', '.join(missing[:3])}); transformers would initialise them at "
+            "random, so the checkpoint is incomplete or of another model"
+        )
+    return model
+
+
 def _dtype_name(dt) -> str:
     return str(dt).replace("torch.", "")
 
@@ -361,24 +412,10 @@ def load_model(path: str | Path, *, device: str = "cpu", gguf_file: str | None =
     from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM
 
     from tangentlab._runtime import quiet_transformers
-    from tangentlab.empirical.loading.hub import looks_like_repo_id
 
     quiet_transformers()
     dt = resolve_dtype(dtype, device)
-    p = Path(path)
-    hub_ck = None
-    if not p.exists() and gguf_file is None and looks_like_repo_id(str(path)):
-        hub_ck = _hub_checkpoint(str(path), revision, cache_dir=cache_dir, offline=offline)
-        p = Path(hub_ck.path)
-    elif revision is not None:
-        raise ConfigError(
-            f"revision= selects a revision of a Hub model id, but {str(path)!r} is a local path "
-            "(or a GGUF file); pass an id such as EleutherAI/pythia-70m, or drop revision="
-        )
-    if gguf_file is None and p.is_file() and p.suffix == ".gguf":
-        p, gguf_file = p.parent, p.name
-    if not p.is_dir():
-        raise CheckpointError(f"checkpoint {str(p)!r} does not exist or is not a directory")
+    p, gguf_file, hub_ck = _model_folder(path, gguf_file, revision, cache_dir, offline)
     kwargs: dict[str, Any] = {"local_files_only": True}
     if gguf_file is not None:
         kwargs["gguf_file"] = gguf_file
@@ -394,20 +431,7 @@ def load_model(path: str | Path, *, device: str = "cpu", gguf_file: str | None =
     cls = (AutoModelForMaskedLM if arch == "encoder" else AutoModelForCausalLM) if head else AutoModel
     stored = getattr(config, "dtype", None) or getattr(config, "torch_dtype", None)
     kwargs["dtype"] = dt
-    try:
-        model, info = cls.from_pretrained(str(p), output_loading_info=True, **kwargs)
-    except Exception as exc:  # corrupt safetensors raise several types; all mean "bad checkpoint"
-        raise CheckpointError(
-            f"cannot load the weights of {str(p)!r} ({type(exc).__name__}: {_first_line(exc)}); "
-            "the checkpoint is missing or corrupt"
-        ) from None
-    missing = sorted((info or {}).get("missing_keys") or ())
-    if missing and gguf_file is None:
-        raise CheckpointError(
-            f"checkpoint {str(p)!r} lacks {len(missing)} weight(s) its {type(model).__name__} "
-            f"needs (first: {', '.join(missing[:3])}); transformers would initialise them at "
-            "random, so the checkpoint is incomplete or of another model"
-        )
+    model = _pretrained_weights(cls, p, kwargs)
     model.to(device)
     model.eval()
     for prm in model.parameters():

@@ -364,36 +364,14 @@ def collect_test_half(loaded, sites: Sequence[str], eval_data, plans: Sequence[R
     import torch
 
     from tangentlab.empirical.loading.capture import capture_batch
-    from tangentlab.measure import EnergyStream, EnergyStreamGroup, MomentAccumulator
-    from tangentlab.measure.constrained import forced_cosine_parts
-    from tangentlab.measure.precision import resolve_precision
 
     del chunk
     labels = list(eval_data.labels)
-    L = len(labels)
     tests = [(b, p) for b, p in zip(eval_data.batches, plans, strict=True) if b.half == "test"]
     # n_test_batches: the whole test half's count when these batches are one rank's share
     per_batch = -(-act_rows // max(n_test_batches or len(tests), 1))
     parts: dict[str, dict[str, Any]] = {}
     loss_sum, n_targets = 0.0, 0
-
-    def start(site: str, G) -> dict[str, Any]:
-        prec = resolve_precision(None, G.device)
-        streams = {proxy: EnergyStream(Q, pool, full_controls=full[0] if full else None,
-                                       n_groups=L)
-                   for proxy, (Q, pool, *full) in subspaces.get(site, {}).items()}
-        cons, U = {}, None
-        if constrain and site in constrain:
-            U_np, tested = constrain[site]
-            U = torch.from_numpy(np.asarray(U_np, dtype=np.float64)).to(G.device, prec.dtype)
-            cons = {proxy: EnergyStream(Qc, poolc, full_controls=fullc[0] if fullc else None)
-                    for proxy, (Qc, poolc, *fullc) in tested.items()}
-        # the proxies' streams see the same rows: one projection per batch for all of them
-        return {"prec": prec, "grad": MomentAccumulator(G.shape[1], groups=labels),
-                "streams": streams, "cons": cons, "U": U, "forced": None, "acts": [],
-                "act_w": [],
-                "group": EnergyStreamGroup(streams.values()) if streams else None,
-                "cons_group": EnergyStreamGroup(cons.values()) if cons else None}
 
     from tangentlab.progress import progress
 
@@ -408,45 +386,92 @@ def collect_test_half(loaded, sites: Sequence[str], eval_data, plans: Sequence[R
         for site in cap.grads:
             G = cap.grads[site][rows]
             if site not in parts:
-                parts[site] = start(site, G)
-            p = parts[site]
+                parts[site] = _test_half_state(site, G, labels, subspaces, constrain)
             if bucket is None:  # from the plan (host integers), once per batch
                 bucket = torch.from_numpy(np.asarray(plan.bucket, dtype=np.int64)).to(G.device)
                 n = int(G.shape[0])
                 chosen = np.random.default_rng([seed, 29, batch.index]).choice(
                     n, size=min(per_batch, n), replace=False)
                 pick = torch.from_numpy(np.sort(chosen).astype(np.int64)).to(G.device)
-            G = G.to(p["prec"].dtype)
-            H = cap.acts[site][rows].to(p["prec"].dtype)
-            p["grad"].update_indexed(G, bucket)
-            p["forced"] = _forced_fold(p["forced"], forced_cosine_parts(G, H))
-            p["acts"].append(H.index_select(0, pick))
-            Gp = G.index_select(0, pick)
-            p["act_w"].append((Gp * Gp).sum(1))
-            if p["group"] is not None:
-                p["group"].add(G, bucket)
-            if p["cons"]:
-                p["cons_group"].add(G @ p["U"])
-    out = {}
-    for site, p in parts.items():
-        energies, constrained = {}, {}
-        for proxy, stream in p["streams"].items():
-            per = stream.finish()  # one BatchEnergies per bucket, in label order
-            total = per[0]
-            for e in per[1:]:
-                total = total.plus(e)
-            energies[(proxy, "all")] = total
-            for j, lb in enumerate(labels):
-                energies[(proxy, lb)] = per[j]
-        for proxy, stream in p["cons"].items():
-            constrained[(proxy, "all")] = stream.finish()[0]
-        d = p["grad"].dim
-        out[site] = {"grad": p["grad"].to_host(), "energies": energies,
-                     "constrained": constrained, "forced": _forced_summary(p["forced"], d),
-                     "test_acts": torch.cat(p["acts"]).to("cpu", torch.float64).numpy(),
-                     "test_act_weights": torch.cat(p["act_w"]).to("cpu", torch.float64).numpy(),
-                     "loss_sum": loss_sum, "n_targets": n_targets}
-    return out
+            _add_test_rows(parts[site], G, cap.acts[site][rows], bucket, pick)
+    return {site: _finish_test_half(p, labels, loss_sum, n_targets) for site, p in parts.items()}
+
+
+def _test_half_state(site: str, G, labels: list, subspaces: Mapping[str, Mapping[str, tuple]],
+                     constrain: Mapping[str, tuple] | None) -> dict[str, Any]:
+    """What :func:`collect_test_half` accumulates for ``site``, started at its first gradients.
+
+    ``G`` is (n, d); the state holds the bucketed moments, the energy streams (grouped) and the
+    kept rows.
+    """
+    import numpy as np
+    import torch
+
+    from tangentlab.measure import EnergyStream, EnergyStreamGroup, MomentAccumulator
+    from tangentlab.measure.precision import resolve_precision
+
+    L = len(labels)
+    prec = resolve_precision(None, G.device)
+    streams = {proxy: EnergyStream(Q, pool, full_controls=full[0] if full else None,
+                                   n_groups=L)
+               for proxy, (Q, pool, *full) in subspaces.get(site, {}).items()}
+    cons, U = {}, None
+    if constrain and site in constrain:
+        U_np, tested = constrain[site]
+        U = torch.from_numpy(np.asarray(U_np, dtype=np.float64)).to(G.device, prec.dtype)
+        cons = {proxy: EnergyStream(Qc, poolc, full_controls=fullc[0] if fullc else None)
+                for proxy, (Qc, poolc, *fullc) in tested.items()}
+    # the proxies' streams see the same rows: one projection per batch for all of them
+    return {"prec": prec, "grad": MomentAccumulator(G.shape[1], groups=labels),
+            "streams": streams, "cons": cons, "U": U, "forced": None, "acts": [],
+            "act_w": [],
+            "group": EnergyStreamGroup(streams.values()) if streams else None,
+            "cons_group": EnergyStreamGroup(cons.values()) if cons else None}
+
+
+def _add_test_rows(p: dict[str, Any], G, H, bucket, pick) -> None:
+    """Fold one batch of one site into its state ``p``.
+
+    ``G``, ``H``: the gradients and activations (n, d); ``bucket``: each row's bucket (n,);
+    ``pick``: the indices of the kept rows.
+    """
+    from tangentlab.measure.constrained import forced_cosine_parts
+
+    G = G.to(p["prec"].dtype)
+    H = H.to(p["prec"].dtype)
+    p["grad"].update_indexed(G, bucket)
+    p["forced"] = _forced_fold(p["forced"], forced_cosine_parts(G, H))
+    p["acts"].append(H.index_select(0, pick))
+    Gp = G.index_select(0, pick)
+    p["act_w"].append((Gp * Gp).sum(1))
+    if p["group"] is not None:
+        p["group"].add(G, bucket)
+    if p["cons"]:
+        p["cons_group"].add(G @ p["U"])
+
+
+def _finish_test_half(p: dict[str, Any], labels: list, loss_sum: float,
+                      n_targets: int) -> dict[str, Any]:
+    """One site's entry of :func:`collect_test_half`'s result, brought to the host once."""
+    import torch
+
+    energies, constrained = {}, {}
+    for proxy, stream in p["streams"].items():
+        per = stream.finish()  # one BatchEnergies per bucket, in label order
+        total = per[0]
+        for e in per[1:]:
+            total = total.plus(e)
+        energies[(proxy, "all")] = total
+        for j, lb in enumerate(labels):
+            energies[(proxy, lb)] = per[j]
+    for proxy, stream in p["cons"].items():
+        constrained[(proxy, "all")] = stream.finish()[0]
+    d = p["grad"].dim
+    return {"grad": p["grad"].to_host(), "energies": energies,
+            "constrained": constrained, "forced": _forced_summary(p["forced"], d),
+            "test_acts": torch.cat(p["acts"]).to("cpu", torch.float64).numpy(),
+            "test_act_weights": torch.cat(p["act_w"]).to("cpu", torch.float64).numpy(),
+            "loss_sum": loss_sum, "n_targets": n_targets}
 
 
 def merge_halves(fit: SiteStats, test: Mapping[str, Any] | None) -> SiteStats:
