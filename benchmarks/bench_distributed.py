@@ -228,7 +228,7 @@ def _worker(spec_path: str) -> int:
 
     def rank_main(args) -> int:  # noqa: ARG001
         from tangentlab.empirical import train_model
-        from tangentlab.empirical.train_step import DDPOptions, RecordingStepTimer
+        from tangentlab.empirical.training.train_step import DDPOptions, RecordingStepTimer
 
         timer = RecordingStepTimer()
         overrides = dict(spec["overrides"])

@@ -36,20 +36,20 @@ from pathlib import Path
 
 #: --split: (label, module, attribute[, class]) of each timed part; the label sums its calls
 SPLIT_PARTS = (
-    ("passes (capture_batch)", "tangentlab.empirical.capture", "capture_batch", None),
+    ("passes (capture_batch)", "tangentlab.empirical.loading.capture", "capture_batch", None),
     ("per-batch energies", "tangentlab.measure.batch_energy", "add", "EnergyStreamGroup"),
     ("per-batch energies", "tangentlab.measure.batch_energy", "_setup", "EnergyStream"),
     ("per-batch energies", "tangentlab.measure.batch_energy", "finish", "EnergyStream"),
     ("moments", "tangentlab.measure.moments", "update", "MomentAccumulator"),
     ("moments", "tangentlab.measure.moments", "update_indexed", "MomentAccumulator"),
     ("forced-direction cosines", "tangentlab.measure.constrained", "forced_cosine_parts", None),
-    ("control pools", "tangentlab.empirical.protocol", "energy_test_subspaces", None),
-    ("proxy fits", "tangentlab.empirical.proxy_schedule", "proxies", "ProxySchedule"),
-    ("proxy fits", "tangentlab.empirical.proxy_schedule", "fit_fixed", "ProxySchedule"),
-    ("energy tests (bootstrap + oracle)", "tangentlab.empirical.protocol", "energy_rows", None),
-    ("frequency correlations", "tangentlab.empirical.protocol", "frequency_rows", None),
-    ("isotropy share", "tangentlab.empirical.protocol", "isotropy_share_rows", None),
-    ("representation metrics", "tangentlab.empirical.protocol", "representation_rows", None),
+    ("control pools", "tangentlab.empirical.measurement.protocol", "energy_test_subspaces", None),
+    ("proxy fits", "tangentlab.empirical.measurement.proxy_schedule", "proxies", "ProxySchedule"),
+    ("proxy fits", "tangentlab.empirical.measurement.proxy_schedule", "fit_fixed", "ProxySchedule"),
+    ("energy tests (bootstrap + oracle)", "tangentlab.empirical.measurement.protocol", "energy_rows", None),
+    ("frequency correlations", "tangentlab.empirical.measurement.protocol", "frequency_rows", None),
+    ("isotropy share", "tangentlab.empirical.measurement.protocol", "isotropy_share_rows", None),
+    ("representation metrics", "tangentlab.empirical.measurement.protocol", "representation_rows", None),
 )
 
 
@@ -113,8 +113,8 @@ def main() -> None:
 
     import torch
 
-    from tangentlab.empirical.protocol import measure_trajectory
-    from tangentlab.empirical.train import train_model
+    from tangentlab.empirical.measurement.protocol import measure_trajectory
+    from tangentlab.empirical.training.train import train_model
 
     root = Path(tempfile.mkdtemp(prefix="bench_measure_"))
     # A small decoder trajectory with only steps 0 and 1 (we time measurement, not learning).
@@ -125,10 +125,10 @@ def main() -> None:
     N = args.batches * B * T
 
     # 1a. plain forward + backward of the training loss over the same N tokens
-    from tangentlab.empirical.corpus import load_frequency_table, load_texts
-    from tangentlab.empirical.data import make_eval_data
-    from tangentlab.empirical.models import load_model
-    from tangentlab.empirical.tokenizer import load_tokenizer
+    from tangentlab.empirical.loading.corpus import load_frequency_table, load_texts
+    from tangentlab.empirical.loading.data import make_eval_data
+    from tangentlab.empirical.loading.models import load_model
+    from tangentlab.empirical.loading.tokenizer import load_tokenizer
 
     lm = load_model(ck)
     tok = load_tokenizer(run / "tokenizer")
@@ -136,9 +136,9 @@ def main() -> None:
                         counts=load_frequency_table(run / "frequency.csv"), frequency_source="run",
                         n_batches=args.batches, batch_size=B, seq_len=T, seed=0, n_buckets=5)
     model = lm.model
-    from tangentlab.empirical.capture import capture_batch
-    from tangentlab.empirical.protocol import MeasureConfig
-    from tangentlab.empirical.sites import normalize_site
+    from tangentlab.empirical.loading.capture import capture_batch
+    from tangentlab.empirical.loading.sites import normalize_site
+    from tangentlab.empirical.measurement.protocol import MeasureConfig
 
     sites = [normalize_site(model, s) for s in MeasureConfig().sites]  # the measure's sites
 

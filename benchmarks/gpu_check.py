@@ -5,7 +5,7 @@ Pythia-160m's shape (d = 768, 12 layers, 12 heads, vocabulary 50304):
 
 - tokens/s of a plain forward + backward (the model's own loss, parameter gradients);
 - tokens/s of a full measure pass with the device-resident core that ``measure`` runs
-  (:func:`tangentlab.empirical.capture.capture_batch` at 4 sites; per site the bucketed
+  (:func:`tangentlab.empirical.loading.capture.capture_batch` at 4 sites; per site the bucketed
   gradient moments, :meth:`~tangentlab.measure.MomentAccumulator.update_indexed`; two
   :class:`~tangentlab.measure.EnergyStream` of a rank-8 proxy with 200 complement and 200
   full-space controls, bucketed, and two in the complement of 𝟙 on G U, each pair sharing one
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
 
-    from tangentlab.empirical.capture import capture_batch
+    from tangentlab.empirical.loading.capture import capture_batch
     from tangentlab.measure.cost_model import DEVICES, ModelShape, StatsShape, calibrate, predict
     from tangentlab.measure.precision import resolve_precision
 
@@ -354,7 +354,7 @@ def exactness(loaded, sites, batches, labels, proxies, ones_basis, dev) -> bool:
     """
     import torch
 
-    from tangentlab.empirical.capture import capture_batch
+    from tangentlab.empirical.loading.capture import capture_batch
     from tangentlab.measure.precision import precision_scope
 
     rows = []
@@ -391,7 +391,7 @@ def _loaded(model):
     """A LoadedModel for ``model`` whatever extra fields the record has grown."""
     import dataclasses
 
-    from tangentlab.empirical.models import LoadedModel
+    from tangentlab.empirical.loading.models import LoadedModel
 
     known = {"model": model, "arch": "decoder", "family": "gpt_neox", "head": True,
              "tie_embeddings": False}

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 def _unscaled_noise():
     import torch
 
-    import tangentlab.empirical.capture as cap
+    import tangentlab.empirical.loading.capture as cap
 
     def edit(hv, *, mu, bases, shifts, weight=None, z=None, noise=None, whiten=None):
         coef = torch.einsum("kbtd,kdr->kbtr", hv - mu, bases)

@@ -17,7 +17,7 @@ export HF_HUB_OFFLINE=1 TANGENTLAB_QUIET=1
 PYTHONPATH=. "$PY" - "$WORK" <<'PY'
 import sys
 from pathlib import Path
-from tangentlab.empirical.train import train_model
+from tangentlab.empirical.training.train import train_model
 root = Path(sys.argv[1]) / "runs"
 for arch in ("decoder", "encoder"):
     train_model(arch, root / arch, preset="tiny", device="cpu", seed=0)
@@ -25,7 +25,7 @@ PY
 PYTHONPATH="$WORK/old" "$PY" - "$WORK" <<'PY'
 import sys
 from pathlib import Path
-from tangentlab.empirical.protocol import measure_trajectory
+from tangentlab.empirical.measurement.protocol import measure_trajectory
 assert "old" in __import__("tangentlab").__file__
 w = Path(sys.argv[1])
 TEST_MEASURE = {"n_batches": 8, "batch_size": 4, "sample_rows": 512, "n_boot": 50,
@@ -40,7 +40,7 @@ done
 PYTHONPATH=. "$PY" - "$WORK" <<'PY'
 import hashlib, importlib.util, json, sys
 from pathlib import Path
-spec = importlib.util.spec_from_file_location("tce", "tests/empirical/test_collect_exact.py")
+spec = importlib.util.spec_from_file_location("tce", "tests/empirical/measurement/test_collect_exact.py")
 m = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(m)
 out = {arch: {p.parent.name: hashlib.sha256(p.read_bytes()).hexdigest()

@@ -13,7 +13,7 @@ matches a point when it equals its full name or its bare ``NAME``.
 
 Points in the code base:
 
-- ``checkpoint:STEP``: :mod:`tangentlab.empirical.train`, a checkpoint fully written under its
+- ``checkpoint:STEP``: :mod:`tangentlab.empirical.training.train`, a checkpoint fully written under its
   temporary name, not yet renamed to ``checkpoints/step_NNNNNN``.
 - ``atomic_directory``: :func:`tangentlab.runs.atomic_directory`, the run built under its
   temporary name, not yet renamed into place.

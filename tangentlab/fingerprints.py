@@ -23,7 +23,8 @@ __all__ = ["VERDICT_PATH", "module_files", "verdict_path_fingerprints", "stale_m
 #: Packages and modules whose code decides a verdict: what a certificate's fingerprint covers.
 VERDICT_PATH: tuple[str, ...] = (
     "tangentlab.measure",  # the statistics
-    "tangentlab.empirical",  # loading, capture, the measurement protocol
+    "tangentlab.empirical.loading",  # models, checkpoints, sites, capture, eval batches
+    "tangentlab.empirical.measurement",  # the measurement protocol
     "tangentlab.claims",  # the rules and the claims table
     "tangentlab.report.units",
     "tangentlab.report.units_causal",

@@ -31,11 +31,11 @@ MODEL_FIXTURES = frozenset({
 #: Test modules that train, measure or reproduce in their test bodies (every test in them is a
 #: ``model`` test), and single tests that do so in modules that are otherwise quick.
 MODEL_MODULES = (
-    "tests/empirical/test_distributed_measure.py",
-    "tests/empirical/test_distributed_train.py",
-    "tests/empirical/test_train.py",
-    "tests/empirical/test_protocol.py",
-    "tests/empirical/test_validity.py",
+    "tests/empirical/measurement/test_distributed_measure.py",
+    "tests/empirical/training/test_distributed_train.py",
+    "tests/empirical/training/test_train.py",
+    "tests/empirical/measurement/test_protocol.py",
+    "tests/empirical/measurement/test_validity.py",
     "tests/empirical/test_cli.py",
     "tests/pipeline/test_jobs_equivalence.py",
     "tests/pipeline/test_kill_resume.py",
@@ -50,12 +50,12 @@ MODEL_MODULES = (
 MODEL_TESTS = (
     "tests/test_cli.py::test_sigterm_exits_143_and_leaves_no_partial_run",
     "tests/test_cli.py::test_a_killed_attempts_half_built_run_is_cleared_by_the_next",
-    "tests/empirical/test_capture.py::test_gradients_equal_autograd_of_the_same_loss",
+    "tests/empirical/loading/test_capture.py::test_gradients_equal_autograd_of_the_same_loss",
     "tests/test_bad_input.py::test_weights_of_another_width_under_an_unchanged_config_are_exit_2",
     "tests/test_distributed.py::test_ddp_training_reduces_the_loss_every_n_steps_and_times_each_phase",
-    "tests/empirical/test_learning_arms.py::test_the_projection_hook_moves_only_what_it_keeps",
-    "tests/empirical/test_learning_arms.py::test_an_enriched_gradient_mean_is_found_and_a_null",
-    "tests/empirical/test_learning_arms.py::test_a_loaded_planted_checkpoint_trains_only_its",
+    "tests/empirical/measurement/test_learning_arms.py::test_the_projection_hook_moves_only_what_it_keeps",
+    "tests/empirical/measurement/test_learning_arms.py::test_an_enriched_gradient_mean_is_found_and_a_null",
+    "tests/empirical/measurement/test_learning_arms.py::test_a_loaded_planted_checkpoint_trains_only_its",
 )
 
 

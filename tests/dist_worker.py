@@ -77,9 +77,9 @@ def _train(args) -> int:
     from pathlib import Path
 
     from tangentlab import distributed
-    from tangentlab.empirical import tokenizer as tok
     from tangentlab.empirical import train_model
-    from tangentlab.empirical.train_step import DDPOptions, RecordingStepTimer
+    from tangentlab.empirical.loading import tokenizer as tok
+    from tangentlab.empirical.training.train_step import DDPOptions, RecordingStepTimer
 
     calls = {"sum_float64": 0, "train_tokenizer": 0}
     world_cls = distributed.World

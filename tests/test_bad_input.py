@@ -3,7 +3,7 @@
 Each probe is valid JSON of the wrong shape, a file that is not UTF-8, or an output path that
 cannot hold a run; each failed with an internal error (exit 3) before the files were read through
 :mod:`tangentlab.readers`. Probes that need a trained model live beside the trainer's tests
-(``tests/empirical/test_train.py``).
+(``tests/empirical/training/test_train.py``).
 """
 
 from __future__ import annotations
@@ -198,7 +198,7 @@ def test_reproduce_reads_its_stage_outputs_for_their_shape(tmp_path, capsys, mon
 
 
 def test_a_non_numeric_frequency_table_is_a_data_error_naming_the_line(tmp_path):
-    from tangentlab.empirical.corpus import load_frequency_table
+    from tangentlab.empirical.loading.corpus import load_frequency_table
 
     path = tmp_path / "frequency.csv"
     path.write_text("token_id,count\n3,4\nx,y\n# vocab_size=16\n")
@@ -289,7 +289,7 @@ def test_weights_of_another_width_under_an_unchanged_config_are_exit_2(tmp_path,
     wider model: a one-line checkpoint error naming the folder, nothing written (not exit 3)."""
     from safetensors.torch import load_file, save_file
 
-    from tangentlab.empirical.tokenizer import train_tokenizer
+    from tangentlab.empirical.loading.tokenizer import train_tokenizer
     from tests.empirical.families import tiny_model
 
     root = tmp_path / "traj"

@@ -135,7 +135,7 @@ def test_a_failing_rank_ends_every_rank_with_one_line(tmp_path, mode):
 def test_autocast_region_keeps_float64_statistics():
     import torch
 
-    from tangentlab.empirical.parallel import autocast
+    from tangentlab.empirical.measurement.parallel import autocast
 
     a32 = torch.ones(4, 4)
     a64 = torch.ones(4, 4, dtype=torch.float64)

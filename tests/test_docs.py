@@ -37,9 +37,9 @@ def test_mkdocs_builds_strictly_offline_with_the_api_reference(tmp_path):
     assert (site / "cli.html").is_file() and (site / "theory" / "index.html").is_file()
     # issue 17: the hub, trajectories, dictionary loading, load_model, capture_batch, render_report
     emp = (api / "empirical.html").read_text()
-    for name in ("tangentlab.empirical.hub", "tangentlab.empirical.trajectory", "load_model", "capture_batch"):
-        assert f'id="{name}' in emp or f'id="tangentlab.empirical.models.{name}"' in emp \
-            or f'id="tangentlab.empirical.capture.{name}"' in emp, name
+    for name in ("tangentlab.empirical.loading.hub", "tangentlab.empirical.loading.trajectory", "load_model", "capture_batch"):
+        assert f'id="{name}' in emp or f'id="tangentlab.empirical.loading.models.{name}"' in emp \
+            or f'id="tangentlab.empirical.loading.capture.{name}"' in emp, name
     assert 'id="tangentlab.measure.dictionaries' in (api / "measure.html").read_text()
     rep = (api / "report.html").read_text()
     assert 'id="tangentlab.report.render.render_report"' in rep

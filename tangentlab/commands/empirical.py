@@ -111,7 +111,7 @@ def _preflight(args: argparse.Namespace, trajectory: str, ov: dict) -> None:
     import warnings
 
     from tangentlab.config import DeprecatedKeyWarning
-    from tangentlab.empirical.preflight import preflight
+    from tangentlab.empirical.measurement.preflight import preflight
 
     seen: list = []
     try:
@@ -150,7 +150,7 @@ def _measure(args: argparse.Namespace) -> int:
 
 def _revisions(args: argparse.Namespace) -> int:
     """Print the refs a selection picks (revision, step), without downloading weights."""
-    from tangentlab.empirical.hub import list_revisions, select_revisions, split_model_spec
+    from tangentlab.empirical.loading.hub import list_revisions, select_revisions, split_model_spec
     from tangentlab.errors import ConfigError
 
     repo, inline = split_model_spec(args.model)
@@ -163,7 +163,7 @@ def _revisions(args: argparse.Namespace) -> int:
     if inline is None and args.revisions is None:
         import sys
 
-        from tangentlab.empirical.hub import parse_step
+        from tangentlab.empirical.loading.hub import parse_step
 
         n = sum(parse_step(r) is not None for r in refs)
         sys.stderr.write(f"({DEFAULT_REVISIONS!r} by default, as for measure; {n} of the "
@@ -174,7 +174,7 @@ def _revisions(args: argparse.Namespace) -> int:
 def _fetch(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from tangentlab.empirical.fetch import fetch_smollm2
+    from tangentlab.empirical.loading.fetch import fetch_smollm2
     from tangentlab.runs import check_output_dir, run_lock
 
     if not str(args.out).strip():  # Path("") is the current folder: never write there by accident

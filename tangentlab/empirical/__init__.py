@@ -12,7 +12,11 @@ the paper's tangent-proxy protocol over a checkpoint trajectory.
   :func:`list_revisions` and :func:`select_revisions` list and pick a Hub model's refs;
 - :data:`PRESETS` (``tiny``, ``small``, ``medium``, ``base``), :class:`TrainConfig`, :class:`MeasureConfig`;
 - :func:`load_model`, :func:`capture_batch` (keyed by the site names you pass) and the site
-  names of :mod:`tangentlab.empirical.sites` (:func:`available_sites`).
+  names of :mod:`tangentlab.empirical.loading.sites` (:func:`available_sites`).
+
+The modules live in four rooms: :mod:`~tangentlab.empirical.loading` (models and what they
+are loaded from), :mod:`~tangentlab.empirical.training`, :mod:`~tangentlab.empirical.measurement`
+(the protocol) and :mod:`~tangentlab.empirical.bridge` (theory against measurement).
 
 Heavy modules (torch, transformers) load on first use.
 """
@@ -21,13 +25,15 @@ from __future__ import annotations
 
 from tangentlab._lazy import lazy_exports
 
+# module -> the names it exports; absolute names, as the modules live in the rooms (loading,
+# training, measurement, bridge)
 __all__, __getattr__, __dir__ = lazy_exports(__name__, {
-    "train": ("PRESETS", "TrainConfig", "train_model"),
-    "protocol": ("MeasureConfig", "measure_trajectory"),
-    "preflight": ("preflight",),
-    "trajectory": ("Checkpoint", "Trajectory", "resolve_trajectory"),
-    "hub": ("list_revisions", "select_revisions"),
-    "capture": ("capture_batch",),
-    "models": ("load_model",),
-    "sites": ("available_sites",),
+    "tangentlab.empirical.training.train": ("PRESETS", "TrainConfig", "train_model"),
+    "tangentlab.empirical.measurement.protocol": ("MeasureConfig", "measure_trajectory"),
+    "tangentlab.empirical.measurement.preflight": ("preflight",),
+    "tangentlab.empirical.loading.trajectory": ("Checkpoint", "Trajectory", "resolve_trajectory"),
+    "tangentlab.empirical.loading.hub": ("list_revisions", "select_revisions"),
+    "tangentlab.empirical.loading.capture": ("capture_batch",),
+    "tangentlab.empirical.loading.models": ("load_model",),
+    "tangentlab.empirical.loading.sites": ("available_sites",),
 })

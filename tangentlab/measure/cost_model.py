@@ -1,7 +1,7 @@
 """A cost model of ``measure``: FLOPs, bytes and device memory of the statistics against the model.
 
 Arithmetic only (no torch at import): counts what the device-resident core
-(:mod:`tangentlab.empirical.collect`, :class:`~tangentlab.measure.EnergyStream`,
+(:mod:`tangentlab.empirical.measurement.collect`, :class:`~tangentlab.measure.EnergyStream`,
 :class:`~tangentlab.measure.MomentAccumulator`) does per row, and what a GPT-NeoX forward and
 backward costs per token, then turns both into seconds with a roofline per device
 (``max(FLOPs / rate, bytes / bandwidth)``). ``benchmarks/bench_measure.py`` and

@@ -176,7 +176,7 @@ def _quick_measure_overrides() -> tuple[str, ...]:
     shows it and the stage's config hash covers it.
     """
     from tangentlab.config import config_diff
-    from tangentlab.empirical.measure_config import MeasureConfig
+    from tangentlab.empirical.measurement.measure_config import MeasureConfig
 
     diff = config_diff(MeasureConfig(), MeasureConfig.quick())
     return tuple(f"{k}={_override_text(v)}" for k, v in diff.items())
@@ -247,7 +247,7 @@ def producers(cfg: ReproduceConfig) -> list[Producer]:
     device = {"device": cfg.device}
     quick = " (quick)" if cfg.quick else ""
     table = [Producer(
-        name=train_stage(arch), target="tangentlab.empirical.train:train_model", out_arg="out_dir",
+        name=train_stage(arch), target="tangentlab.empirical.training.train:train_model", out_arg="out_dir",
         params={"arch": arch, "seed": cfg.seed, "preset": cfg.preset, "corpus": cfg.corpus,
                 "overrides": _scoped(cfg.train_overrides, arch, "train_overrides")},
         runtime=device, resume_marker=TRAIN_CONFIG_NAME,
@@ -256,7 +256,7 @@ def producers(cfg: ReproduceConfig) -> list[Producer]:
         description=f"train the {cfg.preset} {arch} on {cfg.corpus}",
     ) for arch in cfg.archs]
     table += [Producer(
-        name=measure_stage(arch), target="tangentlab.empirical.protocol:measure_trajectory",
+        name=measure_stage(arch), target="tangentlab.empirical.measurement.protocol:measure_trajectory",
         out_arg="out_dir", inputs={"trajectory": f"{train_stage(arch)}/checkpoints"},
         depends=(train_stage(arch),), runtime=device,
         params={"seed": cfg.seed,
@@ -287,11 +287,11 @@ def producers(cfg: ReproduceConfig) -> list[Producer]:
         check={"kind": synthetic_stage(name)},
         description=f"synthetic experiment {name}{quick}",
     ) for name in synthetic]
-    from tangentlab.empirical import bridge_pretrained as BP  # optional stage (issue 20)
+    from tangentlab.empirical.bridge import pretrained as BP  # optional stage (issue 20)
 
     if (smol := BP.configured_path()) is not None:  # SmolLM2 through the bridge, when named
         table.append(Producer(
-            name=BP.STAGE, target="tangentlab.empirical.bridge_pretrained:run_pretrained",
+            name=BP.STAGE, target="tangentlab.empirical.bridge.pretrained:run_pretrained",
             params={"seed": cfg.seed, "model_path": smol, "measure": BP.PRETRAINED_MEASURE},
             runtime=device, check={"rows": False},
             description="SmolLM2-135M through the theory-against-measurement table"))

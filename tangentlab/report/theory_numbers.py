@@ -1,7 +1,7 @@
 """The report's "theory against measurement, in numbers" table, its context table and figures.
 
 Reads ``bridge.csv`` of every measurement stage (ours and the external runs of
-``tangentlab report RUN --measure NAME=DIR``; see :mod:`tangentlab.empirical.bridge_run`) and
+``tangentlab report RUN --measure NAME=DIR``; see :mod:`tangentlab.empirical.bridge.run`) and
 lays out:
 
 - the **table**: one line per (model, site, phase, quantity), columns quantity, predicted
@@ -32,7 +32,7 @@ __all__ = ["TITLE", "AGREEMENT_RULE", "BRIDGE_FILE", "Line", "read_lines", "tabl
            "figure_key"]
 
 TITLE = "Theory against measurement, in numbers"
-#: The measurement's file (``tangentlab.empirical.bridge_run.BRIDGE_NAME``).
+#: The measurement's file (``tangentlab.empirical.bridge.run.BRIDGE_NAME``).
 BRIDGE_FILE = "bridge.csv"
 #: The agreement rule, where the measurement decides it (``claims.bridge_rules``); a line whose
 #: note carries ``OUTSIDE_DOMAIN`` was predicted at beta = 0, the measured beta being negative.
@@ -71,7 +71,7 @@ def _num(x: str | None) -> float:
         return float("nan")
 
 
-#: Written by the optional pretrained stage when it could not run (``empirical.bridge_pretrained``).
+#: Written by the optional pretrained stage when it could not run (``empirical.bridge.pretrained``).
 NOT_RUN_FILE = "not_run.json"
 #: Shown when a run has no pretrained stage at all.
 NO_PRETRAINED = ("SmolLM2-135M: not run (the optional stage pretrained/smollm2 is built when "

@@ -2,7 +2,7 @@
 
 Each simulation writes planted trajectories (:mod:`tangentlab.validate.planted_trajectories`,
 one per unit of the row), measures each with the real protocol
-(:func:`tangentlab.empirical.protocol.measure_trajectory`: ``make_batch`` windows on real eval
+(:func:`tangentlab.empirical.measurement.protocol.measure_trajectory`: ``make_batch`` windows on real eval
 text, the fit/test split, the proxy schedule, collect, metrics, the causal check) and lets the
 report decide: the measure folders are opened as ``measure/<unit>`` stages of a
 :class:`~tangentlab.report.load.RunData` and the prediction rows of
@@ -136,7 +136,7 @@ def enrichment_intervals(measure_dirs: Sequence[Path], run_dir: Path
 
 def simulate(cfg: EndToEndConfig, name: str, sim: int, text, work: Path) -> SimulationResult:
     """Write, measure and decide one simulation of scenario ``name`` under ``work``."""
-    from tangentlab.empirical.protocol import measure_trajectory
+    from tangentlab.empirical.measurement.protocol import measure_trajectory
     from tangentlab.validate.mutants import mutant
     from tangentlab.validate.planted_scenarios import scenario
     from tangentlab.validate.planted_trajectories import write_trajectory

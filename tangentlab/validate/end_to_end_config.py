@@ -32,8 +32,8 @@ class EndToEndMeasure(Config, Mapping):
     A field left at ``None`` is not overridden: the measurement's own default applies (for
     ``rank``: the scenario's planted rank). The object reads as a mapping of the fields that
     are set (``{**cfg.measure}`` gives the measure overrides), so it goes straight to
-    :func:`tangentlab.empirical.protocol.measure_trajectory`. The bounds are those of
-    :class:`tangentlab.empirical.measure_config.MeasureConfig`.
+    :func:`tangentlab.empirical.measurement.protocol.measure_trajectory`. The bounds are those of
+    :class:`tangentlab.empirical.measurement.measure_config.MeasureConfig`.
 
     Attributes:
         sites: the sites measured.

@@ -3,7 +3,7 @@
 A :class:`PlantedForCausalLM` is a real ``transformers`` model (config class :class:`PlantedConfig`,
 ``model_type = "planted"``, registered with ``AutoConfig`` and ``AutoModelForCausalLM`` when this
 module is imported), saved with ``save_pretrained`` and loaded like any checkpoint. Its sites follow
-the family table (:mod:`tangentlab.empirical.sites`): ``embed``, ``blocks.{l}.resid_pre``,
+the family table (:mod:`tangentlab.empirical.loading.sites`): ``embed``, ``blocks.{l}.resid_pre``,
 ``blocks.{l}.attn_out``, ``blocks.{l}.resid_mid``, ``blocks.{l}.mlp_out``,
 ``blocks.{l}.resid_post`` and ``ln_final``. Every tensor is a pure function of the input ids.
 

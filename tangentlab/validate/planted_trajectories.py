@@ -1,11 +1,11 @@
 """Trajectories of planted checkpoints, written in the layout of a training run.
 
-:func:`write_trajectory` writes what :func:`tangentlab.empirical.train.train_model` writes
+:func:`write_trajectory` writes what :func:`tangentlab.empirical.training.train.train_model` writes
 (``train_config.json``, ``tokenizer/``, ``frequency.csv``, ``eval.jsonl``,
 ``checkpoints/step_NNNNNN/`` with ``config.json``, ``model.safetensors``, the tokenizer and
 ``train_state.json``, then ``manifest.json``), so ``measure`` resolves and measures it like any run.
 The text is real: :func:`shared_text` loads a built-in corpus (Wikipedia by default) through
-:mod:`tangentlab.empirical.corpus`, splits it, trains a byte-level BPE and counts the training
+:mod:`tangentlab.empirical.loading.corpus`, splits it, trains a byte-level BPE and counts the training
 split's token frequencies, once per harness run.
 
 :class:`PlantedSpec` says what is planted and how it moves over training (x = step / last step):
@@ -149,8 +149,8 @@ def zipf_exponent(counts) -> float:
 def shared_text(corpus: str = "wikipedia", vocab_size: int = 512, *, seed: int = 0,
                 max_train_tokens: int = 400_000) -> SharedText:
     """Load ``corpus`` through the normal corpus code, train the BPE, count the training split."""
-    from tangentlab.empirical.corpus import frequency_table, load_texts, split_texts
-    from tangentlab.empirical.tokenizer import encode_stream, train_tokenizer
+    from tangentlab.empirical.loading.corpus import frequency_table, load_texts, split_texts
+    from tangentlab.empirical.loading.tokenizer import encode_stream, train_tokenizer
 
     split = split_texts(load_texts(corpus), 0.1, seed=seed)
     tok = train_tokenizer(split.train, vocab_size)
@@ -286,7 +286,7 @@ def write_trajectory(spec: PlantedSpec, out_dir: str | Path, text: SharedText) -
     ``manifest.json`` comes last.
     """
     from tangentlab._runtime import quiet_transformers
-    from tangentlab.empirical.corpus import save_frequency_table
+    from tangentlab.empirical.loading.corpus import save_frequency_table
     from tangentlab.runs import atomic_write_json, atomic_write_text, build_manifest, write_manifest
 
     spec.check()

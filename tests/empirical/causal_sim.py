@@ -47,17 +47,21 @@ def simulate(seed: int, *, kind: str = "flat", d: int = 32, r: int = 4, shape: s
     each row is scaled by ``exp(tails g)``, g standard normal (a lognormal per-row scale
     mixture: heavy-tailed rows, as in trained residual streams; 0 = Gaussian rows). The edits'
     displacements (``per_token``) come from the pipeline's own edit,
-    :func:`tangentlab.empirical.capture.edit_activations`.
+    :func:`tangentlab.empirical.loading.capture.edit_activations`.
     """
     import torch
 
     from tangentlab.claims import causal_rules as CR
     from tangentlab.claims import rules as R
-    from tangentlab.empirical.capture import edit_activations
-    from tangentlab.empirical.causal import CausalLosses, ablated_moments, build_variants
-    from tangentlab.empirical.metrics import causal_rows
-    from tangentlab.empirical.protocol import MeasureConfig
-    from tangentlab.empirical.records import RowBase
+    from tangentlab.empirical.loading.capture import edit_activations
+    from tangentlab.empirical.measurement.causal import (
+        CausalLosses,
+        ablated_moments,
+        build_variants,
+        causal_rows,
+    )
+    from tangentlab.empirical.measurement.protocol import MeasureConfig
+    from tangentlab.empirical.measurement.records import RowBase
     from tangentlab.measure import normal_controls, removed_variance
 
     rng = np.random.default_rng([seed, 18])

@@ -8,7 +8,7 @@ import pytest
 @pytest.fixture(scope="session")
 def tiny_runs(tmp_path_factory):
     """Both architectures trained at the ``tiny`` preset: {'decoder': Path, 'encoder': Path}."""
-    from tangentlab.empirical.train import train_model
+    from tangentlab.empirical.training.train import train_model
 
     root = tmp_path_factory.mktemp("tiny_runs")
     return {arch: train_model(arch, root / arch, preset="tiny", device="cpu", seed=0)
@@ -25,7 +25,7 @@ TEST_MEASURE = {"n_batches": 8, "batch_size": 4, "sample_rows": 512, "n_boot": 5
 @pytest.fixture(scope="session")
 def measured(tiny_runs, tmp_path_factory):
     """The protocol run on both tiny trajectories: {'decoder': Path, 'encoder': Path}."""
-    from tangentlab.empirical.protocol import measure_trajectory
+    from tangentlab.empirical.measurement.protocol import measure_trajectory
 
     root = tmp_path_factory.mktemp("measured")
     return {arch: measure_trajectory(run, root / arch, device="cpu", seed=0,

@@ -57,7 +57,7 @@ def test_measure_bad_inputs(tiny_runs, tmp_path, capsys):
 def test_measure_cli_runs_on_a_single_model_dir(tiny_runs, tmp_path, capsys):
     ck = tiny_runs["decoder"] / "checkpoints" / "step_000060"
     out = tmp_path / "single"
-    from tangentlab.empirical.corpus import load_texts
+    from tangentlab.empirical.loading.corpus import load_texts
 
     corpus = tmp_path / "c.jsonl"
     import json
@@ -118,7 +118,7 @@ def test_measure_flags_and_config_keys_share_names(capsys):
 
     from tangentlab.cli import build_parser
     from tangentlab.commands.empirical import MEASURE_FLAGS
-    from tangentlab.empirical.protocol import MeasureConfig
+    from tangentlab.empirical.measurement.protocol import MeasureConfig
 
     keys = {f.name for f in dataclasses.fields(MeasureConfig)}
     parser = dict(__import__("tangentlab.cli", fromlist=["iter_parsers"]).iter_parsers(
@@ -178,7 +178,7 @@ def test_eval_split_text_column_and_a_dictionary_per_site_reach_the_manifest(tin
     import numpy as np
     from safetensors.numpy import save_file
 
-    from tangentlab.empirical.corpus import load_texts
+    from tangentlab.empirical.loading.corpus import load_texts
     from tangentlab.runs import read_manifest, read_results
 
     ck = tiny_runs["decoder"] / "checkpoints" / "step_000060"

@@ -29,7 +29,7 @@ def test_quick_variant_differs_only_where_it_should():
 
 def test_quick_measure_overrides_come_from_the_empirical_quick_preset():
     from tangentlab.config import load_config
-    from tangentlab.empirical.protocol import MeasureConfig
+    from tangentlab.empirical.measurement.protocol import MeasureConfig
 
     mine = dict(item.split("=", 1) for item in QUICK.measure_overrides)
     assert mine, "the quick variant must lighten the measurement"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tangentlab.empirical.bridge_run import BRIDGE_NAME, write_bridge_csv
+from tangentlab.empirical.bridge.run import BRIDGE_NAME, write_bridge_csv
 from tangentlab.report import theory_numbers as TN
 from tangentlab.report.load import RunData
 from tests.report.fixtures import measure_rows, trajectory_rows, write_measure_dir, write_run

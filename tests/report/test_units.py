@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from tangentlab.claims import rules as R
-from tangentlab.empirical.metrics import CV_FLAG
+from tangentlab.empirical.measurement.metrics import CV_FLAG
 from tangentlab.report.tables import ResultTable
 from tangentlab.report.units import Model, combine_units, enrichment_unit
 from tests.report.fixtures import trajectory_rows

@@ -137,10 +137,10 @@ def test_loads_through_trajectory_and_load_model_and_every_site_fires(trajectory
 
     import torch
 
-    from tangentlab.empirical.capture import capture_batch
-    from tangentlab.empirical.models import load_like, load_model
-    from tangentlab.empirical.sites import available_sites
-    from tangentlab.empirical.trajectory import resolve_trajectory
+    from tangentlab.empirical.loading.capture import capture_batch
+    from tangentlab.empirical.loading.models import load_like, load_model
+    from tangentlab.empirical.loading.sites import available_sites
+    from tangentlab.empirical.loading.trajectory import resolve_trajectory
 
     traj = resolve_trajectory(trajectory)
     assert [c.step for c in traj.checkpoints] == [0, 100]
@@ -165,7 +165,7 @@ def test_loads_through_trajectory_and_load_model_and_every_site_fires(trajectory
 
 @pytest.mark.slow
 def test_pipeline_recovers_the_planted_factor_and_the_null(trajectory, tmp_path):
-    from tangentlab.empirical.protocol import measure_trajectory
+    from tangentlab.empirical.measurement.protocol import measure_trajectory
     from tangentlab.report.tables import ResultTable
     from tangentlab.runs import RESULTS_NAME
 
@@ -190,9 +190,9 @@ def test_a_planted_checkpoint_loads_without_importing_validate_first(trajectory,
     from transformers import AutoModelForCausalLM
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
-    from tangentlab.empirical.models import load_model
-    from tangentlab.empirical.site_table import FAMILIES
-    from tangentlab.empirical.trajectory import resolve_trajectory
+    from tangentlab.empirical.loading.models import load_model
+    from tangentlab.empirical.loading.site_table import FAMILIES
+    from tangentlab.empirical.loading.trajectory import resolve_trajectory
 
     path = resolve_trajectory(trajectory).checkpoints[0].path
     assert FAMILIES["planted"].provider == "tangentlab.validate.planted"
@@ -278,8 +278,8 @@ def test_a_static_null_draws_its_checkpoints_afresh(text, tmp_path):
     context draws are fresh per checkpoint now: the same truth, other samples."""
     import torch
 
-    from tangentlab.empirical.models import load_model
-    from tangentlab.empirical.trajectory import resolve_trajectory
+    from tangentlab.empirical.loading.models import load_model
+    from tangentlab.empirical.loading.trajectory import resolve_trajectory
     from tangentlab.validate.planted_trajectories import PlantedSpec, write_trajectory
 
     run = write_trajectory(PlantedSpec(steps=(0, 50, 100), seed=4), tmp_path / "null", text)

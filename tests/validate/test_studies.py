@@ -23,7 +23,7 @@ def test_the_pipelines_interval_keeps_coverage_on_heavy_tailed_batches():
     # batch_control_test with the measurement's own default interval.
     import torch
 
-    from tangentlab.empirical.protocol import MeasureConfig
+    from tangentlab.empirical.measurement.protocol import MeasureConfig
     from tangentlab.measure.tails import VALIDATED_RATIO_CV
     from tangentlab.validate.studies import coverage_study
 

@@ -1,0 +1,146 @@
+"""The learning arms (second causal test) on a planted model whose gradient's mean is known.
+
+Verdict rule (``RULES["learning-arms"]``): X = mean D(away from a control) − D(away from Q_T);
+supported if X's CI lies above 0; not supported if its upper bound is below 0.1 D(unmodified).
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from tangentlab.errors import ConfigError
+
+
+def _planted(k: float, cost_ratio: float = 1.0, grad_bias: float = 1.0):
+    import torch
+
+    from tangentlab.empirical.loading.models import LoadedModel
+    from tangentlab.validate.planted import PlantedForCausalLM
+    from tangentlab.validate.planted_trajectories import (
+        PlantedSpec,
+        planted_config,
+        planted_tensors,
+    )
+
+    spec = PlantedSpec(steps=(0, 100), curve="flat", k_end=k, cost_ratio=cost_ratio,
+                       grad_bias=grad_bias, seed=3)
+    V = 128
+    model = PlantedForCausalLM(planted_config(spec, V, 32))
+    counts = np.random.default_rng(0).integers(1, 1000, V)
+    for name, value in planted_tensors(spec, counts, 100).items():
+        getattr(model.planted.embed, name).data.copy_(torch.as_tensor(value, dtype=torch.float32))
+    model.eval()
+    lm = LoadedModel(model=model, arch="decoder", family="planted", head=True,
+                     tie_embeddings=False, path="")
+    rng = np.random.default_rng(1)
+
+    def batch():
+        ids = torch.as_tensor(rng.integers(0, V, (3, 32)))
+        return SimpleNamespace(input_ids=ids, labels=ids.clone())
+
+    frame = model.planted.embed.frame.detach().double().numpy()
+    return lm, frame[:, :spec.m], [batch() for _ in range(4)], [batch() for _ in range(4)]
+
+
+def _run(k: float):
+    from tangentlab.claims import causal_rules as CR
+    from tangentlab.claims import rules as R
+    from tangentlab.empirical.measurement.learning_arms import (
+        haar_complement_controls,
+        learning_arms,
+        learning_rows,
+    )
+    from tangentlab.empirical.measurement.measure_config import MeasureConfig
+    from tangentlab.empirical.measurement.records import RowBase
+
+    lm, Q, train, held = _planted(k)
+    al = learning_arms(lm, "blocks.-1.resid_post", Q, haar_complement_controls(Q, 4, 0),
+                       train_batches=train, eval_batches=held, steps=4, step_loss=0.002, seed=0)
+    rows = {r["metric"]: r for r in learning_rows(al, MeasureConfig(n_boot=200), RowBase(site="s"))}
+    ex = rows["learning_excess"]
+    out = CR.learning_arms_rule(R.Interval("X", ex["value"], ex["ci_low"], ex["ci_high"]),
+                               rows["learning_loss_decrease_unmodified"]["value"])
+    return al, rows, out
+
+
+def test_the_projection_hook_moves_only_what_it_keeps():
+    """Q = the whole space: "onto" is the unmodified arm and "away" learns nothing upstream
+    (the planted head has no parameters of its own), so its held-out loss stays put."""
+    from tangentlab.empirical.measurement.learning_arms import learning_arms
+
+    lm, _, train, held = _planted(3.0)
+    d = lm.model.config.hidden_size
+    full = np.eye(d)
+    al = learning_arms(lm, "blocks.-1.resid_post", full, full[None], train_batches=train,
+                       eval_batches=held[:1], steps=2, step_loss=0.002, seed=0)
+    L = al.loss_sums
+    assert np.allclose(L[:, 2], L[:, 1], rtol=1e-6)  # onto (everything) == unmodified
+    assert np.allclose(L[:, 3], L[:, 0], rtol=1e-7)  # away from everything == before
+    assert (L[:, 1] < L[:, 0]).all()  # the unmodified arm learns
+    assert al.lr > 0 and al.n_params > 0
+    # the checkpoint itself is untouched
+    again = learning_arms(lm, "blocks.-1.resid_post", full, full[None], train_batches=train,
+                          eval_batches=held[:1], steps=2, step_loss=0.002, seed=0)
+    assert np.array_equal(again.loss_sums, L)
+
+
+def test_an_enriched_gradient_mean_is_found_and_a_null_is_not():
+    """k = 4 in S at b = 1: away-from-Q_T keeps 8/11 of the mean gradient's energy, a control
+    about 10/11; under k = 1 both keep 7/8."""
+    from tangentlab.claims import rules as R
+
+    _, rows, out = _run(4.0)
+    assert out.status == R.SUPPORTED, out.reason
+    assert rows["learning_loss_decrease_onto"]["value"] > 0
+    _, rows0, out0 = _run(1.0)
+    assert out0.status != R.SUPPORTED, out0.reason
+
+
+def test_bad_settings_are_refused():
+    from tangentlab.empirical.measurement.learning_arms import learning_arms
+    from tangentlab.empirical.measurement.measure_config import MeasureConfig
+
+    with pytest.raises(ConfigError):
+        learning_arms(None, "s", np.eye(4)[:, :1], np.zeros((1, 4, 1)), train_batches=[1],
+                      eval_batches=[1], steps=0, step_loss=0.002, seed=0)
+    with pytest.raises(ConfigError, match="learning_steps"):
+        MeasureConfig(learning_steps=100)
+
+
+def test_a_loaded_planted_checkpoint_trains_only_its_blocks(tmp_path):
+    """from_pretrained hands the planted tensors back as trainable parameters: they enter the
+    forward pass detached, so the arms train the blocks and leave the planted truth alone."""
+    import dataclasses
+
+    import torch
+
+    from tangentlab.empirical.measurement.learning_arms import learning_arms
+    from tangentlab.validate.planted import PlantedForCausalLM
+
+    lm, Q, train, held = _planted(3.0)
+    lm.model.save_pretrained(str(tmp_path / "ck"))
+    loaded = PlantedForCausalLM.from_pretrained(str(tmp_path / "ck")).eval()
+    before = {k: v.clone() for k, v in loaded.planted.embed.state_dict().items()}
+    al = learning_arms(dataclasses.replace(lm, model=loaded), "blocks.-1.resid_post", Q,
+                       np.zeros((1,) + Q.shape) + np.eye(Q.shape[0])[:, -Q.shape[1]:],
+                       train_batches=train[:1], eval_batches=held[:1], steps=1,
+                       step_loss=0.002, seed=0)
+    assert np.isfinite(al.loss_sums).all()
+    for k, v in loaded.planted.embed.state_dict().items():
+        assert torch.equal(v, before[k]), k
+
+
+@pytest.mark.parametrize("arch", ["decoder", "encoder"])
+def test_measure_writes_the_learning_rows_at_the_last_checkpoint(measured, arch):
+    from tangentlab.runs import read_results
+
+    df = read_results(measured[arch] / "results.csv")
+    ex = df[df["metric"] == "learning_excess"]
+    assert len(ex) == ex["site"].nunique() >= 1  # one per site, at one checkpoint
+    assert set(ex["step"]) == {df["step"].max()}
+    assert np.isfinite(ex["ci_low"]).all() and (ex["ci_low"] <= ex["ci_high"]).all()
+    dec = df[df["metric"] == "learning_loss_decrease_unmodified"]
+    assert np.isfinite(dec["value"]).all() and (ex["n_controls"] == 2).all()
