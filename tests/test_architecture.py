@@ -50,7 +50,7 @@ import tangentlab
 ROOT = Path(tangentlab.__file__).parent
 PILLARS = ("measure", "theory", "synthetic", "empirical", "report", "pipeline", "validate")
 #: top-level modules every package may import; they import no pillar and not the root
-INFRASTRUCTURE = ("errors", "config", "runs", "results", "contract", "registry", "atomic", "locks", "readers", "fingerprints",
+INFRASTRUCTURE = ("errors", "config", "runs", "results", "contract", "registry", "atomic", "locks", "readers",
                   "crash", "progress", "typing", "distributed", "_lazy", "_runtime", "_version",
                   "_faults")
 MAX_LINES = 500

@@ -8,7 +8,9 @@ the report's builders, its gate, the end-to-end battery's scenarios and the docs
 - :mod:`tangentlab.claims.rules`: the status words, ``combine()`` and the prediction rules, each
   with its text in ``RULES``; :mod:`tangentlab.claims.causal_rules`: the causal rows' rules;
   :mod:`tangentlab.claims.bridge_rules`: theory against measurement in numbers (the bridge);
-- :mod:`tangentlab.claims.paper`: what the paper reported, per claim.
+- :mod:`tangentlab.claims.paper`: what the paper reported, per claim;
+- :mod:`tangentlab.claims.fingerprints`: fingerprints of the modules a verdict runs through (what
+  an end-to-end certificate covers).
 """
 
 from __future__ import annotations

@@ -68,6 +68,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "last line says whether some check failed (caught, exit 1) or not "
                         "(exit 0: the battery has no teeth against it)")
     p.set_defaults(func=_run)
+    _register_verbs(p)
+
+
+def _register_verbs(p: argparse.ArgumentParser) -> None:
+    """The verbs after ``validate``: ``merge`` (shards into one run) and ``certify``."""
     verbs = p.add_subparsers(dest="verb", metavar="<verb>", parser_class=type(p))
     pm = verbs.add_parser(
         "merge", help="assemble end-to-end shards (--shard K/N) into one end-to-end run",
@@ -88,7 +93,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=(
             "Write FILE: the end-to-end run's checks, setting and commit, which rows it "
             "validates, and a fingerprint of every module on the verdict path "
-            "(tangentlab.fingerprints), so a changed module shows the certificate stale. "
+            "(tangentlab.claims.fingerprints), so a changed module shows the certificate stale. "
             "Refused for an unfinished run, a shard, or simulations run at a dirty commit or "
             "at another commit than the checkout's. Exit code 0 when written, 2 on bad input."))
     pc.add_argument("run", metavar="RUN", help="a finished end-to-end run directory")

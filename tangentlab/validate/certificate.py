@@ -10,8 +10,8 @@ directory into one small JSON file that can be committed with the code:
   bound checked), the wrong-status table a reader can audit;
 - ``rows``: per prediction row, whether every one of its checks passed with its bound checked
   and no simulation raised (the gate's own reading, :func:`tangentlab.report.gating.read_end_to_end`);
-- ``fingerprints``: :func:`tangentlab.fingerprints.verdict_path_fingerprints` of the code at that
-  commit. When a module on the verdict path changes, :func:`tangentlab.fingerprints.stale_modules`
+- ``fingerprints``: :func:`tangentlab.claims.fingerprints.verdict_path_fingerprints` of the code at that
+  commit. When a module on the verdict path changes, :func:`tangentlab.claims.fingerprints.stale_modules`
   names it, and the certificate no longer speaks for the code.
 
 A certificate is only written for a finished run (not a shard) whose simulations ran at a clean
@@ -40,11 +40,11 @@ def make_certificate(run_dir: str | Path) -> dict[str, Any]:
     DataError for an unfinished run, a shard, a run of another kind, or simulations run at a
     dirty or unknown commit, or at another commit than the checkout's.
     """
-    from tangentlab.fingerprints import verdict_path_fingerprints
+    from tangentlab.claims.fingerprints import verdict_path_fingerprints
     from tangentlab.readers import read_json
     from tangentlab.report.gating import read_end_to_end
     from tangentlab.runs import CHECKS_NAME, MANIFEST_NAME, git_commit
-    from tangentlab.validate.end_to_end_read import require_finished
+    from tangentlab.validate.end_to_end_records import require_finished
 
     run = Path(run_dir)
     require_finished(run)
@@ -93,6 +93,6 @@ def read_certificate(path: str | Path) -> dict[str, Any]:
 
 def certificate_stale(cert: dict[str, Any]) -> list[str]:
     """What changed on the verdict path since ``cert`` was written (empty: it still applies)."""
-    from tangentlab.fingerprints import stale_modules
+    from tangentlab.claims.fingerprints import stale_modules
 
     return stale_modules(cert["fingerprints"])

@@ -22,7 +22,7 @@ it finishes, then the summary, judged from the records in job order (the config'
 order, then simulation index), and ``manifest.json`` last. A kill loses only the simulations in
 flight; ``resume=True`` (``--resume``) continues the run, reusing every record, and refuses a
 directory written with another config or at another git commit. ``shard="K/N"`` runs one slice
-of the jobs (:mod:`tangentlab.validate.end_to_end_shards`) into its own directory, and
+of the jobs (:mod:`tangentlab.validate.end_to_end_config`) into its own directory, and
 :mod:`tangentlab.validate.end_to_end_merge` assembles the shards into the run a single process
 writes, byte for byte.
 
@@ -48,16 +48,16 @@ from tangentlab.validate.end_to_end_checks import (
     WRONG_RATE_MAX,
     summarize,
 )
-from tangentlab.validate.end_to_end_config import SETTINGS, EndToEndConfig, EndToEndMeasure
-from tangentlab.validate.end_to_end_read import format_table, read_statuses
+from tangentlab.validate.end_to_end_config import SETTINGS, EndToEndConfig, EndToEndMeasure, Shard
 from tangentlab.validate.end_to_end_records import (
     SIMULATIONS_DIR,
     STATUSES_NAME,
     UNIT_ENRICHMENT,
     SimulationResult,
+    format_table,
+    read_statuses,
     record_path,
 )
-from tangentlab.validate.end_to_end_shards import Shard
 
 __all__ = ["EndToEndConfig", "EndToEndMeasure", "SETTINGS", "END_TO_END_KIND",
            "END_TO_END_SHARD_KIND", "SimulationResult", "Shard", "simulate", "decide", "summarize",
@@ -304,19 +304,19 @@ def write_end_to_end(out_dir: str | Path, cfg: EndToEndConfig, *, quick: bool, n
     ``statuses.csv``, ``checks.json``) from the records in job order, and ``manifest.json``
     last. ``resume`` continues the run in ``out_dir`` (a new or empty folder starts one),
     reusing every record; ``shard`` (``"K/N"``) runs only that slice of the jobs
-    (:class:`~tangentlab.validate.end_to_end_shards.Shard`) and writes records and a shard
+    (:class:`~tangentlab.validate.end_to_end_config.Shard`) and writes records and a shard
     manifest, no summary (``tangentlab validate merge`` judges the shards together).
 
     Returns (path, every check passed); for a shard, (path, no simulation raised).
     """
     from tangentlab.runs import check_output_dir, remove_partials, run_kind, run_lock
+    from tangentlab.validate.end_to_end_config import jobs
     from tangentlab.validate.end_to_end_records import (
         is_end_to_end_dir,
         read_records,
         settings_for,
         write_settings,
     )
-    from tangentlab.validate.end_to_end_shards import jobs
 
     cfg.check()
     if nproc < 1:

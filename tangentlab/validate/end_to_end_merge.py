@@ -98,8 +98,8 @@ def merge_end_to_end(dirs: Sequence[str | Path], out: str | Path) -> tuple[Path,
     from tangentlab.config import config_from_mapping, config_hash
     from tangentlab.runs import check_output_dir, run_lock
     from tangentlab.validate.end_to_end import END_TO_END_KIND, EndToEndConfig, write_summary
+    from tangentlab.validate.end_to_end_config import jobs
     from tangentlab.validate.end_to_end_records import read_records, write_record, write_settings
-    from tangentlab.validate.end_to_end_shards import jobs
 
     t0 = time.perf_counter()
     paths = [Path(d) for d in dirs]

@@ -21,7 +21,7 @@ def test_a_finished_run_is_certified_with_its_checks_commit_and_fingerprints(tmp
                                                                               monkeypatch):
     import tangentlab.validate.end_to_end as e2e
     from tangentlab.cli import main
-    from tangentlab.fingerprints import verdict_path_fingerprints
+    from tangentlab.claims.fingerprints import verdict_path_fingerprints
 
     run, _ = e2e.write_end_to_end(tmp_path / "run", CFG, quick=True)
     path = write_certificate(run, tmp_path / "cert.json")

@@ -20,12 +20,12 @@ from tangentlab.report.gating import read_end_to_end
 from tangentlab.runs import CHECKS_NAME, MANIFEST_NAME, RESULTS_NAME
 from tangentlab.validate.end_to_end import STATUSES_NAME, EndToEndConfig, Shard, SimulationResult
 from tangentlab.validate.end_to_end_merge import merge_end_to_end
-from tangentlab.validate.end_to_end_read import require_finished
 from tangentlab.validate.end_to_end_records import (
     SETTINGS_NAME,
     find_records,
     read_record,
     record_path,
+    require_finished,
 )
 from tangentlab.validate.planted_scenarios import PREDICTION_ROWS
 

@@ -1,5 +1,8 @@
 """Fingerprints of the source modules a verdict runs through, to tie a certificate to its code.
 
+Part of the claims package (a leaf: it reads files with the standard library and imports no
+pillar), so the report can tell a stale certificate without importing the code it fingerprints.
+
 An end-to-end certificate (:mod:`tangentlab.validate.certificate`) is only evidence for the code
 that produced it. :func:`verdict_path_fingerprints` hashes every module on the verdict path
 (:data:`VERDICT_PATH`: the measurement, the rules, the report's builders and gate, the planted
@@ -41,7 +44,8 @@ VERDICT_PATH: tuple[str, ...] = (
 
 
 def _root() -> Path:
-    return Path(__file__).resolve().parent
+    """The ``tangentlab`` package folder."""
+    return Path(__file__).resolve().parent.parent
 
 
 def module_files(names: tuple[str, ...] = VERDICT_PATH, root: Path | None = None

@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 
 import tangentlab
-from tangentlab.fingerprints import (
+from tangentlab.claims.fingerprints import (
     VERDICT_PATH,
     module_files,
     stale_modules,
