@@ -13,7 +13,9 @@ report order; its section is the claim's kind:
 
 A row's ``build`` is one of three typed builders: :class:`TheoryRow`, :class:`ChecksRow` (a
 stage's ``checks.json``) or :class:`EmpiricalRow` (one unit builder per (model, site) and one
-panel per model). :func:`build_verdicts` runs them and returns frozen :class:`Verdict` records.
+panel per model). :func:`build_verdicts` runs them on the opened run's plain stage records
+(:class:`~tangentlab.report.load.Stage`: a builder never reads the run directory) and returns
+frozen :class:`Verdict` records, the one row model both pages lay out.
 """
 
 from __future__ import annotations
@@ -34,10 +36,9 @@ from tangentlab.report import units_causal as UC
 from tangentlab.report.checks import check_lines, theory_check_lines
 from tangentlab.report.figures import Panel, Series
 from tangentlab.report.gating import gate
-from tangentlab.report.load import EXTERNAL_PREFIX, VALIDATE_STAGE, RunData
+from tangentlab.report.load import EXTERNAL_PREFIX, VALIDATE_STAGE, RunData, Stage, Stages
 from tangentlab.report.synthetic_panels import PanelSpec, prediction_panels
 from tangentlab.report.verdict_types import Built, Verdict
-from tangentlab.runs import RESULTS_NAME
 
 __all__ = [
     "Verdict",
@@ -63,7 +64,9 @@ SECTION_TITLES: dict[str, str] = dict(KIND_TITLES)
 class RowSpec:
     """How to build one verdict row.
 
-    ``stages`` names the stages whose outputs it reads; ``build`` reads the done ones.
+    ``stages(names)`` chooses, from the run's stage names (the recorded stages, then the
+    external runs), the stages whose outputs it reads; ``build(stages, pool)`` reads the done
+    ones (:class:`~tangentlab.report.load.Stage` records; ``pool``: external runs pooled in).
     """
 
     key: str
@@ -72,8 +75,8 @@ class RowSpec:
     section: str
     rule: str
     test: str
-    stages: Callable[[RunData], list[str]]
-    build: Callable[[RunData, list[str]], Built]
+    stages: Callable[[Sequence[str]], list[str]]
+    build: Callable[[list[Stage], bool], Built]
     depends_on: str | None = None
     require_all: bool = False  # every stage must be done (else: at least one)
 
@@ -84,13 +87,13 @@ class RowSpec:
 class TheoryRow:
     """Every derivation's checks, from ``theory/verify.json``."""
 
-    def stages(self, data: RunData) -> list[str]:
+    def stages(self, names: Sequence[str]) -> list[str]:
         """The stage this row reads (``theory``)."""
         return [THEORY]
 
-    def __call__(self, data: RunData, stages: list[str]) -> Built:
+    def __call__(self, stages: list[Stage], pool: bool = False) -> Built:
         """Build the row from the derivations' checks."""
-        ver = data.theory()
+        ver = stages[0].verify
         lines = theory_check_lines(ver)
         numbers = []
         xs, ys, labels = [], [], []
@@ -151,39 +154,47 @@ class ChecksRow:
     panels: tuple[PanelSpec, ...] = ()
     stored_figures: bool = False
 
-    def stages(self, data: RunData) -> list[str]:
+    def stages(self, names: Sequence[str]) -> list[str]:
         """The stage, or its sub-stages where the run split it (``validate/quick``, ...)."""
-        subs = [s for s in data.records if s.startswith(self.stage + "/")]
+        subs = [s for s in names if s.startswith(self.stage + "/")]
         return subs or [self.stage]
 
-    def __call__(self, data: RunData, stages: list[str]) -> Built:
+    def __call__(self, stages: list[Stage], pool: bool = False) -> Built:
         """Build the row from the stage's ``checks.json``."""
         checks: list[Mapping[str, Any]] = []
         panels: list[Panel] = []
         figures: list[Path] = []
         for stage in stages:
-            checks += [c for c in data.checks(stage) if self.select is None or self.select(c)]
-            if (data.stage_dir(stage) / RESULTS_NAME).is_file():
-                panels += prediction_panels(data.results(stage), stage.split("/")[-1], self.panels)
+            checks += [c for c in stage.checks if self.select is None or self.select(c)]
+            if stage.has_results:
+                panels += prediction_panels(stage.results, stage.name.split("/")[-1], self.panels)
             if self.stored_figures:
-                figures += data.figures(stage)
+                figures += stage.figures
         return Built(R.checks_rule(checks), panels=tuple(panels), checks=check_lines(checks),
                      figures=tuple(figures))
 
 
 # ------------------------------------------------------------------------------- predictions
 
+def _measure_stages(names: Sequence[str]) -> list[str]:
+    own = ([s for s in names if s.startswith(measure_stage(""))]
+           or [measure_stage("encoder"), measure_stage("decoder")])
+    return own + [s for s in names if s.startswith(EXTERNAL_PREFIX)]
+
+
 def measure_stages(data: RunData) -> list[str]:
     """Our own measure stages (those recorded; both by default) then the external runs."""
-    own = ([s for s in data.records if s.startswith(measure_stage(""))]
-           or [measure_stage("encoder"), measure_stage("decoder")])
-    return own + data.external_stages()
+    return _measure_stages(data.names)
+
+
+def _models(stages: Sequence[Stage]) -> list[U.Model]:
+    return [U.Model(st.name.split("/", 1)[-1], st.name, st.table, st.manifest)
+            for st in stages if st.done]
 
 
 def models(data: RunData, stages: Sequence[str]) -> list[U.Model]:
     """One :class:`~tangentlab.report.units.Model` per done stage, each with its own table."""
-    return [U.Model(stage.split("/", 1)[-1], stage, data.table(stage), data.stage_manifest_or_empty(stage))
-            for stage in stages if data.status(stage) == "done"]
+    return _models([data.stages[s] for s in stages])
 
 
 @dataclass(frozen=True)
@@ -202,9 +213,9 @@ class EmpiricalRow:
     panel: Callable[[U.Model], Panel | None]
     comparison: bool = False
 
-    def stages(self, data: RunData) -> list[str]:
+    def stages(self, names: Sequence[str]) -> list[str]:
         """The measurement stages this row reads (ours and external ones)."""
-        return measure_stages(data)
+        return _measure_stages(names)
 
     def _units(self, ms: Sequence[U.Model]) -> tuple[U.Unit, ...]:
         return tuple(self.unit(m, site) for m in ms for site in m.table.sites(self.metric))
@@ -217,19 +228,19 @@ class EmpiricalRow:
                 panels.insert(0, cmp)
         return panels
 
-    def __call__(self, data: RunData, stages: list[str]) -> Built:
+    def __call__(self, stages: list[Stage], pool: bool = False) -> Built:
         """Build the row: one unit per (model, site), then the overall rule.
 
         External measurement runs get units and panels of their own, combined apart, unless the
         run is rendered with ``pool`` (then every model's units decide the row together).
         """
-        ms = models(data, stages)
+        ms = _models(stages)
         own = [m for m in ms if not m.stage.startswith(EXTERNAL_PREFIX)]
         ext = [m for m in ms if m.stage.startswith(EXTERNAL_PREFIX)]
-        judged, apart = (ms, []) if data.pool else (own, ext)
+        judged, apart = (ms, []) if pool else (own, ext)
         units = self._units(judged)
         ext_units = self._units(apart)
-        panels = self._panels(judged, judged, "all models" if data.pool else "our models")
+        panels = self._panels(judged, judged, "all models" if pool else "our models")
         ext_panels = self._panels(apart, ms, "all models (ours and external)") if apart else []
         numbers = tuple((f"{m.name} set-up", m.facts()) for m in ms if m.facts())
         for m in ms:
@@ -242,7 +253,7 @@ class EmpiricalRow:
         missing = [m.name for m in ms if not m.table.has(self.metric)]
         if missing:
             numbers += (("not measured", f"no {self.metric} rows in: {', '.join(missing)}"),)
-        if ext and data.pool:
+        if ext and pool:
             numbers += (("pooled", "the external measurements (" + ", ".join(m.name for m in ext)
                          + ") are pooled into this verdict (--pool)"),)
         elif ext:
@@ -332,18 +343,18 @@ def row_keys() -> list[str]:
     return [r.key for r in ROWS]
 
 
-def _one(data: RunData, spec: RowSpec) -> Verdict:
-    stages = spec.stages(data)
+def _one(spec: RowSpec, stages: Stages, names: Sequence[str], pool: bool) -> Verdict:
+    read = [stages[s] for s in spec.stages(names)]
     base = Verdict(key=spec.key, title=spec.title, prediction=spec.prediction, section=spec.section,
                    status=R.NOT_RUN, reason="", rule=spec.rule, test=spec.test,
-                   paper=claim(spec.key).paper, sources=tuple(data.source(s) for s in stages),
+                   paper=claim(spec.key).paper, sources=tuple(st.source for st in read),
                    depends_on=spec.depends_on)
-    problems = [p for p in (data.problem(s) for s in stages) if p]
-    done = [s for s in stages if data.status(s) == "done"]
+    problems = [st.problem for st in read if st.problem]
+    done = [st for st in read if st.done]
     if not done or (spec.require_all and problems):
         return replace(base, reason="; ".join(problems) or "no stage ran")
     try:
-        built = spec.build(data, done)
+        built = spec.build(done, pool)
     except Exception as exc:  # a builder that raises is a bug: show it, do not hide the row
         msg = " ".join(f"{type(exc).__name__}: {exc}".split())
         return replace(base, reason=f"the rule could not read the stored results ({msg})",
@@ -361,13 +372,18 @@ def _one(data: RunData, spec: RowSpec) -> Verdict:
                    external_status=ext.status if ext is not None else None,
                    external_reason=ext.reason if ext is not None else "",
                    external_panels=built.external_panels,
-                   pooled=data.pool and any(s.startswith(EXTERNAL_PREFIX) for s in done))
+                   pooled=pool and any(st.external for st in done))
 
 
 def build_verdicts(data: RunData, rows: Sequence[RowSpec] | None = None) -> list[Verdict]:
-    """One :class:`Verdict` per row spec (default :data:`ROWS`), in order.
+    """One :class:`Verdict` per row spec (default :data:`ROWS`), in order, from the opened run.
 
-    The prediction rows are gated on their end-to-end validation (:func:`tangentlab.report.gating.gate`).
+    The prediction rows of a run opened with :meth:`RunData.open
+    <tangentlab.report.load.RunData.open>` are gated on their end-to-end validation
+    (:func:`tangentlab.report.gating.gate`).
     """
-    return gate(data, [_one(data, spec) for spec in (rows if rows is not None else ROWS)])
+    names = data.names
+    verdicts = [_one(spec, data.stages, names, data.pool)
+                for spec in (rows if rows is not None else ROWS)]
+    return gate(verdicts, data.end_to_end, data.stages) if data.gate else verdicts
 
