@@ -345,7 +345,8 @@ class RunData:
     #: Every stage the run has a trace of (records, external runs, the folders of the stages a
     #: row reads by default), read on construction.
     stages: Stages = field(init=False, repr=False)
-    #: The end-to-end validation run (:class:`~tangentlab.report.gating.EndToEnd`), or None.
+    #: The end-to-end validation run (:class:`~tangentlab.report.gating.EndToEnd`) the rows are
+    #: gated on, or None (none, or not gated).
     end_to_end: Any = field(init=False, repr=False)
     #: The recorded stages, then the external runs' pseudo-stages ``external/NAME`` (what the
     #: rows choose their stages from).
@@ -385,8 +386,8 @@ class RunData:
                 rec.config_hash if rec is not None else None, seed,
                 strict=self.gate and (rec is not None or name.startswith(EXTERNAL_PREFIX)))
         e2e = self.validation if self.validation is not None else run_dir / END_TO_END_DIR
-        self.end_to_end = (read_end_to_end(e2e) if self.validation is not None or e2e.is_dir()
-                           else None)
+        self.end_to_end = (read_end_to_end(e2e) if self.gate and (self.validation is not None
+                                                                   or e2e.is_dir()) else None)
 
     @classmethod
     def open(cls, run_dir: str | Path, *, measures: dict[str, str | Path] | None = None,
