@@ -121,15 +121,6 @@ class Source:
         """
         return self.stage if self.external else self.path
 
-    def label(self) -> str:
-        """The name shown for this source (the stage, or ``external/NAME``)."""
-        parts = [self.name]
-        if self.config_hash:
-            parts.append(f"config {self.config_hash}")
-        if self.seed is not None:
-            parts.append(f"seed {self.seed}")
-        return ", ".join(parts)
-
 
 #: What to do about a damaged run file the report reads.
 _REDO = "restore it or re-run the stage that wrote it"

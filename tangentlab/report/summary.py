@@ -43,6 +43,7 @@ from typing import Any
 
 from tangentlab.contract import measure_stage
 from tangentlab.errors import DataError
+from tangentlab.report.tables import _num
 
 __all__ = ["SUMMARY_COLUMNS", "SUMMARY_NAME", "headline_table", "load_results", "write_summary",
            "format_summary", "summary_output_path", "row_notes", "test_batches_of"]
@@ -63,14 +64,6 @@ SUMMARY_COLUMNS: tuple[str, ...] = (
 
 _WITH_CI = ("enrichment", "energy_tangent")
 _VALUE_ONLY = ("energy_control_mean", "baseline", "oracle", "position", "p_value")
-
-
-def _num(x: Any) -> float | None:
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(v) else v
 
 
 def _col(df, name: str, default: str):

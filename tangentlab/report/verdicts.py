@@ -32,13 +32,11 @@ from tangentlab.contract import THEORY, measure_stage, synthetic_stage
 from tangentlab.report import late as L
 from tangentlab.report import step_panels as SP
 from tangentlab.report import units as U
-from tangentlab.report import units_causal as UC
-from tangentlab.report.checks import check_lines, theory_check_lines
+from tangentlab.report.checks import CheckLine, check_lines, theory_check_lines
 from tangentlab.report.figures import Panel, Series
 from tangentlab.report.gating import gate
-from tangentlab.report.load import EXTERNAL_PREFIX, VALIDATE_STAGE, RunData, Stage, Stages
+from tangentlab.report.load import EXTERNAL_PREFIX, VALIDATE_STAGE, RunData, Source, Stage, Stages
 from tangentlab.report.synthetic_panels import PanelSpec, prediction_panels
-from tangentlab.report.verdict_types import Built, Verdict
 
 __all__ = [
     "Verdict",
@@ -58,6 +56,79 @@ __all__ = [
 #: The three verdict tables, in order: kind -> title (the claims' kinds,
 #: :data:`tangentlab.claims.table.KIND_TITLES`).
 SECTION_TITLES: dict[str, str] = dict(KIND_TITLES)
+
+
+@dataclass(frozen=True)
+class Built:
+    """What a row's builder read: the overall outcome and everything shown beside it."""
+
+    outcome: R.Outcome
+    numbers: tuple[tuple[str, str], ...] = ()
+    panels: tuple[Panel, ...] = ()
+    units: tuple[U.Unit, ...] = ()
+    checks: tuple[CheckLine, ...] = ()
+    figures: tuple[Path, ...] = ()  # PNGs a stage stored itself (the validation battery)
+    external_units: tuple[U.Unit, ...] = ()  # external runs, shown apart (not pooled)
+    external_outcome: R.Outcome | None = None  # the external runs' units combined, on their own
+    external_panels: tuple[Panel, ...] = ()
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One row of a verdict table.
+
+    Attributes:
+        key: stable identifier (``"enrichment"``).
+        title: short name of the prediction.
+        prediction: what the account predicts (or what the calibration checks), in words.
+        section: ``calibration`` or ``prediction``.
+        status: one of :data:`tangentlab.claims.rules.STATUS_WORDS`.
+        reason: the numbers behind the status.
+        rule: the rule text (from :data:`tangentlab.claims.rules.RULES`).
+        test: the test behind the numbers.
+        numbers: ``(label, value)`` facts shown with the row (set-up, counts).
+        paper: what the paper reported for the same quantity.
+        sources: where the numbers come from.
+        panels: the figure, as data.
+        units: one record per (model, site) (empirical rows).
+        checks: every recorded check, with its kind of error (calibration rows).
+        figures: PNGs the stage stored (shown as they are).
+        depends_on: the key of the row this one is not independent of (``None``: independent).
+        error: set when the builder itself raised (a bug, shown in the report).
+        external_units: the (model, site) units of external measurement runs, shown in their own
+            sub-table; they do not enter ``status`` unless the run is rendered with ``pool``.
+        external_status, external_reason: the external units combined on their own.
+        external_panels: their figure, as data (kept apart from ``panels``).
+        pooled: whether external runs were pooled into ``status`` (``--pool``).
+        gated: why the row's raw "supported"/"not supported" was gated to "inconclusive (not
+            validated)" (:mod:`tangentlab.report.gating`); empty when it was not.
+        raw_status: the status the rules gave before gating (empty when not gated).
+    """
+
+    key: str
+    title: str
+    prediction: str
+    section: str
+    status: str
+    reason: str
+    rule: str
+    test: str
+    numbers: tuple[tuple[str, str], ...] = ()
+    paper: str = ""
+    sources: tuple[Source, ...] = ()
+    panels: tuple[Panel, ...] = ()
+    units: tuple[U.Unit, ...] = ()
+    checks: tuple[CheckLine, ...] = ()
+    figures: tuple[Path, ...] = ()
+    depends_on: str | None = None
+    error: str | None = None
+    external_units: tuple[U.Unit, ...] = ()
+    external_status: str | None = None
+    external_reason: str = ""
+    external_panels: tuple[Panel, ...] = ()
+    pooled: bool = False
+    gated: str = ""
+    raw_status: str = ""
 
 
 @dataclass(frozen=True)
@@ -322,8 +393,8 @@ def _builders() -> dict[str, Any]:
         "frequency-buckets": EmpiricalRow("enrichment", U.bucket_unit, U.bucket_panel),
         "isoscore": EmpiricalRow("delta_isoscore_tangent", U.isoscore_unit, SP.isoscore_panel),
         "frequency-distance": EmpiricalRow("freq_distance_spearman", U.freqdist_unit, SP.freqdist_panel),
-        "ablation": EmpiricalRow("ablation_loss_tangent", UC.ablation_unit, SP.ablation_panel),
-        "learning-arms": EmpiricalRow(UC.LEARNING_METRIC, UC.learning_unit, SP.learning_panel),
+        "ablation": EmpiricalRow("ablation_loss_tangent", U.ablation_unit, SP.ablation_panel),
+        "learning-arms": EmpiricalRow(U.LEARNING_METRIC, U.learning_unit, SP.learning_panel),
     }
 
 
