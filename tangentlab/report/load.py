@@ -179,7 +179,6 @@ class Stage:
     figures: tuple[Path, ...] = ()
     bridge: tuple[dict[str, str], ...] | None = None
     not_run: str | None = None
-    #: whether it stored a ``results.csv`` (read, when the stage is done, into :attr:`results`)
     has_results: bool = False
     _results: Any = field(default=None, repr=False, compare=False)
     _checks: Any = field(default=(), repr=False, compare=False)
