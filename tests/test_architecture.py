@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import ast
 import graphlib
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -451,7 +452,7 @@ MAX_ROOM_MODULES = 15
 BIG_ROOMS = {
     "tangentlab": 21,
     "tangentlab/measure": 24,
-    "tangentlab/report": 20,
+    "tangentlab/report": 19,
 }
 
 
@@ -603,68 +604,190 @@ def test_the_checker_sees_registry_tables(graph, static_graph):
     assert "tangentlab.theory.visibility" not in static_graph["tangentlab.theory.derivation"]
 
 
-# -- the walk of measure_trajectory's ``trajectory`` ---------------------------------------------
+# -- walks: following one argument through the calls that hold it ---------------------------------
 
 #: Issue 19's budget for following ``measure_trajectory``'s ``trajectory`` through a measurement.
 WALK_MAX_STOPS = 25
 WALK_MAX_RETURNS = 8
+#: Issue 34 (item 4)'s budget for following ``report.render.produce``'s ``run_dir``.
+RUN_DIR_MAX_STOPS = 15
+RUN_DIR_MAX_RETURNS = 8
 
 
-def _trajectory_walk(run, out):
-    """(stops, returns) of one real measurement of the trajectory folder ``run`` (a str).
+@dataclass
+class Walk:
+    """What :func:`_walk` saw: every stop, in call order, as ``package/module.py:qualname``.
 
-    A *stop* is a call of a tangentlab function that holds the argument, or the
-    :class:`~tangentlab.empirical.loading.checkpoints.Trajectory` it resolves to, in a local; a *return*
-    is such a call handing a value other than the argument back. Both are counted with
-    ``sys.settrace`` over the measurement itself.
+    Attributes:
+        calls: each call of a tangentlab function that held the argument (or what it resolved
+            to) in a local when it started, in call order (a function called twice is there twice).
+        handed_back: those calls that handed a value other than the argument back.
+        callers: ``(caller module, callee module)`` of each call whose caller is a tangentlab
+            module (dotted names, for the layer check).
+    """
+
+    calls: list[str] = field(default_factory=list)
+    handed_back: list[str] = field(default_factory=list)
+    callers: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def stops(self) -> list[str]:
+        """The distinct functions the argument stopped at, in order of first visit."""
+        return list(dict.fromkeys(self.calls))
+
+    @property
+    def modules(self) -> list[str]:
+        """The distinct modules of :attr:`stops`, in order of first visit."""
+        return list(dict.fromkeys(s.split(":")[0] for s in self.stops))
+
+    @property
+    def returns(self) -> list[str]:
+        """The stops in a module an earlier stop already visited (issue 34's "returns")."""
+        seen: set[str] = set()
+        out = []
+        for s in self.stops:
+            mod = s.split(":")[0]
+            if mod in seen:
+                out.append(s)
+            seen.add(mod)
+        return out
+
+    def calls_up(self, graph) -> list[str]:
+        """The calls from a module into one that imports it (a call back up the layers)."""
+        return sorted({f"{a} -> {b}" for a, b in self.callers if a != b and a in graph.get(b, ())})
+
+
+#: Frames of a function's own comprehensions (separate frames before Python 3.12): not stops.
+_NOT_FUNCTIONS = frozenset({"<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>"})
+
+
+def _walk(call, arg, *, resolver: str, same=None) -> Walk:
+    """Follow ``arg`` through ``call()`` with ``sys.settrace`` (see :class:`Walk`).
+
+    A *stop* is a call of a tangentlab function holding, in a local, ``arg`` (or a value
+    ``same(value)`` says is it: a path naming the same folder) or the value the function named
+    ``resolver`` handed back (the object ``arg`` resolves to: the measured trajectory, the opened
+    run), once it has. A comprehension's frame is part of its function, not a stop.
     """
     import sys
 
-    from tangentlab.empirical.measurement.protocol import measure_trajectory
+    held: list = [arg]
+    walk = Walk()
 
-    held: list = [run]
-    stops: list[str] = []
-    returns: list[str] = []
+    def holds(value) -> bool:
+        return any(value is h for h in held) or (same is not None and same(value))
 
-    def where(frame):
-        return f"{Path(frame.f_code.co_filename).name}:{frame.f_code.co_name}"
+    def where(frame) -> str:
+        code = frame.f_code
+        name = Path(code.co_filename).relative_to(ROOT).as_posix()
+        return f"{name}:{getattr(code, 'co_qualname', code.co_name)}"
 
-    def local(frame, event, arg):
-        if event == "return" and arg is not None and arg is not run:
-            returns.append(where(frame))
-            if frame.f_code.co_name == "resolve_trajectory" and len(held) == 1:
-                held.append(arg)
+    def local(frame, event, value):
+        if event == "return" and value is not None and value is not arg:
+            walk.handed_back.append(where(frame))
+            if frame.f_code.co_name == resolver and len(held) == 1:
+                held.append(value)
         return local
 
-    def calls(frame, event, arg):
-        if event == "call" and "tangentlab" in frame.f_code.co_filename and any(
-                v is h for v in frame.f_locals.values() for h in held):
-            stops.append(where(frame))
+    def calls(frame, event, value):
+        if (event == "call" and str(ROOT) in frame.f_code.co_filename
+                and frame.f_code.co_name not in _NOT_FUNCTIONS
+                and any(holds(v) for v in frame.f_locals.values())):
+            walk.calls.append(where(frame))
+            back = frame.f_back
+            if back is not None and str(ROOT) in back.f_code.co_filename:
+                walk.callers.append((_module_name(Path(back.f_code.co_filename)),
+                                     _module_name(Path(frame.f_code.co_filename))))
             return local
         return None
 
     sys.settrace(calls)
     try:
-        measure_trajectory(run, out, device="cpu", seed=0,
-                           overrides={"n_batches": 4, "batch_size": 2, "n_boot": 20,
-                                      "causal": False, "bridge": False})
+        call()
     finally:
         sys.settrace(None)
-    assert len(held) == 2, "the trajectory was never resolved: the walk saw nothing"
-    return stops, returns
+    assert len(held) == 2, f"{resolver} never handed anything back: the walk saw nothing"
+    return walk
+
+
+def _trajectory_walk(run, out) -> Walk:
+    """The walk of one real measurement of the trajectory folder ``run`` (a str).
+
+    The argument resolves to its :class:`~tangentlab.empirical.loading.checkpoints.Trajectory`
+    (``resolve_trajectory``).
+    """
+    from tangentlab.empirical.measurement.protocol import measure_trajectory
+
+    return _walk(lambda: measure_trajectory(
+        run, out, device="cpu", seed=0, overrides={"n_batches": 4, "batch_size": 2, "n_boot": 20,
+                                                   "causal": False, "bridge": False}),
+        run, resolver="resolve_trajectory")
 
 
 @pytest.mark.model
 def test_the_trajectory_argument_takes_a_short_walk(tmp_path):
     """Issue 19: following ``trajectory`` through ``measure_trajectory`` takes ≤ 25 stops and
-    ≤ 8 returns. This counter read 15 and 11 before the run directory's files were looked up
+    ≤ 8 returns (here a stop is each call holding it, a return each such call handing a value
+    back). This counter read 15 and 11 before the run directory's files were looked up
     once per trajectory (the issue, reading the code by hand before the execution modes and the
     plan left ``protocol.py``, counted 45 stops and 27 returns)."""
     from tangentlab.validate.planted_trajectories import PlantedSpec, shared_text, write_trajectory
 
     text = shared_text("wikipedia", 512, max_train_tokens=20_000)
     run = write_trajectory(PlantedSpec(steps=(0, 100), seed=3), tmp_path / "traj", text)
-    stops, returns = _trajectory_walk(str(run), tmp_path / "measure")
-    assert len(stops) <= WALK_MAX_STOPS, stops
-    assert len(returns) <= WALK_MAX_RETURNS, returns
-    assert stops[0].endswith(":measure_trajectory")
+    walk = _trajectory_walk(str(run), tmp_path / "measure")
+    assert len(walk.calls) <= WALK_MAX_STOPS, walk.calls
+    assert len(walk.handed_back) <= WALK_MAX_RETURNS, walk.handed_back
+    assert walk.calls[0].endswith(":measure_trajectory")
+
+
+def _same_folder(folder: Path):
+    """``same`` for :func:`_walk`: a str or path naming ``folder``."""
+    import os
+
+    def same(value) -> bool:
+        return isinstance(value, (str, os.PathLike)) and Path(value) == folder
+
+    return same
+
+
+def run_dir_walk(run_dir: Path) -> Walk:
+    """The walk of ``run_dir`` through the report producer (``report.render.produce``).
+
+    The argument resolves to the opened run (``RunData.open``'s value); a path naming the same
+    folder (``Path(run_dir)``) is the argument too.
+    """
+    from tangentlab.report.render import produce
+
+    arg = str(run_dir)
+    return _walk(lambda: produce(arg), arg, resolver="open", same=_same_folder(Path(arg)))
+
+
+def test_the_walk_counts_stops_returns_and_calls_up():
+    """The counts of :class:`Walk` on a hand-written walk: two modules, one visited twice."""
+    walk = Walk(calls=["a.py:f", "b.py:g", "a.py:h", "b.py:g"],
+                callers=[("x.a", "x.b"), ("x.b", "x.a")])
+    assert walk.stops == ["a.py:f", "b.py:g", "a.py:h"]
+    assert walk.modules == ["a.py", "b.py"] and walk.returns == ["a.py:h"]
+    assert walk.calls_up({"x.a": {"x.b"}, "x.b": set()}) == ["x.b -> x.a"]
+
+
+def test_the_run_dir_takes_a_short_walk(quick_reproduce, tmp_path, graph):
+    """Issue 34, item 4: following ``run_dir`` from ``report.render.produce`` through the calls
+    that hold it (or the run it opens) takes ≤ 15 stops and ≤ 8 returns (a stop: a distinct
+    function; a return: a stop in a module an earlier stop visited), on the shared quick
+    reproduce, with no call back up the layers (into a module that imports the caller's). The
+    issue, reading the code by hand, counted 37 stops in 12 modules, 25 returns and 3 calls back
+    up; this counter read 57 stops in 10 modules, 47 returns (892 calls) and 1 call back up
+    (``gating -> load``) before the report opened the run once into plain data, and 13 stops in
+    8 modules, 5 returns (15 calls) after."""
+    import shutil
+
+    src, rc, err, _ = quick_reproduce(2)
+    run = tmp_path / "run"
+    shutil.copytree(src, run)
+    walk = run_dir_walk(run)
+    assert walk.stops[0] == "report/render.py:produce", walk.stops
+    assert len(walk.stops) <= RUN_DIR_MAX_STOPS, walk.stops
+    assert len(walk.returns) <= RUN_DIR_MAX_RETURNS, walk.returns
+    assert not walk.calls_up(graph), walk.calls_up(graph)

@@ -30,7 +30,6 @@ VERDICT_PATH: tuple[str, ...] = (
     "tangentlab.empirical.measurement",  # the measurement protocol
     "tangentlab.claims",  # the rules and the claims table
     "tangentlab.report.units",
-    "tangentlab.report.units_causal",
     "tangentlab.report.late",
     "tangentlab.report.verdicts",
     "tangentlab.report.gating",

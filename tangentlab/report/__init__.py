@@ -11,7 +11,9 @@
 Modules, one job each:
 
 - ``rules``: the status rules, pure functions of plain numbers;
-- ``load``: the run directory (stage records, stage outputs, external measurement runs);
+- ``load``: the one reader of a run directory: it opens the run once into plain data (stage
+  records, each stage's outputs, external measurement runs, the end-to-end run) that everything
+  below reads instead of the directory;
 - ``tables``: one measurement's results as typed estimates (confidence intervals kept apart from
   min-max ranges);
 - ``units``: the empirical verdicts, one frozen record per (model, site);
@@ -20,7 +22,9 @@ Modules, one job each:
 - ``verdicts``: the table of row specifications and :func:`build_verdicts`;
 - ``gating``: a prediction reads supported / not supported only where the end-to-end battery
   validated its row at the run's setting (else "inconclusive (not validated)");
-- ``figures``: figures as data, and their rendering; ``render``: the HTML and Markdown pages.
+- ``page``: the one page model (:class:`~tangentlab.report.page.Page`), computed once from the
+  opened run and its verdict rows; ``html_page`` and ``md_page``: its two thin emitters;
+- ``figures``: figures as data, and their rendering; ``render``: the producer that ties them.
 
 The report imports no other pillar (theory, synthetic, empirical) and not the pipeline that
 produced the run: a test parses the imports and keeps it so. Heavy modules (pandas, matplotlib)
@@ -31,7 +35,7 @@ from __future__ import annotations
 
 from tangentlab.claims.rules import RULES, STATUS_WORDS
 from tangentlab.report.gating import GATED_TEXT, read_end_to_end
-from tangentlab.report.load import END_TO_END_DIR, RunData, Source, parse_measure_args
+from tangentlab.report.load import END_TO_END_DIR, RunData, Source, Stage, parse_measure_args
 from tangentlab.report.render import SECTIONS, RenderResult, render_report
 from tangentlab.report.summary import SUMMARY_COLUMNS, headline_table, load_results
 from tangentlab.report.verdicts import ROWS, Verdict, build_verdicts, row_keys
@@ -42,6 +46,7 @@ __all__ = [
     "SECTIONS",
     "RunData",
     "Source",
+    "Stage",
     "parse_measure_args",
     "END_TO_END_DIR",
     "GATED_TEXT",

@@ -24,7 +24,9 @@ the raw verdict (``raw: supported; ...``) and :attr:`Verdict.gated` says why. Ro
 said something else are not changed. Gating applies to runs opened with
 :meth:`RunData.open <tangentlab.report.load.RunData.open>` (the report and ``tangentlab
 summary``); a :class:`~tangentlab.report.load.RunData` built in code (the end-to-end battery's own
-decisions) keeps the raw verdicts.
+decisions) keeps the raw verdicts. Everything here reads the opened run's plain records (the
+end-to-end run, each stage's manifest), never the run directory; the one reader of an end-to-end
+run directory, :func:`read_end_to_end`, is called by the loader.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from tangentlab.claims.table import CLAIMS
 from tangentlab.errors import DataError
 
 if TYPE_CHECKING:
-    from tangentlab.report.load import RunData
+    from tangentlab.report.load import Stage
 
 __all__ = ["GATED_TEXT", "END_TO_END_HEADER", "Rate", "RowRecord", "EndToEnd", "RunSetting",
            "read_end_to_end", "run_settings", "weaker", "gate_reason", "gate", "status_text",
@@ -209,13 +211,13 @@ class RunSetting:
     rank_over_dim: float
 
 
-def run_settings(data: RunData, stages: Sequence[str]) -> list[RunSetting]:
+def run_settings(stages: Sequence[Stage]) -> list[RunSetting]:
     """The measure settings of each done stage in ``stages`` (NaN where one recorded none)."""
     out = []
-    for stage in stages:
-        if data.status(stage) != "done":
+    for st in stages:
+        if not st.done:
             continue
-        m = data.stage_manifest_or_empty(stage)
+        stage, m = st.name, st.manifest
         cfg = m.get("config") if isinstance(m.get("config"), dict) else {}
         nb = _num(cfg.get("n_batches"))
         tokens = _num(m.get("eval_tokens_per_checkpoint"))
@@ -296,27 +298,25 @@ def _judged(v: Any, *, external: bool) -> list[str]:
     return [s.stage for s in v.sources if v.pooled or not s.external]
 
 
-def gate(data: RunData, verdicts: Sequence[Any]) -> list[Any]:
-    """The verdicts, each prediction row gated on its end-to-end validation (see the module).
+def gate(verdicts: Sequence[Any], e2e: EndToEnd | None,
+         stages: Mapping[str, Stage]) -> list[Any]:
+    """The verdicts, each prediction row gated on the end-to-end run ``e2e`` (see the module).
 
-    A no-op unless ``data.gate`` (runs opened with ``RunData.open``).
+    ``stages``: the opened run's stages by name (the settings of the measurements a row read).
     """
-    if not getattr(data, "gate", False):
-        return list(verdicts)
-    e2e = data.end_to_end()
     out = []
     for v in verdicts:
         if v.section != "prediction":
             out.append(v)
             continue
         if v.status in (R.SUPPORTED, R.NOT_SUPPORTED):
-            why = gate_reason(e2e, v.key, run_settings(data, _judged(v, external=False)),
+            why = gate_reason(e2e, v.key, run_settings([stages[s] for s in _judged(v, external=False)]),
                               len(v.units))
             if why:
                 v = replace(v, status=R.INCONCLUSIVE, raw_status=v.status, gated=why,
                             reason=f"not validated end to end ({why}); raw: {v.status}; {v.reason}")
         if v.external_status in (R.SUPPORTED, R.NOT_SUPPORTED):
-            why = gate_reason(e2e, v.key, run_settings(data, _judged(v, external=True)),
+            why = gate_reason(e2e, v.key, run_settings([stages[s] for s in _judged(v, external=True)]),
                               len(v.external_units))
             if why:
                 v = replace(v, external_status=R.INCONCLUSIVE,
@@ -331,15 +331,16 @@ def status_text(v: Any) -> str:
     return GATED_TEXT if getattr(v, "gated", "") else v.status
 
 
-def end_to_end_rows(data: RunData, verdicts: Sequence[Any]) -> list[tuple[str, ...]]:
+def end_to_end_rows(verdicts: Sequence[Any], e2e: EndToEnd | None,
+                    stages: Mapping[str, Stage]) -> list[tuple[str, ...]]:
     """One row per prediction verdict for the "validated end to end" table (:data:`END_TO_END_HEADER`)."""
-    e2e = data.end_to_end() if hasattr(data, "end_to_end") else None
     out = []
     for v in verdicts:
         if v.section != "prediction":
             continue
         rec = e2e.rows.get(v.key) if e2e is not None else None
-        why = v.gated or gate_reason(e2e, v.key, run_settings(data, _judged(v, external=False)),
+        why = v.gated or gate_reason(e2e, v.key,
+                                     run_settings([stages[s] for s in _judged(v, external=False)]),
                                      len(v.units))
         if not why:
             result = "yes"

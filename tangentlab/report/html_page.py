@@ -1,4 +1,8 @@
-"""The self-contained HTML page of the report (figures embedded, inline CSS, no scripts)."""
+"""The self-contained HTML page of the report (figures embedded, inline CSS, no scripts).
+
+A thin emitter: it formats a :class:`~tangentlab.report.page.Page` (computed once, shared with
+the Markdown twin) and reads nothing of the run but the PNGs a stage stored, which it embeds.
+"""
 
 from __future__ import annotations
 
@@ -11,8 +15,7 @@ from tangentlab.claims import rules as R
 from tangentlab.claims.paper import PAPER_CITATION
 from tangentlab.report import page as P  # the parts both pages share
 from tangentlab.report import theory_numbers
-from tangentlab.report.gating import END_TO_END_HEADER, end_to_end_rows, status_text
-from tangentlab.report.load import RunData
+from tangentlab.report.gating import END_TO_END_HEADER, status_text
 from tangentlab.report.verdicts import Verdict
 
 __all__ = ["render_html"]
@@ -70,9 +73,8 @@ def _verdict_cell(text: str) -> str:
     return badge + (f" {_e(rest)}" if rest else "")
 
 
-def _end_to_end_html(data: RunData, verdicts: list[Verdict]) -> list[str]:
+def _end_to_end_html(rows: list[tuple[str, ...]]) -> list[str]:
     """The "validated end to end" table: one row per prediction (:mod:`tangentlab.report.gating`)."""
-    rows = end_to_end_rows(data, verdicts)
     if not rows:
         return []
     out = ['<h3 id="end-to-end">Validated end to end</h3>',
@@ -127,27 +129,25 @@ table.e2e th,table.e2e td{overflow-wrap:anywhere;word-break:break-word}
 """
 
 
-def render_html(data: RunData, verdicts: list[Verdict], pngs: dict[str, bytes], lim: list[str], *,
-                link_base: str = "") -> str:
-    """The HTML page of ``verdicts`` (``pngs``: each row's figure, embedded as base64).
+def render_html(page: P.Page, pngs: dict[str, bytes], *, link_base: str = "") -> str:
+    """The HTML page of ``page`` (``pngs``: each row's figure, embedded as base64).
 
     Args:
-        data: the run.
-        verdicts: the verdict rows.
+        page: what the page shows (:func:`tangentlab.report.page.build`).
         pngs: row key -> PNG bytes of the row's figure.
-        lim: the limitations section's lines.
         link_base: prefix of the links to the run's stage folders (when the page is written
             outside the run directory).
     """
     titles = dict(P.SECTIONS)
+    verdicts = page.verdicts
     out: list[str] = [
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>tangentlab report: {_e(data.run_dir.name)}</title>", f"<style>{_CSS}{_EXTRA_CSS}</style>",
+        f"<title>tangentlab report: {_e(page.name)}</title>", f"<style>{_CSS}{_EXTRA_CSS}</style>",
         "</head><body>",
         "<h1>tangentlab: theory against measurement</h1>",
     ]
-    lines = P.banner(data)
+    lines = page.banner
     if lines:
         bad = any("FAILED" in x or "SKIPPED" in x for x in lines)
         out.append(f'<div class="banner{" bad" if bad else ""}" id="banner"><b>Read this first.</b><ul>'
@@ -158,8 +158,8 @@ def render_html(data: RunData, verdicts: list[Verdict], pngs: dict[str, bytes], 
     out.append(f'<h2 id="summary">{titles["summary"]}</h2>')
     out.append('<table class="facts">' + "".join(
         f"<tr><th>{_e(k)}</th><td>{'<code>' + _e(v) + '</code>' if k == 'reproduce with' else _e(v)}</td></tr>"
-        for k, v in P.summary_facts(data)) + "</table>")
-    out.append("<p>" + " ".join(f"<b>{_e(t)}:</b> {_e(c)}." for t, c in P.headline_counts(verdicts))
+        for k, v in page.facts) + "</table>")
+    out.append("<p>" + " ".join(f"<b>{_e(t)}:</b> {_e(c)}." for t, c in page.counts)
                + "</p>")
     for sid, section, caption in P.VERDICT_SECTIONS:
         out.append(f'<h2 id="{sid}">{titles[sid]}</h2>')
@@ -175,7 +175,7 @@ def render_html(data: RunData, verdicts: list[Verdict], pngs: dict[str, bytes], 
                 f"<td>{_e(v.paper)}</td><td>{_source_html(v, link_base)}</td></tr>")
         out.append("</table>")
         if section == "instrument":
-            out += _end_to_end_html(data, verdicts)
+            out += _end_to_end_html(page.end_to_end)
     # details: one sub-table per row
     out.append(f'<h2 id="details">{titles["details"]}</h2>')
     out.append('<p class="muted">Theory is drawn as a line, measurements as points with their '
@@ -236,12 +236,12 @@ def render_html(data: RunData, verdicts: list[Verdict], pngs: dict[str, bytes], 
         if v.error:
             out.append(f"<pre>{_e(v.error)}</pre>")
         out.append("</div>")
-    out += theory_numbers.html_section(data, pngs)  # theory against measurement (issue 20)
+    out += theory_numbers.html_section(page.bridge, page.bridge_missing, pngs)  # issue 20
     # stages
     out.append(f'<h2 id="stages">{titles["stages"]}</h2>')
     out.append("<table><tr><th>stage</th><th>status</th><th>seconds (CPU)</th><th>config hash</th>"
                "<th>output</th><th>note</th></tr>")
-    for name, status, secs, h, link, note in P.stage_rows(data):
+    for name, status, secs, h, link, note in page.stages:
         cls = {"done": "ok", "failed": "bad", "skipped": "off"}.get(status, "unk")
         out.append(f'<tr><td>{_e(name)}</td><td><span class="status {cls}">{_e(status)}</span></td>'
                    f'<td class="num">{_e(secs)}</td><td><code>{_e(h)}</code></td>'
@@ -249,7 +249,7 @@ def render_html(data: RunData, verdicts: list[Verdict], pngs: dict[str, bytes], 
     out.append("</table>")
     # theory
     out.append(f'<h2 id="theory">{titles["theory"]}</h2>')
-    trows = P.theory_rows(data)
+    trows = page.theory
     if trows:
         out.append("<table><tr><th>derivation</th><th>check</th><th>kind</th><th>result</th>"
                    "<th>residual</th><th>kind of error</th></tr>")
@@ -259,16 +259,16 @@ def render_html(data: RunData, verdicts: list[Verdict], pngs: dict[str, bytes], 
                        f"<td>{_e(r)}</td><td>{_e(ek)}</td></tr>")
         out.append("</table>")
     else:
-        out.append(f"<p>No theory checks stored: {_e(data.problem('theory') or 'none recorded')}.</p>")
+        out.append(f"<p>No theory checks stored: {_e(page.theory_missing)}.</p>")
     out.append(f'<h2 id="limitations">{titles["limitations"]}</h2><ul>')
-    out.extend(f"<li>{_e(x)}</li>" for x in lim)
+    out.extend(f"<li>{_e(x)}</li>" for x in page.limitations)
     out.append("</ul>")
     out.append(f'<h2 id="provenance">{titles["provenance"]}</h2>')
     out.append("<p>Every number above was read from the stage outputs listed in the Stages table; "
                "<code>tangentlab report RUN_DIR</code> re-renders this page from them without "
                "recomputing. Resolved configuration:</p>")
-    out.append(f"<pre>{_e(json.dumps(data.manifest.get('config', {}), indent=2))}</pre>")
-    versions = data.manifest.get("versions") or {}
+    out.append(f"<pre>{_e(json.dumps(page.config, indent=2))}</pre>")
+    versions = page.versions
     out.append("<p class=\"muted\">Versions: " + _e(", ".join(f"{k} {v}" for k, v in versions.items() if v))
                + "</p>")
     out.append("</body></html>")

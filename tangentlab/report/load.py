@@ -1,8 +1,13 @@
-"""Read a reproduce run directory: stage records, results tables, checks and provenance.
+"""Open a reproduce run directory once, into plain data: the one place the report reads a run.
 
-The report reads *only* what the stages stored (never recomputes): ``manifest.json`` (stage
-records), each stage's ``results.csv``, ``checks.json`` and ``manifest.json``, and
-``theory/verify.json``.
+:meth:`RunData.open` (or a :class:`RunData` built in code, as the end-to-end battery builds one)
+reads *only* what the stages stored (never recomputes), all of it up front: ``manifest.json``
+(stage records), and for each stage (:class:`Stage`) its status, provenance (:class:`Source`),
+``manifest.json``, checked ``results.csv``, ``checks.json``, stored PNGs and ``bridge.csv``, the
+theory stage's ``verify.json``, and the end-to-end validation run. The verdict builders, the
+gate, the pages and the summary then read these records and never the run directory (a figure a
+stage stored is referenced by its path). A file that cannot be read is kept as the error it
+raised, and raised where a row reads it, so one damaged file costs that row only.
 
 External measurement runs (``tangentlab empirical measure`` outputs: ``results.csv`` and
 ``manifest.json``) join the report as pseudo-stages ``external/<NAME>``: given on the command line
@@ -19,12 +24,14 @@ the run directory, or from the directory given as ``validation`` (``tangentlab r
 
 from __future__ import annotations
 
+import csv
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from tangentlab.contract import END_TO_END_DIR, THEORY, VALIDATE
+from tangentlab.contract import END_TO_END_DIR, THEORY, VALIDATE, measure_stage, synthetic_stage
 from tangentlab.errors import DataError
 from tangentlab.readers import read_json
 from tangentlab.runs import (
@@ -38,13 +45,17 @@ from tangentlab.runs import (
     read_stage_records,
 )
 
-__all__ = ["Source", "RunData", "EXTERNAL_PREFIX", "VALIDATE_STAGE", "END_TO_END_DIR",
-           "parse_measure_args"]
+__all__ = ["Source", "Stage", "Stages", "RunData", "EXTERNAL_PREFIX", "VALIDATE_STAGE",
+           "END_TO_END_DIR", "BRIDGE_FILE", "NOT_RUN_FILE", "parse_measure_args"]
 
 #: Stage-name prefix of the external measurement runs added to a report.
 EXTERNAL_PREFIX = "external/"
 #: The validation battery's stage (and directory) name (the pipeline's, :mod:`tangentlab.contract`).
 VALIDATE_STAGE = VALIDATE
+#: A measurement's theory-against-measurement table (``tangentlab.empirical.bridge.run``).
+BRIDGE_FILE = "bridge.csv"
+#: Written by the optional pretrained stage when it could not run (``empirical.bridge.pretrained``).
+NOT_RUN_FILE = "not_run.json"
 
 
 def parse_measure_args(items) -> dict[str, Path]:
@@ -110,15 +121,6 @@ class Source:
         """
         return self.stage if self.external else self.path
 
-    def label(self) -> str:
-        """The name shown for this source (the stage, or ``external/NAME``)."""
-        parts = [self.name]
-        if self.config_hash:
-            parts.append(f"config {self.config_hash}")
-        if self.seed is not None:
-            parts.append(f"seed {self.seed}")
-        return ", ".join(parts)
-
 
 #: What to do about a damaged run file the report reads.
 _REDO = "restore it or re-run the stage that wrote it"
@@ -135,9 +137,186 @@ def _first_seed(seeds: Any) -> int | None:
     return None
 
 
+def _or_error(read, *args, **kw) -> Any:
+    """``read(*args, **kw)``, or the DataError it raised (raised again where it is read)."""
+    try:
+        return read(*args, **kw)
+    except DataError as exc:
+        return exc
+
+
+def _value(x: Any) -> Any:
+    if isinstance(x, DataError):
+        raise x
+    return x
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage of an opened run, read once (plain data; no method reads a file).
+
+    Attributes:
+        name: the stage (``measure/decoder``, ``external/NAME``).
+        status: ``done``, ``failed``, ``skipped``, ``running`` or ``not run`` (no record).
+            An external measurement run is ``done`` (it was checked on open), and so is a
+            ``validate/`` directory holding checks without a stage record.
+        problem: None if done, else a sentence saying why its numbers are missing.
+        source: the provenance of its numbers.
+        folder: its output folder (named in messages; None for a stage the run has no trace of).
+        manifest: its ``manifest.json`` (``{}`` when it has none or it cannot be read).
+        figures: the PNGs it stored (sorted; a done stage's only).
+        has_results: whether it stored a ``results.csv`` (read into :attr:`results` when done).
+        bridge: the rows of its ``bridge.csv`` (None when it has none; done stages only).
+        not_run: why it wrote no ``bridge.csv``, from its ``not_run.json`` (None: no such file).
+    """
+
+    name: str
+    status: str
+    problem: str | None
+    source: Source
+    folder: Path | None = None
+    manifest: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+    figures: tuple[Path, ...] = ()
+    bridge: tuple[dict[str, str], ...] | None = None
+    not_run: str | None = None
+    has_results: bool = False
+    _results: Any = field(default=None, repr=False, compare=False)
+    _checks: Any = field(default=(), repr=False, compare=False)
+    _verify: Any = field(default=None, repr=False, compare=False)
+
+    @property
+    def done(self) -> bool:
+        """Whether the stage finished (only a done stage's numbers are read)."""
+        return self.status == "done"
+
+    @property
+    def external(self) -> bool:
+        """Whether this is an external measurement run (``external/NAME``)."""
+        return self.name.startswith(EXTERNAL_PREFIX)
+
+    @property
+    def results(self):
+        """The checked ``results.csv`` as a DataFrame; DataError if it is missing or damaged."""
+        return _value(self._results)
+
+    @cached_property
+    def table(self):
+        """The results as a :class:`~tangentlab.report.tables.ResultTable` (built once)."""
+        from tangentlab.report.tables import ResultTable
+
+        return ResultTable(self.results)
+
+    @property
+    def checks(self) -> list[dict[str, Any]]:
+        """Its ``checks.json`` (a list of check dicts; empty if it wrote none); DataError if damaged."""
+        return [dict(c) for c in _value(self._checks)]
+
+    @property
+    def verify(self) -> dict[str, Any]:
+        """The theory stage's ``verify.json``; DataError if it is missing or damaged."""
+        return _value(self._verify)
+
+
+def _read_checks(path: Path) -> tuple[dict[str, Any], ...]:
+    if not path.is_file():
+        return ()
+    data = read_json(path, expect=object, hint=_REDO)
+    if isinstance(data, dict) and isinstance(data.get("checks"), list):
+        data = data["checks"]
+    if not isinstance(data, list) or not all(isinstance(c, dict) for c in data):
+        raise DataError(f"{path} is not a list of checks (each an object with name, passed, "
+                        "...); re-run the stage that wrote it")
+    return tuple(data)
+
+
+def _read_verify(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise DataError(f"{path} is missing")
+    return read_json(path, fields={"derivations": list},
+                     hint="it holds each derivation's verify() report: re-run the theory "
+                          "stage (`tangentlab reproduce --resume` after deleting it)")
+
+
+def _read_bridge(folder: Path) -> tuple[tuple[dict[str, str], ...] | None, str | None]:
+    path, not_run = folder / BRIDGE_FILE, folder / NOT_RUN_FILE
+    if path.is_file():
+        with path.open(newline="") as fh:
+            return tuple(csv.DictReader(fh)), None
+    if not not_run.is_file():
+        return None, None
+    try:
+        return None, str(json.loads(not_run.read_text()).get("reason", "not run"))
+    except (OSError, ValueError, AttributeError):
+        return None, "not run"
+
+
+def _read_stage(name: str, folder: Path, rel: str, status: str, problem: str | None,
+                config_hash: str | None, seed: int | None, strict: bool) -> Stage:
+    """Everything the report reads of one stage's ``folder`` (``rel``: its path as shown).
+
+    ``strict``: a damaged ``results.csv`` raises here (else where a row reads it).
+    """
+    from tangentlab.report.inputs import check_results
+
+    raw: dict[str, Any] = {}
+    if (folder / MANIFEST_NAME).is_file():
+        try:
+            raw = json.loads((folder / MANIFEST_NAME).read_text())
+            config_hash = raw.get("config_hash") or config_hash
+            s = _first_seed(raw.get("seeds"))
+            seed = s if s is not None else seed
+        except (OSError, json.JSONDecodeError):
+            pass
+    source = Source(stage=name, path=rel, config_hash=config_hash, seed=seed,
+                    present=folder.is_dir())
+    if status != "done":
+        return Stage(name, status, problem, source, folder)
+    manifest = _or_error(read_manifest, folder)
+    path = folder / RESULTS_NAME
+    results = _or_error(lambda: check_results(read_results(path), path))
+    if strict and isinstance(results, DataError) and path.is_file():
+        raise results  # a damaged table stops the report before any verdict is built
+    bridge, not_run = _read_bridge(folder)
+    return Stage(name, status, problem, source, folder,
+                 manifest=manifest if isinstance(manifest, dict) else {},
+                 figures=tuple(sorted(folder.glob("*.png"))) if folder.is_dir() else (),
+                 bridge=bridge, not_run=not_run, has_results=path.is_file(), _results=results,
+                 _checks=_or_error(_read_checks, folder / CHECKS_NAME),
+                 _verify=_or_error(_read_verify, folder / VERIFY_NAME) if name == THEORY else None)
+
+
+class Stages(dict):
+    """The stages of an opened run by name (:class:`Stage`).
+
+    A name the run has no trace of reads as a stage that was not run, its folder absent.
+    """
+
+    seed: int | None = None
+
+    def __missing__(self, name: str) -> Stage:
+        return Stage(name, "not run", f"stage {name} was not run",
+                     Source(stage=name, path=name, seed=self.seed, present=False))
+
+
+def _problem(name: str, status: str, rec: StageRecord | None) -> str | None:
+    if status == "done":
+        return None
+    if rec is None:
+        return f"stage {name} was not run"
+    if rec.status == "failed":
+        return f"stage {name} failed: {rec.error}"
+    if rec.status == "skipped":
+        return f"stage {name} was skipped: {rec.reason}"
+    return f"stage {name} did not finish (status {rec.status})"
+
+
 @dataclass
 class RunData:
-    """Lazy, cached access to everything stored in a reproduce run directory."""
+    """A reproduce run directory, read once on construction into :attr:`stages` (plain data).
+
+    Build it with :meth:`open`, or in code from stage records (the end-to-end battery does:
+    ``RunData(run_dir=..., manifest={"kind": "reproduce"}, records=...)``).
+    """
 
     run_dir: Path
     manifest: dict[str, Any] = field(default_factory=dict)
@@ -150,8 +329,55 @@ class RunData:
     validation: Path | None = None
     #: Gate the prediction rows on the end-to-end validation (set by :meth:`open`; a RunData
     #: built in code, as the end-to-end battery builds one to decide, keeps the raw verdicts).
+    #: An opened run also checks every recorded stage's ``results.csv`` up front: a damaged
+    #: table is a DataError before any verdict is built (in code, where a row reads it).
     gate: bool = False
-    _tables: dict[str, Any] = field(default_factory=dict, repr=False)
+    #: Every stage the run has a trace of (records, external runs, the folders of the stages a
+    #: row reads by default), read on construction.
+    stages: Stages = field(init=False, repr=False)
+    #: The end-to-end validation run (:class:`~tangentlab.report.gating.EndToEnd`) the rows are
+    #: gated on, or None (none, or not gated).
+    end_to_end: Any = field(init=False, repr=False)
+    #: The recorded stages, then the external runs' pseudo-stages ``external/NAME`` (what the
+    #: rows choose their stages from).
+    names: list[str] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        from tangentlab.report.gating import read_end_to_end
+
+        run_dir = self.run_dir = Path(self.run_dir)
+        self.names = [*self.records, *(EXTERNAL_PREFIX + name for name in self.externals)]
+        seed = _first_seed(self.manifest.get("seeds"))
+        folders = {name: run_dir / (rec.outputs[0] if rec.outputs else name)
+                   for name, rec in self.records.items()}
+        folders.update({EXTERNAL_PREFIX + name: d for name, d in self.externals.items()})
+        synthetic = run_dir / synthetic_stage("")
+        defaults = [THEORY, VALIDATE, measure_stage("encoder"), measure_stage("decoder"),
+                    *(synthetic_stage(p.name) for p in (sorted(synthetic.iterdir())
+                                                        if synthetic.is_dir() else ()))]
+        for name in defaults:
+            folders.setdefault(name, run_dir / name)
+        self.stages = Stages()
+        self.stages.seed = seed
+        for name, folder in folders.items():
+            rec = self.records.get(name)
+            if name.startswith(EXTERNAL_PREFIX):
+                status = "done"
+            elif rec is None and name == VALIDATE and (folder / CHECKS_NAME).is_file():
+                status = "done"
+            else:
+                status = rec.status if rec is not None else "not run"
+            try:
+                rel = str(folder.relative_to(run_dir))
+            except ValueError:  # an external measurement run outside the run directory
+                rel = str(folder.resolve())
+            self.stages[name] = _read_stage(
+                name, folder, rel, status, _problem(name, status, rec),
+                rec.config_hash if rec is not None else None, seed,
+                strict=self.gate and (rec is not None or name.startswith(EXTERNAL_PREFIX)))
+        e2e = self.validation if self.validation is not None else run_dir / END_TO_END_DIR
+        self.end_to_end = (read_end_to_end(e2e) if self.gate and (self.validation is not None
+                                                                   or e2e.is_dir()) else None)
 
     @classmethod
     def open(cls, run_dir: str | Path, *, measures: dict[str, str | Path] | None = None,
@@ -166,8 +392,11 @@ class RunData:
                 (default: external runs get their own sub-tables and panels, and the verdicts
                 are our own runs' alone).
             validation: an end-to-end validation run directory to gate the prediction rows on
-                (default: the run's own :data:`END_TO_END_DIR`, if it has one). DataError if it
-                is not an end-to-end run.
+                (default: the run's own :data:`END_TO_END_DIR`, if it has one).
+
+        Raises:
+            DataError: the run, an external run or a stored table is missing or damaged, or
+                ``validation`` is not an end-to-end run.
         """
         run_dir = Path(run_dir)
         if not run_dir.is_dir():
@@ -187,162 +416,6 @@ class RunData:
                 raise DataError(f"external measure {name}={str(d)!r} holds no {RESULTS_NAME}; pass a "
                                 "directory written by `tangentlab empirical measure`")
             resolved[name] = d
-        data = cls(run_dir=run_dir, manifest=manifest, records=read_stage_records(run_dir),
+        return cls(run_dir=run_dir, manifest=manifest, records=read_stage_records(run_dir),
                    externals=resolved, pool=bool(pool),
                    validation=Path(validation) if validation is not None else None, gate=True)
-        data.end_to_end()  # a --validation DIR that is not an end-to-end run fails here
-        return data
-
-    def end_to_end(self):
-        """The end-to-end validation run (:class:`~tangentlab.report.gating.EndToEnd`), or None.
-
-        Read from ``validation`` when given, else from the run's :data:`END_TO_END_DIR` when it
-        exists; None when there is none. Cached. DataError when the directory is not an
-        end-to-end validation run.
-        """
-        from tangentlab.report.gating import read_end_to_end
-
-        if "end-to-end" not in self._tables:
-            path = self.validation if self.validation is not None else self.run_dir / END_TO_END_DIR
-            given = self.validation is not None
-            self._tables["end-to-end"] = (read_end_to_end(path) if given or path.is_dir()
-                                          else None)
-        return self._tables["end-to-end"]
-
-    # ---------------------------------------------------------------- stages
-    def external_stages(self) -> list[str]:
-        """The pseudo-stages of the external measurement runs, in the order given."""
-        return [EXTERNAL_PREFIX + name for name in self.externals]
-
-    def _external(self, stage: str) -> Path | None:
-        if stage.startswith(EXTERNAL_PREFIX):
-            return self.externals.get(stage[len(EXTERNAL_PREFIX):])
-        return None
-
-    def status(self, stage: str) -> str:
-        """``done``, ``failed``, ``skipped``, ``running`` or ``not run`` (no record).
-
-        An external measurement run is ``done`` (it was checked on open). A ``validate/``
-        directory with its checks and no stage record counts as ``done``.
-        """
-        if self._external(stage) is not None:
-            return "done"
-        rec = self.records.get(stage)
-        if rec is None and stage == VALIDATE_STAGE and (self.run_dir / stage / CHECKS_NAME).is_file():
-            return "done"
-        return rec.status if rec is not None else "not run"
-
-    def stage_dir(self, stage: str) -> Path:
-        """The folder of ``stage`` (an external measurement's own folder for ``external/NAME``)."""
-        ext = self._external(stage)
-        if ext is not None:
-            return ext
-        rec = self.records.get(stage)
-        rel = rec.outputs[0] if rec is not None and rec.outputs else stage
-        return self.run_dir / rel
-
-    def source(self, stage: str) -> Source:
-        """The provenance of a stage's numbers: path, config hash and seed."""
-        rec = self.records.get(stage)
-        d = self.stage_dir(stage)
-        config_hash = rec.config_hash if rec is not None else None
-        seed = _first_seed(self.manifest.get("seeds"))
-        if (d / MANIFEST_NAME).is_file():
-            try:
-                m = json.loads((d / MANIFEST_NAME).read_text())
-                config_hash = m.get("config_hash") or config_hash
-                s = _first_seed(m.get("seeds"))
-                seed = s if s is not None else seed
-            except (OSError, json.JSONDecodeError):
-                pass
-        try:
-            path = str(d.relative_to(self.run_dir))
-        except ValueError:  # an external measurement run outside the run directory
-            path = str(d.resolve())
-        return Source(stage=stage, path=path, config_hash=config_hash, seed=seed, present=d.is_dir())
-
-    def problem(self, stage: str) -> str | None:
-        """None if the stage is done, else a sentence saying why its numbers are missing."""
-        if self.status(stage) == "done":
-            return None
-        rec = self.records.get(stage)
-        if rec is None:
-            return f"stage {stage} was not run"
-        if rec.status == "failed":
-            return f"stage {stage} failed: {rec.error}"
-        if rec.status == "skipped":
-            return f"stage {stage} was skipped: {rec.reason}"
-        return f"stage {stage} did not finish (status {rec.status})"
-
-    # ---------------------------------------------------------------- stored outputs
-    def results(self, stage: str):
-        """The stage's ``results.csv`` as a DataFrame (cached).
-
-        DataError if it is absent, or if a numeric column holds text (the error names the file,
-        the column and the first bad row; see :func:`tangentlab.report.inputs.check_results`).
-        """
-        from tangentlab.report.inputs import check_results
-
-        if stage not in self._tables:
-            path = self.stage_dir(stage) / RESULTS_NAME
-            self._tables[stage] = check_results(read_results(path), path)
-        return self._tables[stage]
-
-    def check_tables(self) -> None:
-        """Read (and so check) the ``results.csv`` of every done stage that has one.
-
-        A damaged table is a DataError naming the file, the column and the first bad row, before
-        any verdict is built (never a verdict silently moved by unreadable numbers).
-        """
-        for stage in [*self.records, *self.external_stages()]:
-            if self.status(stage) == "done" and (self.stage_dir(stage) / RESULTS_NAME).is_file():
-                self.results(stage)
-
-    def table(self, stage: str):
-        """The stage's results as a :class:`~tangentlab.report.tables.ResultTable` (cached)."""
-        from tangentlab.report.tables import ResultTable
-
-        key = "table:" + stage
-        if key not in self._tables:
-            self._tables[key] = ResultTable(self.results(stage))
-        return self._tables[key]
-
-    def stage_manifest(self, stage: str) -> dict[str, Any]:
-        """The ``manifest.json`` of ``stage`` (empty when it has none)."""
-        return read_manifest(self.stage_dir(stage))
-
-    def stage_manifest_or_empty(self, stage: str) -> dict[str, Any]:
-        """The stage's ``manifest.json``, or ``{}`` when it has none (old or foreign runs)."""
-        try:
-            m = self.stage_manifest(stage)
-        except DataError:
-            return {}
-        return m if isinstance(m, dict) else {}
-
-    def checks(self, stage: str) -> list[dict[str, Any]]:
-        """The stage's ``checks.json`` (a list of check dicts); empty if it wrote none."""
-        path = self.stage_dir(stage) / CHECKS_NAME
-        if not path.is_file():
-            return []
-        data = read_json(path, expect=object, hint=_REDO)
-        if isinstance(data, dict) and isinstance(data.get("checks"), list):
-            data = data["checks"]
-        if not isinstance(data, list) or not all(isinstance(c, dict) for c in data):
-            raise DataError(f"{path} is not a list of checks (each an object with name, passed, "
-                            "...); re-run the stage that wrote it")
-        return [dict(c) for c in data]
-
-    def theory(self) -> dict[str, Any]:
-        """``theory/verify.json``."""
-        path = self.stage_dir(THEORY) / VERIFY_NAME
-        if not path.is_file():
-            raise DataError(f"{path} is missing")
-        return read_json(path, fields={"derivations": list},
-                         hint="it holds each derivation's verify() report: re-run the theory "
-                              "stage (`tangentlab reproduce --resume` after deleting it)")
-
-    def figures(self, stage: str) -> list[Path]:
-        """PNG figures the stage stored (sorted)."""
-        d = self.stage_dir(stage)
-        return sorted(d.glob("*.png")) if d.is_dir() else []
-

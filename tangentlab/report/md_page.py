@@ -1,4 +1,7 @@
-"""The Markdown twin of the report page (figures as links to ``figures/*.png``)."""
+"""The Markdown twin of the report page (figures as links to ``figures/*.png``).
+
+A thin emitter: it formats the same :class:`~tangentlab.report.page.Page` as the HTML page.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +11,7 @@ from pathlib import Path
 from tangentlab.claims.paper import PAPER_CITATION
 from tangentlab.report import page as P  # the parts both pages share
 from tangentlab.report import theory_numbers
-from tangentlab.report.gating import END_TO_END_HEADER, end_to_end_rows, status_text
-from tangentlab.report.load import RunData
+from tangentlab.report.gating import END_TO_END_HEADER, status_text
 from tangentlab.report.verdicts import Verdict
 
 __all__ = ["render_markdown"]
@@ -31,9 +33,8 @@ def _source_md(v: Verdict, base: str = "") -> str:
     return "; ".join(one(s) for s in v.sources)
 
 
-def _end_to_end_md(data: RunData, verdicts: list[Verdict]) -> list[str]:
+def _end_to_end_md(rows: list[tuple[str, ...]]) -> list[str]:
     """The "validated end to end" table: one row per prediction (:mod:`tangentlab.report.gating`)."""
-    rows = end_to_end_rows(data, verdicts)
     if not rows:
         return []
     out = ["### Validated end to end", "",
@@ -45,22 +46,22 @@ def _end_to_end_md(data: RunData, verdicts: list[Verdict]) -> list[str]:
     return out + [""]
 
 
-def render_markdown(data: RunData, verdicts: list[Verdict], figures: dict[str, Path], lim: list[str], *,
-                    link_base: str = "") -> str:
-    """The Markdown page of ``verdicts`` (``figures``: row key -> PNG path, linked as ``figures/NAME``).
+def render_markdown(page: P.Page, figures: dict[str, Path], *, link_base: str = "") -> str:
+    """The Markdown page of ``page`` (``figures``: row key -> PNG path, linked as ``figures/NAME``).
 
     ``link_base`` prefixes the links to the run's stage folders (a page written outside the run).
     """
     titles = dict(P.SECTIONS)
+    verdicts = page.verdicts
     out: list[str] = ["# tangentlab: theory against measurement", ""]
-    lines = P.banner(data)
+    lines = page.banner
     if lines:
         out += ["> **Read this first.**", ">"] + [f"> - {x}" for x in lines] + [""]
     out += ["The geometric account of anisotropy in language Transformers, tested symbolically, on "
             f"synthetic manifolds and on real Transformer gradients. Paper: {PAPER_CITATION}.", "",
             f"## {titles['summary']}", "", "| | |", "|---|---|"]
-    out += [f"| {_md(k)} | {'`' + v + '`' if k == 'reproduce with' else _md(v)} |" for k, v in P.summary_facts(data)]
-    out += ["", " ".join(f"**{t}:** {c}." for t, c in P.headline_counts(verdicts)), ""]
+    out += [f"| {_md(k)} | {'`' + v + '`' if k == 'reproduce with' else _md(v)} |" for k, v in page.facts]
+    out += ["", " ".join(f"**{t}:** {c}." for t, c in page.counts), ""]
     for sid, section, caption in P.VERDICT_SECTIONS:
         out += [f"## {titles[sid]}", "", caption, "",
                 "| # | row | status | per unit / checks | the paper reported | source |",
@@ -72,7 +73,7 @@ def render_markdown(data: RunData, verdicts: list[Verdict], figures: dict[str, P
                        f"{_md(P.compact(v))} | {_md(v.paper)} | {_md(_source_md(v, link_base))} |")
         out.append("")
         if section == "instrument":
-            out += _end_to_end_md(data, verdicts)
+            out += _end_to_end_md(page.end_to_end)
     out += [f"## {titles['details']}", "",
             "Theory is drawn as a line, measurements as points with their confidence intervals; where "
             "there is no theory curve (the empirical rows), the null (controls, shaded: their min-max "
@@ -115,23 +116,23 @@ def render_markdown(data: RunData, verdicts: list[Verdict], figures: dict[str, P
                 out += [f"![{v.title}: external measurements](figures/{figures[key].name})", ""]
         if v.error:
             out += ["```", v.error, "```", ""]
-    out += theory_numbers.markdown_section(data, figures)  # theory against measurement (issue 20)
+    out += theory_numbers.markdown_section(page.bridge, page.bridge_missing, figures)  # issue 20
     out += [f"## {titles['stages']}", "", "| stage | status | seconds (CPU) | config hash | output | note |",
             "|---|---|---|---|---|---|"]
     out += [f"| {_md(n)} | {s} | {secs} | `{h}` | [{_md(link)}]({link_base}{link}) | {_md(note)} |"
-            for n, s, secs, h, link, note in P.stage_rows(data)]
+            for n, s, secs, h, link, note in page.stages]
     out += ["", f"## {titles['theory']}", ""]
-    trows = P.theory_rows(data)
+    trows = page.theory
     if trows:
         out += ["| derivation | check | kind | result | residual | kind of error |", "|---|---|---|---|---|---|"]
         out += [f"| {_md(d)} | {_md(c)} | {k} | {p} | {r} | {_md(ek)} |" for d, c, k, p, r, ek in trows]
     else:
-        out.append(f"No theory checks stored: {data.problem('theory') or 'none recorded'}.")
+        out.append(f"No theory checks stored: {page.theory_missing}.")
     out += ["", f"## {titles['limitations']}", ""]
-    out += [f"- {x}" for x in lim]
+    out += [f"- {x}" for x in page.limitations]
     out += ["", f"## {titles['provenance']}", "",
             "Every number above was read from the stage outputs listed in the Stages table; "
             "`tangentlab report RUN_DIR` re-renders this page from them without recomputing. "
-            "Resolved configuration:", "", "```json", json.dumps(data.manifest.get("config", {}), indent=2),
+            "Resolved configuration:", "", "```json", json.dumps(page.config, indent=2),
             "```", ""]
     return "\n".join(out)

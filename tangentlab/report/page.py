@@ -1,7 +1,11 @@
-"""What both report pages say: sections, banner, limitations, summary facts and table rows.
+"""What both report pages say: the one page model (:class:`Page`) and the rows it lays out.
 
-The HTML page (:mod:`tangentlab.report.html_page`) and its Markdown twin
-(:mod:`tangentlab.report.md_page`) lay out the same content; this module computes it once.
+:func:`build` computes, once, from the opened run (:class:`~tangentlab.report.load.RunData`)
+and its verdict rows, everything the pages show: banner, summary facts, headline counts, the
+verdict rows, the "validated end to end" table, the theory-against-measurement lines, stages,
+theory checks, limitations and provenance. The HTML page (:mod:`tangentlab.report.html_page`)
+and its Markdown twin (:mod:`tangentlab.report.md_page`) only format a :class:`Page`; the
+helpers below (:func:`compact`, :func:`unit_rows`, ...) turn one verdict row into its cells.
 """
 
 from __future__ import annotations
@@ -9,15 +13,19 @@ from __future__ import annotations
 import re
 import shlex
 from collections import Counter
+from dataclasses import dataclass
+from typing import Any
 
 from tangentlab.claims import rules as R
 from tangentlab.contract import REPORT, THEORY
+from tangentlab.report import theory_numbers
 from tangentlab.report import units as U
 from tangentlab.report.checks import error_kind
-from tangentlab.report.load import RunData
+from tangentlab.report.gating import end_to_end_rows
+from tangentlab.report.load import RunData, Stage
 from tangentlab.report.verdicts import SECTION_TITLES, Verdict
 
-__all__ = ["SECTIONS", "VERDICT_SECTIONS", "headline_counts", "QUICK_TEXT", "banner", "limitations", "summary_facts", "reproduce_command",
+__all__ = ["Page", "build", "SECTIONS", "VERDICT_SECTIONS", "headline_counts", "QUICK_TEXT", "banner", "limitations", "summary_facts", "reproduce_command",
            "theory_rows", "stage_rows", "counts_text", "raw_counts_text", "p_text", "with_p_floor", "compact", "overall", "unit_rows", "check_rows",
            "external_overall", "external_key", "EXTERNAL_HEADING"]
 
@@ -61,17 +69,68 @@ QUICK_TEXT = ("This is a --quick run: tiny models trained for a few steps and qu
               "settle the science. Run `tangentlab reproduce` without --quick for the real test.")
 
 
-def _is_quick(data: RunData) -> bool:
-    cfg = data.manifest.get("config") or {}
-    return bool(data.manifest.get("quick") or (isinstance(cfg, dict) and cfg.get("quick")))
+@dataclass(frozen=True)
+class Page:
+    """Everything both pages show, computed once (:func:`build`); the emitters only format it.
+
+    Attributes:
+        name: the run directory's name (the HTML title).
+        verdicts: the verdict rows, in report order.
+        banner, facts, counts: the banner lines, the summary table, the headline counts.
+        end_to_end: the "validated end to end" table (:data:`~tangentlab.report.gating.END_TO_END_HEADER`).
+        bridge, bridge_missing: the theory-against-measurement lines, and why a measurement has
+            none (:mod:`tangentlab.report.theory_numbers`).
+        stages, theory: the rows of the stages and theory-checks tables.
+        theory_missing: why there are no theory checks (shown when ``theory`` is empty).
+        limitations: the limitations section.
+        config, versions: the recorded config and library versions (provenance).
+    """
+
+    name: str
+    verdicts: list[Verdict]
+    banner: list[str]
+    facts: list[tuple[str, str]]
+    counts: list[tuple[str, str]]
+    end_to_end: list[tuple[str, ...]]
+    bridge: list[theory_numbers.Line]
+    bridge_missing: list[str]
+    stages: list[tuple[str, str, str, str, str, str]]
+    theory: list[tuple[str, str, str, str, str, str]]
+    theory_missing: str
+    limitations: list[str]
+    config: Any
+    versions: dict[str, Any]
 
 
-def banner(data: RunData) -> list[str]:
+def build(data: RunData, verdicts: list[Verdict]) -> Page:
+    """The page of the opened run ``data`` with its verdict rows (the one place a page reads it)."""
+    m, records, stages = data.manifest, data.records, data.stages
+    names = data.names
+    bridge, missing = theory_numbers.read_lines(stages, names)
+    devices = _devices(m, [stages[n] for n in names if n != REPORT])
+    return Page(
+        name=data.run_dir.name, verdicts=verdicts, banner=banner(m, records),
+        facts=summary_facts(m, records, str(data.run_dir.resolve()), devices, data.externals),
+        counts=headline_counts(verdicts),
+        end_to_end=end_to_end_rows(verdicts, data.end_to_end, stages),
+        bridge=bridge, bridge_missing=missing, stages=stage_rows(m, records),
+        theory=theory_rows(stages[THEORY]),
+        theory_missing=stages[THEORY].problem or "none recorded",
+        limitations=limitations(m, records, verdicts), config=m.get("config", {}),
+        versions=m.get("versions") or {})
+
+
+def _is_quick(manifest: dict[str, Any]) -> bool:
+    cfg = manifest.get("config") or {}
+    return bool(manifest.get("quick") or (isinstance(cfg, dict) and cfg.get("quick")))
+
+
+def banner(manifest: dict[str, Any], records) -> list[str]:
     """The lines of the banner at the top: a quick run, and every failed or skipped stage."""
     out = []
-    if _is_quick(data):
+    if _is_quick(manifest):
         out.append(QUICK_TEXT)
-    for name, rec in data.records.items():
+    for name, rec in records.items():
         if rec.status == "failed":
             out.append(f"Stage {name} FAILED: {rec.error}. Rows built on it read 'not run'.")
         elif rec.status == "skipped":
@@ -79,10 +138,10 @@ def banner(data: RunData) -> list[str]:
     return out
 
 
-def limitations(data: RunData, verdicts: list[Verdict]) -> list[str]:
+def limitations(manifest: dict[str, Any], records, verdicts: list[Verdict]) -> list[str]:
     """The limitations section, generated from what did not run or did not decide."""
     out: list[str] = []
-    for name, rec in data.records.items():
+    for name, rec in records.items():
         if name == REPORT:
             continue
         if rec.status == "failed":
@@ -105,13 +164,13 @@ def limitations(data: RunData, verdicts: list[Verdict]) -> list[str]:
         elif v.status == R.INCONCLUSIVE:
             out.append(f"'{v.title}' is inconclusive: {v.reason}.")
         elif v.status == R.NOT_RUN and not any(
-                data.records.get(s.stage) is not None and data.records[s.stage].status in ("failed", "skipped")
+                records.get(s.stage) is not None and records[s.stage].status in ("failed", "skipped")
                 for s in v.sources):  # failed and skipped stages are listed above already
             out.append(f"'{v.title}' was not run: {v.reason}.")
         if v.error:
             out.append(f"'{v.title}': the verdict rule raised an error ({v.error.splitlines()[0]}).")
-    cfg = data.manifest.get("config") or {}
-    if _is_quick(data):
+    cfg = manifest.get("config") or {}
+    if _is_quick(manifest):
         out.append(QUICK_TEXT)
     preset = cfg.get("preset")
     if preset:
@@ -126,12 +185,12 @@ def limitations(data: RunData, verdicts: list[Verdict]) -> list[str]:
 
 
 
-def theory_rows(data: RunData) -> list[tuple[str, str, str, str, str, str]]:
+def theory_rows(theory: Stage) -> list[tuple[str, str, str, str, str, str]]:
     """(derivation, check, kind, pass/FAIL, residual, kind of error) of every theory check."""
-    if data.status(THEORY) != "done":
+    if not theory.done:
         return []
     try:
-        ver = data.theory()
+        ver = theory.verify
     except Exception:
         return []
     rows = []
@@ -145,12 +204,12 @@ def theory_rows(data: RunData) -> list[tuple[str, str, str, str, str, str]]:
     return rows
 
 
-def stage_rows(data: RunData) -> list[tuple[str, str, str, str, str, str]]:
+def stage_rows(manifest: dict[str, Any], records) -> list[tuple[str, str, str, str, str, str]]:
     """(stage, status, seconds (CPU), config hash, output link, note) of every stage record."""
-    order = data.manifest.get("stage_order") or list(data.records)
+    order = manifest.get("stage_order") or list(records)
     rows = []
     for name in order:
-        rec = data.records.get(name)
+        rec = records.get(name)
         if rec is None:
             continue
         status = rec.status
@@ -168,18 +227,15 @@ def stage_rows(data: RunData) -> list[tuple[str, str, str, str, str, str]]:
 
 
 
-def _devices(data: RunData) -> str:
+def _devices(manifest: dict[str, Any], stages: list[Stage]) -> str:
     """The device each stage's own manifest recorded (not the requested ``auto``)."""
     by: dict[str, list[str]] = {}
-    stages = list(data.records) + data.external_stages()
-    for name in stages:
-        if name == REPORT or data.status(name) != "done":
-            continue
-        dev = data.stage_manifest_or_empty(name).get("device")
+    for st in stages:
+        dev = st.manifest.get("device") if st.done else None
         if dev:
-            by.setdefault(str(dev), []).append(name)
+            by.setdefault(str(dev), []).append(st.name)
     if not by:
-        requested = data.manifest.get("device", "?")
+        requested = manifest.get("device", "?")
         return f"not recorded by any stage (requested: {requested})"
     if len(by) == 1:
         dev, names = next(iter(by.items()))
@@ -187,8 +243,7 @@ def _devices(data: RunData) -> str:
     return "; ".join(f"{dev} ({', '.join(names)})" for dev, names in by.items())
 
 
-def _wall_seconds(data: RunData) -> float | None:
-    m = data.manifest
+def _wall_seconds(m: dict[str, Any]) -> float | None:
     for key in ("wall_seconds", "wall_s"):
         v = m.get(key)
         if isinstance(v, (int, float)) and not isinstance(v, bool):
@@ -202,14 +257,13 @@ def _wall_seconds(data: RunData) -> float | None:
     return None
 
 
-def reproduce_command(data: RunData) -> str:
-    """The command line that reproduces the run.
+def reproduce_command(manifest: dict[str, Any], path: str) -> str:
+    """The command line that reproduces the run at ``path``.
 
     The recorded argv of a ``tangentlab reproduce`` call, else one built from the recorded config
     (seed, quick, device), writing to this path.
     """
-    argv = data.manifest.get("argv")
-    path = str(data.run_dir.resolve())
+    argv = manifest.get("argv")
     if isinstance(argv, list) and len(argv) > 1 and argv[1] == "reproduce":
         args = [str(a) for a in argv[2:]]
         cmd = ["tangentlab", "reproduce"]
@@ -225,9 +279,9 @@ def reproduce_command(data: RunData) -> str:
                 continue
             cmd.append(a)
         return shlex.join([*cmd, "--out", path])
-    cfg = data.manifest.get("config") if isinstance(data.manifest.get("config"), dict) else {}
+    cfg = manifest.get("config") if isinstance(manifest.get("config"), dict) else {}
     cmd = ["tangentlab", "reproduce"]
-    if cfg.get("quick") or data.manifest.get("quick"):
+    if cfg.get("quick") or manifest.get("quick"):
         cmd.append("--quick")
     if "seed" in cfg:
         cmd += ["--seed", str(cfg["seed"])]
@@ -238,33 +292,33 @@ def reproduce_command(data: RunData) -> str:
                               "TOML and add --config FILE for every other setting)"
 
 
-def summary_facts(data: RunData) -> list[tuple[str, str]]:
-    """The summary table: provenance, device, times and the reproducing command."""
-    m = data.manifest
+def summary_facts(m: dict[str, Any], records, path: str, devices: str,
+                  externals: dict[str, Any]) -> list[tuple[str, str]]:
+    """The summary table: provenance, device, times and the reproducing command (run at ``path``)."""
     git = m.get("git") or {}
-    recs = [r for n, r in data.records.items() if n != REPORT]
+    recs = [r for n, r in records.items() if n != REPORT]
     total = sum((r.seconds or 0.0) for r in recs)
     cpu = [r.cpu_seconds for r in recs if r.cpu_seconds is not None]
-    wall = _wall_seconds(data)
+    wall = _wall_seconds(m)
     commit = git.get("commit") or "unknown"
     if git.get("dirty"):
         commit += " (with uncommitted changes)"
     facts = [
-        ("run directory", str(data.run_dir.resolve())),
+        ("run directory", path),
         ("started", str(m.get("created", "?"))),
-        ("mode", "quick" if _is_quick(data) else "full"),
-        ("device", _devices(data)),
+        ("mode", "quick" if _is_quick(m) else "full"),
+        ("device", devices),
         ("wall time", f"{wall:.1f} s" if wall is not None
          else f"not recorded; the stages took {total:.1f} s together"),
         ("CPU time", f"{sum(cpu):.1f} s over {len(cpu)} stages" if cpu else "not recorded"),
-        ("reproduce with", reproduce_command(data)),
+        ("reproduce with", reproduce_command(m, path)),
         ("tangentlab", str(m.get("tangentlab_version", "?"))),
         ("git commit", commit),
         ("config hash", str(m.get("config_hash", "?"))),
         ("seed", str((m.get("seeds") or {}).get("seed", "?"))),
     ]
-    if data.externals:
-        facts.append(("external measurements", "; ".join(f"{k} = {v}" for k, v in data.externals.items())))
+    if externals:
+        facts.append(("external measurements", "; ".join(f"{k} = {v}" for k, v in externals.items())))
     return facts
 
 

@@ -1,8 +1,9 @@
 """Render ``report.html`` (self-contained) and ``report.md`` (its twin) from a run directory.
 
-``render_report(run_dir)`` reads only what the stages stored (see
-:mod:`tangentlab.report.load`), decides each verdict row (:mod:`tangentlab.report.verdicts`),
-draws each row's figure to ``figures/<row>.png``, and writes:
+``render_report(run_dir)`` opens the run once into plain data (:mod:`tangentlab.report.load`:
+only what the stages stored), decides each verdict row from it (:mod:`tangentlab.report.verdicts`),
+builds the one page model (:func:`tangentlab.report.page.build`), draws each row's figure to
+``figures/<row>.png``, and writes the page model out twice (two thin emitters):
 
 - ``report.html``: one file, figures embedded as base64 PNG, inline CSS, no scripts and no
   external resources, so it opens in any browser, offline;
@@ -22,25 +23,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tangentlab.progress import log
+from tangentlab.report import page as P
 from tangentlab.report import theory_numbers
 from tangentlab.report.figures import panel_has_data, render_png
 from tangentlab.report.html_page import render_html
 from tangentlab.report.load import RunData
 from tangentlab.report.md_page import render_markdown
-from tangentlab.report.page import (
-    SECTIONS,
-    banner,
-    external_key,
-    limitations,
-    reproduce_command,
-    summary_facts,
-)
+from tangentlab.report.page import SECTIONS, external_key
 from tangentlab.report.swap import FIGURES_DIR, staged_report
 from tangentlab.report.verdicts import RowSpec, Verdict, build_verdicts
 from tangentlab.runs import atomic_write_bytes, atomic_write_text
 
-__all__ = ["SECTIONS", "SUMMARY_KEYS", "RenderResult", "render_report", "produce", "summary_figure", "limitations",
-           "banner", "summary_facts", "reproduce_command", "external_key"]
+__all__ = ["SECTIONS", "SUMMARY_KEYS", "RenderResult", "render_report", "produce", "summary_figure",
+           "external_key"]
 
 
 @dataclass
@@ -125,10 +120,11 @@ def render_report(run_dir: str | Path, *, rows: list[RowSpec] | None = None,
     base = "" if base in ("", ".") else base + "/"
     if out is not None:
         _check_out(target, run_dir)
-    data.check_tables()
     verdicts = build_verdicts(data, rows)
+    page = P.build(data, verdicts)
     figures: dict[str, Path] = {}
     pngs: dict[str, bytes] = {}
+    figures_at = target / FIGURES_DIR
     with staged_report(target) as staging:
         fig_dir = staging / FIGURES_DIR
         for v in verdicts:
@@ -138,17 +134,16 @@ def render_report(run_dir: str | Path, *, rows: list[RowSpec] | None = None,
                     continue
                 png = render_png(panels, ncols=min(len(panels), 3))
                 atomic_write_bytes(fig_dir / f"{key}.png", png)
-                figures[key] = target / FIGURES_DIR / f"{key}.png"
+                figures[key] = figures_at / f"{key}.png"
                 pngs[key] = png
         for v in verdicts:  # PNGs a stage stored itself (the validation battery): copied as they are
             for src in v.figures:
                 name = f"{v.key}--{src.name}"
                 atomic_write_bytes(fig_dir / name, src.read_bytes())
-                figures[name] = target / FIGURES_DIR / name
-        theory_numbers.write_figures(data, fig_dir, target, pngs, figures)  # issue 20's table
-        lim = limitations(data, verdicts)
-        atomic_write_text(staging / "report.html", render_html(data, verdicts, pngs, lim, link_base=base))
-        atomic_write_text(staging / "report.md", render_markdown(data, verdicts, figures, lim, link_base=base))
+                figures[name] = figures_at / name
+        theory_numbers.write_figures(page.bridge, fig_dir, figures_at, pngs, figures)  # issue 20
+        atomic_write_text(staging / "report.html", render_html(page, pngs, link_base=base))
+        atomic_write_text(staging / "report.md", render_markdown(page, figures, link_base=base))
     html_path, md_path = target / "report.html", target / "report.md"
     errors = [f"{v.key}: {v.error.splitlines()[0]}" for v in verdicts if v.error]
     log(f"report written: {html_path} ({len(verdicts)} rows, {len(figures)} figures)")

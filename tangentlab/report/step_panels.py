@@ -16,12 +16,13 @@ from tangentlab.report.figures import Panel, Series
 from tangentlab.report.tables import ResultTable
 from tangentlab.report.units import (
     ENRICH_LABEL,
+    LEARNING_METRIC,
+    MATCHED_METRIC,
     STEP_LABEL,
     STEP_SCALE,
     Model,
     _named,
 )
-from tangentlab.report.units_causal import LEARNING_METRIC, MATCHED_METRIC
 
 __all__ = ["StepPanel", "STEP_PANELS", "enrichment_panel", "isoscore_panel", "freqdist_panel",
            "ablation_panel", "learning_panel"]

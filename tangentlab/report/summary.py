@@ -43,6 +43,7 @@ from typing import Any
 
 from tangentlab.contract import measure_stage
 from tangentlab.errors import DataError
+from tangentlab.report.tables import _num
 
 __all__ = ["SUMMARY_COLUMNS", "SUMMARY_NAME", "headline_table", "load_results", "write_summary",
            "format_summary", "summary_output_path", "row_notes", "test_batches_of"]
@@ -65,23 +66,20 @@ _WITH_CI = ("enrichment", "energy_tangent")
 _VALUE_ONLY = ("energy_control_mean", "baseline", "oracle", "position", "p_value")
 
 
-def _num(x: Any) -> float | None:
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(v) else v
-
-
 def _col(df, name: str, default: str):
     if name not in df.columns:
         return default
     return df[name].astype(object).where(df[name].notna(), default).astype(str).replace("", default)
 
 
-def _sources(run: Path) -> list[tuple[str, Path, dict[str, Any]]]:
-    """(label, measurement folder, its manifest) for every measurement RUN holds."""
-    from tangentlab.runs import MANIFEST_NAME, RESULTS_NAME, read_manifest
+def _sources(run: Path) -> list[tuple[str, Path, dict[str, Any], Any]]:
+    """(label, its results.csv, its manifest, its checked table) for every measurement RUN holds.
+
+    A reproduce run is opened once (:class:`~tangentlab.report.load.RunData`): its tables are
+    read there; a measurement run's own table is read here.
+    """
+    from tangentlab.report.inputs import check_results
+    from tangentlab.runs import MANIFEST_NAME, RESULTS_NAME, read_manifest, read_results
 
     run = Path(run)
     if not run.is_dir():
@@ -89,12 +87,13 @@ def _sources(run: Path) -> list[tuple[str, Path, dict[str, Any]]]:
                         "(`tangentlab empirical measure --out DIR`) or a reproduce run directory")
     manifest = read_manifest(run) if (run / MANIFEST_NAME).is_file() else {}
     if manifest.get("kind") == "reproduce":
-        from tangentlab.report.load import RunData
+        from tangentlab.report.load import EXTERNAL_PREFIX, RunData
 
         data = RunData.open(run)
-        stages = [s for s in data.records if s.startswith(measure_stage(""))] + data.external_stages()
-        out = [(s, data.stage_dir(s), data.stage_manifest_or_empty(s)) for s in stages
-               if data.status(s) == "done" and (data.stage_dir(s) / RESULTS_NAME).is_file()]
+        stages = [data.stages[s] for s in data.names
+                  if s.startswith((measure_stage(""), EXTERNAL_PREFIX))]
+        out = [(st.name, st.folder / RESULTS_NAME, st.manifest, st.results)
+               for st in stages if st.done and st.has_results]
         if not out:
             raise DataError(f"the reproduce run {str(run)!r} holds no finished measure stage; "
                             "its headline numbers come from measure/encoder and measure/decoder")
@@ -102,20 +101,18 @@ def _sources(run: Path) -> list[tuple[str, Path, dict[str, Any]]]:
     if not (run / RESULTS_NAME).is_file():
         raise DataError(f"{str(run)!r} holds no {RESULTS_NAME}; pass a measurement run directory "
                         "(`tangentlab empirical measure --out DIR`) or a reproduce run directory")
-    return [(".", run, manifest if isinstance(manifest, dict) else {})]
+    path = run / RESULTS_NAME
+    return [(".", path, manifest if isinstance(manifest, dict) else {},
+             check_results(read_results(path), path))]
 
 
 def _long(run: Path):
     """The stored long table(s) of RUN, checked, with a ``run`` column naming each source."""
     import pandas as pd
 
-    from tangentlab.report.inputs import check_results
-    from tangentlab.runs import RESULTS_NAME, read_results
-
     frames = []
-    for label, folder, manifest in _sources(run):
-        path = folder / RESULTS_NAME
-        df = check_results(read_results(path), path).copy()
+    for label, path, manifest, table in _sources(run):
+        df = table.copy()
         if df.empty:
             raise DataError(f"{path} holds a header and no rows: it was truncated, or the stage "
                             "measured nothing; restore it or re-run the stage that wrote it")

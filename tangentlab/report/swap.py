@@ -63,24 +63,20 @@ def _owner_gone(folder: Path) -> bool:
     return holder.pid != os.getpid() and holder.is_alive() is False
 
 
-def _remove_stale(target: Path) -> None:
-    """Remove staging folders a killed render left (see the module docstring).
+def _staging(target: Path) -> Path:
+    """A fresh staging folder in ``target``, after removing those a killed render left.
 
     A folder whose owner still runs, or a young one of unknown owner, is left alone.
     """
-    now = time.time()
-    for p in target.glob(".report.partial-*"):
-        try:
-            if p.is_dir() and (_owner_gone(p) or now - p.stat().st_mtime > STALE_AFTER_S):
-                shutil.rmtree(p, ignore_errors=True)
-        except OSError:
-            continue
-
-
-def _staging(target: Path) -> Path:
     try:
         target.mkdir(parents=True, exist_ok=True)
-        _remove_stale(target)
+        now = time.time()
+        for p in target.glob(".report.partial-*"):
+            try:
+                if p.is_dir() and (_owner_gone(p) or now - p.stat().st_mtime > STALE_AFTER_S):
+                    shutil.rmtree(p, ignore_errors=True)
+            except OSError:
+                continue
         tmp = Path(tempfile.mkdtemp(prefix=".report.partial-", dir=target))
     except OSError as exc:
         raise OutputPathError(
@@ -97,24 +93,6 @@ def _staging(target: Path) -> Path:
     return tmp
 
 
-def _swap_in(staging: Path, target: Path) -> None:
-    new_figs = staging / FIGURES_DIR
-    old_figs = target / FIGURES_DIR
-    parked = staging / (FIGURES_DIR + ".old")
-    if old_figs.exists():
-        os.replace(old_figs, parked)
-    if new_figs.exists():
-        try:
-            os.replace(new_figs, old_figs)
-        except BaseException:
-            if parked.exists():
-                os.replace(parked, old_figs)
-            raise
-    for name in REPORT_FILES:
-        if (staging / name).exists():
-            os.replace(staging / name, target / name)
-
-
 @contextlib.contextmanager
 def staged_report(target: str | Path) -> Iterator[Path]:
     """Yield a staging folder; on success swap its pages and ``figures/`` into ``target``.
@@ -126,6 +104,19 @@ def staged_report(target: str | Path) -> Iterator[Path]:
     staging = _staging(target)
     try:
         yield staging
-        _swap_in(staging, target)
+        new_figs, old_figs = staging / FIGURES_DIR, target / FIGURES_DIR
+        parked = staging / (FIGURES_DIR + ".old")
+        if old_figs.exists():
+            os.replace(old_figs, parked)
+        if new_figs.exists():
+            try:
+                os.replace(new_figs, old_figs)
+            except BaseException:  # the first rename is undone
+                if parked.exists():
+                    os.replace(parked, old_figs)
+                raise
+        for name in REPORT_FILES:
+            if (staging / name).exists():
+                os.replace(staging / name, target / name)
     finally:
         shutil.rmtree(staging, ignore_errors=True)

@@ -178,10 +178,6 @@ class ResultTable:
         """True when some row holds ``metric``."""
         return any(k[0] == metric for k in self._index)
 
-    def metrics(self) -> list[str]:
-        """The metrics stored, sorted."""
-        return sorted({k[0] for k in self._index})
-
     def sites(self, metric: str) -> list[str]:
         """The sites that hold ``metric``, in order of first appearance."""
         return sorted({k[2] for k in self._index if k[0] == metric})

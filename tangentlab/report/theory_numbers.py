@@ -1,8 +1,9 @@
 """The report's "theory against measurement, in numbers" table, its context table and figures.
 
-Reads ``bridge.csv`` of every measurement stage (ours and the external runs of
-``tangentlab report RUN --measure NAME=DIR``; see :mod:`tangentlab.empirical.bridge.run`) and
-lays out:
+Reads the rows of ``bridge.csv`` the loader read from every measurement stage (ours and the
+external runs of ``tangentlab report RUN --measure NAME=DIR``; see
+:mod:`tangentlab.empirical.bridge.run`; :attr:`tangentlab.report.load.Stage.bridge`) and lays
+out:
 
 - the **table**: one line per (model, site, phase, quantity), columns quantity, predicted
   [interval], measured [interval], agreement (the rule :data:`AGREEMENT_RULE`, decided when the
@@ -12,28 +13,28 @@ lays out:
 - a **figure per model**: the relative visibility per frequency bucket, measured points with
   intervals and the closed form drawn through them, one panel per (site, phase).
 
-It never changes a verdict. :func:`html_section` and :func:`markdown_section` are the pages'
-one-call hooks; :func:`write_figures` draws the PNGs into the report's figure folder.
+It never changes a verdict. :func:`read_lines` gives the lines once (the page model keeps
+them); :func:`html_section` and :func:`markdown_section` lay them out on the two pages, and
+:func:`write_figures` draws the PNGs into the report's figure folder.
 """
 
 from __future__ import annotations
 
-import csv
 import html
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tangentlab.claims.bridge_rules import AGREEMENT_RULE, NOT_MEASURABLE, OUTSIDE_DOMAIN
+from tangentlab.report.load import BRIDGE_FILE, EXTERNAL_PREFIX
 
 __all__ = ["TITLE", "AGREEMENT_RULE", "BRIDGE_FILE", "Line", "read_lines", "table_rows",
            "context_rows", "panels", "write_figures", "html_section", "markdown_section",
            "figure_key"]
 
 TITLE = "Theory against measurement, in numbers"
-#: The measurement's file (``tangentlab.empirical.bridge.run.BRIDGE_NAME``).
-BRIDGE_FILE = "bridge.csv"
 #: The agreement rule, where the measurement decides it (``claims.bridge_rules``); a line whose
 #: note carries ``OUTSIDE_DOMAIN`` was predicted at beta = 0, the measured beta being negative.
 #: What the agreement cell adds for such a line.
@@ -71,55 +72,54 @@ def _num(x: str | None) -> float:
         return float("nan")
 
 
-#: Written by the optional pretrained stage when it could not run (``empirical.bridge.pretrained``).
-NOT_RUN_FILE = "not_run.json"
 #: Shown when a run has no pretrained stage at all.
 NO_PRETRAINED = ("SmolLM2-135M: not run (the optional stage pretrained/smollm2 is built when "
                  "TANGENTLAB_SMOLLM2 names its GGUF file; it needs the gguf extra)")
 
 
-def _stages(data: Any) -> list[tuple[str, str]]:
-    own = [s for s in data.records if s.startswith("measure/")]
-    pre = [s for s in data.records if s.startswith("pretrained/")]
+def _stages(names: Sequence[str]) -> list[tuple[str, str]]:
+    own = [s for s in names if s.startswith("measure/")]
+    pre = [s for s in names if s.startswith("pretrained/")]
     return ([(s, s.split("/", 1)[1]) for s in own]
             + [(s, f"{s.split('/', 1)[1]} (pretrained)") for s in pre]
-            + [(s, f"{s.split('/', 1)[1]} (external)") for s in data.external_stages()])
+            + [(s, f"{s.split('/', 1)[1]} (external)") for s in names
+               if s.startswith(EXTERNAL_PREFIX)])
 
 
-def read_lines(data: Any) -> tuple[list[Line], list[str]]:
-    """(every line of every measurement's ``bridge.csv``, why a measurement has none)."""
+def read_lines(stages: Any, names: Sequence[str] | None = None) -> tuple[list[Line], list[str]]:
+    """(every line of every measurement's ``bridge.csv``, why a measurement has none).
+
+    ``stages``: the opened run's stages by name (:attr:`RunData.stages
+    <tangentlab.report.load.RunData.stages>`) and ``names`` its stage names
+    (:attr:`~tangentlab.report.load.RunData.names`); or the opened run itself.
+    """
+    if names is None:  # the opened run itself
+        stages, names = stages.stages, stages.names
     lines, missing = [], []
-    for stage, label in _stages(data):
-        if data.status(stage) != "done":
+    for stage, label in _stages(names):
+        st = stages[stage]
+        if not st.done:
             continue
-        path = Path(data.stage_dir(stage)) / BRIDGE_FILE
-        not_run = path.parent / NOT_RUN_FILE
-        if not path.is_file() and not_run.is_file():
-            import json
-
-            try:
-                reason = str(json.loads(not_run.read_text()).get("reason", "not run"))
-            except (OSError, ValueError, AttributeError):
-                reason = "not run"
-            missing.append(f"{label}: {reason}")
+        if st.bridge is None and st.not_run is not None:
+            missing.append(f"{label}: {st.not_run}")
             continue
-        if not path.is_file():
+        if st.bridge is None:
             missing.append(f"{label}: no {BRIDGE_FILE} (measured without the bridge, or before "
                            "it existed)")
             continue
-        with path.open(newline="") as fh:
-            for r in csv.DictReader(fh):
-                lines.append(Line(
-                    source=label, model=r.get("model", ""), site=r.get("site", ""),
-                    phase=r.get("phase", ""), step=r.get("step", ""),
-                    quantity=r.get("quantity", ""), bucket=r.get("bucket", ""),
-                    role=r.get("role", ""),
-                    predicted=tuple(_num(r.get(k)) for k in ("predicted", "predicted_low",
-                                                             "predicted_high")),
-                    measured=tuple(_num(r.get(k)) for k in ("measured", "measured_low",
-                                                            "measured_high")),
-                    status=r.get("status", ""), note=r.get("note", "")))
-    if not any(s.startswith("pretrained/") for s in data.records) and data.records:
+        for r in st.bridge:
+            lines.append(Line(
+                source=label, model=r.get("model", ""), site=r.get("site", ""),
+                phase=r.get("phase", ""), step=r.get("step", ""),
+                quantity=r.get("quantity", ""), bucket=r.get("bucket", ""),
+                role=r.get("role", ""),
+                predicted=tuple(_num(r.get(k)) for k in ("predicted", "predicted_low",
+                                                         "predicted_high")),
+                measured=tuple(_num(r.get(k)) for k in ("measured", "measured_low",
+                                                        "measured_high")),
+                status=r.get("status", ""), note=r.get("note", "")))
+    records = [s for s in names if not s.startswith(EXTERNAL_PREFIX)]
+    if not any(s.startswith("pretrained/") for s in records) and records:
         missing.append(NO_PRETRAINED)
     return lines, missing
 
@@ -273,17 +273,17 @@ def panels(lines: list[Line]) -> dict[str, list[Any]]:
     return out
 
 
-def write_figures(data: Any, fig_dir: Path, target: Path, pngs: dict[str, bytes] | None = None,
-                  paths: dict[str, Path] | None = None) -> tuple[dict[str, bytes], dict[str, Path]]:
-    """Draw one PNG per measurement with a measured panel into ``fig_dir``.
+def write_figures(lines: list[Line], fig_dir: Path, figures_at: Path,
+                  pngs: dict[str, bytes] | None = None, paths: dict[str, Path] | None = None
+                  ) -> tuple[dict[str, bytes], dict[str, Path]]:
+    """Draw one PNG per measurement of ``lines`` with a measured panel into ``fig_dir``.
 
-    Adds ``{key: png bytes}`` to ``pngs`` and ``{key: target/figures/key.png}`` to ``paths`` (new
-    dicts when None) and returns both.
+    Adds ``{key: png bytes}`` to ``pngs`` and ``{key: figures_at/key.png}`` to ``paths`` (new
+    dicts when None; ``figures_at``: where the figures end up) and returns both.
     """
     from tangentlab.report.figures import panel_has_data, render_png
     from tangentlab.runs import atomic_write_bytes
 
-    lines, _ = read_lines(data)
     pngs = {} if pngs is None else pngs
     paths = {} if paths is None else paths
     for source, ps in panels(lines).items():
@@ -293,7 +293,7 @@ def write_figures(data: Any, fig_dir: Path, target: Path, pngs: dict[str, bytes]
         key = figure_key(source)
         png = render_png(ps, ncols=min(len(ps), 3))
         atomic_write_bytes(Path(fig_dir) / f"{key}.png", png)
-        pngs[key], paths[key] = png, Path(target) / Path(fig_dir).name / f"{key}.png"
+        pngs[key], paths[key] = png, Path(figures_at) / f"{key}.png"
     return pngs, paths
 
 
@@ -303,12 +303,11 @@ _INTRO = ("The closed forms' inputs measured on the activations (at most one occ
           "only: these lines decide no verdict.")
 
 
-def html_section(data: Any, pngs: dict[str, bytes]) -> list[str]:
+def html_section(lines: list[Line], missing: list[str], pngs: Mapping[str, bytes]) -> list[str]:
     """The section's HTML (heading, rule, table, figures, context table)."""
     import base64
 
     e = html.escape
-    lines, missing = read_lines(data)
     out = [f'<h2 id="theory-numbers">{e(TITLE)}</h2>', f"<p>{e(_INTRO)}</p>",
            f'<p><b>Agreement rule.</b> <span class="muted">{e(AGREEMENT_RULE)}</span></p>']
     rows = table_rows(lines)
@@ -343,9 +342,9 @@ def _md(x: str) -> str:
     return str(x).replace("|", "\\|").replace("\n", " ")
 
 
-def markdown_section(data: Any, figures: dict[str, Path]) -> list[str]:
+def markdown_section(lines: list[Line], missing: list[str],
+                     figures: Mapping[str, Path]) -> list[str]:
     """The section's Markdown lines (the twin of :func:`html_section`)."""
-    lines, missing = read_lines(data)
     out = [f"## {TITLE}", "", _INTRO, "", f"**Agreement rule.** {AGREEMENT_RULE}", ""]
     rows = table_rows(lines)
     if rows:

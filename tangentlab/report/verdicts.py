@@ -13,7 +13,9 @@ report order; its section is the claim's kind:
 
 A row's ``build`` is one of three typed builders: :class:`TheoryRow`, :class:`ChecksRow` (a
 stage's ``checks.json``) or :class:`EmpiricalRow` (one unit builder per (model, site) and one
-panel per model). :func:`build_verdicts` runs them and returns frozen :class:`Verdict` records.
+panel per model). :func:`build_verdicts` runs them on the opened run's plain stage records
+(:class:`~tangentlab.report.load.Stage`: a builder never reads the run directory) and returns
+frozen :class:`Verdict` records, the one row model both pages lay out.
 """
 
 from __future__ import annotations
@@ -30,14 +32,11 @@ from tangentlab.contract import THEORY, measure_stage, synthetic_stage
 from tangentlab.report import late as L
 from tangentlab.report import step_panels as SP
 from tangentlab.report import units as U
-from tangentlab.report import units_causal as UC
-from tangentlab.report.checks import check_lines, theory_check_lines
+from tangentlab.report.checks import CheckLine, check_lines, theory_check_lines
 from tangentlab.report.figures import Panel, Series
 from tangentlab.report.gating import gate
-from tangentlab.report.load import EXTERNAL_PREFIX, VALIDATE_STAGE, RunData
+from tangentlab.report.load import EXTERNAL_PREFIX, VALIDATE_STAGE, RunData, Source, Stage, Stages
 from tangentlab.report.synthetic_panels import PanelSpec, prediction_panels
-from tangentlab.report.verdict_types import Built, Verdict
-from tangentlab.runs import RESULTS_NAME
 
 __all__ = [
     "Verdict",
@@ -60,10 +59,85 @@ SECTION_TITLES: dict[str, str] = dict(KIND_TITLES)
 
 
 @dataclass(frozen=True)
+class Built:
+    """What a row's builder read: the overall outcome and everything shown beside it."""
+
+    outcome: R.Outcome
+    numbers: tuple[tuple[str, str], ...] = ()
+    panels: tuple[Panel, ...] = ()
+    units: tuple[U.Unit, ...] = ()
+    checks: tuple[CheckLine, ...] = ()
+    figures: tuple[Path, ...] = ()  # PNGs a stage stored itself (the validation battery)
+    external_units: tuple[U.Unit, ...] = ()  # external runs, shown apart (not pooled)
+    external_outcome: R.Outcome | None = None  # the external runs' units combined, on their own
+    external_panels: tuple[Panel, ...] = ()
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One row of a verdict table.
+
+    Attributes:
+        key: stable identifier (``"enrichment"``).
+        title: short name of the prediction.
+        prediction: what the account predicts (or what the calibration checks), in words.
+        section: ``calibration`` or ``prediction``.
+        status: one of :data:`tangentlab.claims.rules.STATUS_WORDS`.
+        reason: the numbers behind the status.
+        rule: the rule text (from :data:`tangentlab.claims.rules.RULES`).
+        test: the test behind the numbers.
+        numbers: ``(label, value)`` facts shown with the row (set-up, counts).
+        paper: what the paper reported for the same quantity.
+        sources: where the numbers come from.
+        panels: the figure, as data.
+        units: one record per (model, site) (empirical rows).
+        checks: every recorded check, with its kind of error (calibration rows).
+        figures: PNGs the stage stored (shown as they are).
+        depends_on: the key of the row this one is not independent of (``None``: independent).
+        error: set when the builder itself raised (a bug, shown in the report).
+        external_units: the (model, site) units of external measurement runs, shown in their own
+            sub-table; they do not enter ``status`` unless the run is rendered with ``pool``.
+        external_status, external_reason: the external units combined on their own.
+        external_panels: their figure, as data (kept apart from ``panels``).
+        pooled: whether external runs were pooled into ``status`` (``--pool``).
+        gated: why the row's raw "supported"/"not supported" was gated to "inconclusive (not
+            validated)" (:mod:`tangentlab.report.gating`); empty when it was not.
+        raw_status: the status the rules gave before gating (empty when not gated).
+    """
+
+    key: str
+    title: str
+    prediction: str
+    section: str
+    status: str
+    reason: str
+    rule: str
+    test: str
+    numbers: tuple[tuple[str, str], ...] = ()
+    paper: str = ""
+    sources: tuple[Source, ...] = ()
+    panels: tuple[Panel, ...] = ()
+    units: tuple[U.Unit, ...] = ()
+    checks: tuple[CheckLine, ...] = ()
+    figures: tuple[Path, ...] = ()
+    depends_on: str | None = None
+    error: str | None = None
+    external_units: tuple[U.Unit, ...] = ()
+    external_status: str | None = None
+    external_reason: str = ""
+    external_panels: tuple[Panel, ...] = ()
+    pooled: bool = False
+    gated: str = ""
+    raw_status: str = ""
+
+
+@dataclass(frozen=True)
 class RowSpec:
     """How to build one verdict row.
 
-    ``stages`` names the stages whose outputs it reads; ``build`` reads the done ones.
+    ``stages(names)`` chooses, from the run's stage names (the recorded stages, then the
+    external runs), the stages whose outputs it reads; ``build(stages, pool)`` reads the done
+    ones (:class:`~tangentlab.report.load.Stage` records; ``pool``: external runs pooled in).
     """
 
     key: str
@@ -72,8 +146,8 @@ class RowSpec:
     section: str
     rule: str
     test: str
-    stages: Callable[[RunData], list[str]]
-    build: Callable[[RunData, list[str]], Built]
+    stages: Callable[[Sequence[str]], list[str]]
+    build: Callable[[list[Stage], bool], Built]
     depends_on: str | None = None
     require_all: bool = False  # every stage must be done (else: at least one)
 
@@ -84,13 +158,13 @@ class RowSpec:
 class TheoryRow:
     """Every derivation's checks, from ``theory/verify.json``."""
 
-    def stages(self, data: RunData) -> list[str]:
+    def stages(self, names: Sequence[str]) -> list[str]:
         """The stage this row reads (``theory``)."""
         return [THEORY]
 
-    def __call__(self, data: RunData, stages: list[str]) -> Built:
+    def __call__(self, stages: list[Stage], pool: bool = False) -> Built:
         """Build the row from the derivations' checks."""
-        ver = data.theory()
+        ver = stages[0].verify
         lines = theory_check_lines(ver)
         numbers = []
         xs, ys, labels = [], [], []
@@ -151,39 +225,47 @@ class ChecksRow:
     panels: tuple[PanelSpec, ...] = ()
     stored_figures: bool = False
 
-    def stages(self, data: RunData) -> list[str]:
+    def stages(self, names: Sequence[str]) -> list[str]:
         """The stage, or its sub-stages where the run split it (``validate/quick``, ...)."""
-        subs = [s for s in data.records if s.startswith(self.stage + "/")]
+        subs = [s for s in names if s.startswith(self.stage + "/")]
         return subs or [self.stage]
 
-    def __call__(self, data: RunData, stages: list[str]) -> Built:
+    def __call__(self, stages: list[Stage], pool: bool = False) -> Built:
         """Build the row from the stage's ``checks.json``."""
         checks: list[Mapping[str, Any]] = []
         panels: list[Panel] = []
         figures: list[Path] = []
         for stage in stages:
-            checks += [c for c in data.checks(stage) if self.select is None or self.select(c)]
-            if (data.stage_dir(stage) / RESULTS_NAME).is_file():
-                panels += prediction_panels(data.results(stage), stage.split("/")[-1], self.panels)
+            checks += [c for c in stage.checks if self.select is None or self.select(c)]
+            if stage.has_results:
+                panels += prediction_panels(stage.results, stage.name.split("/")[-1], self.panels)
             if self.stored_figures:
-                figures += data.figures(stage)
+                figures += stage.figures
         return Built(R.checks_rule(checks), panels=tuple(panels), checks=check_lines(checks),
                      figures=tuple(figures))
 
 
 # ------------------------------------------------------------------------------- predictions
 
+def _measure_stages(names: Sequence[str]) -> list[str]:
+    own = ([s for s in names if s.startswith(measure_stage(""))]
+           or [measure_stage("encoder"), measure_stage("decoder")])
+    return own + [s for s in names if s.startswith(EXTERNAL_PREFIX)]
+
+
 def measure_stages(data: RunData) -> list[str]:
     """Our own measure stages (those recorded; both by default) then the external runs."""
-    own = ([s for s in data.records if s.startswith(measure_stage(""))]
-           or [measure_stage("encoder"), measure_stage("decoder")])
-    return own + data.external_stages()
+    return _measure_stages(data.names)
+
+
+def _models(stages: Sequence[Stage]) -> list[U.Model]:
+    return [U.Model(st.name.split("/", 1)[-1], st.name, st.table, st.manifest)
+            for st in stages if st.done]
 
 
 def models(data: RunData, stages: Sequence[str]) -> list[U.Model]:
     """One :class:`~tangentlab.report.units.Model` per done stage, each with its own table."""
-    return [U.Model(stage.split("/", 1)[-1], stage, data.table(stage), data.stage_manifest_or_empty(stage))
-            for stage in stages if data.status(stage) == "done"]
+    return _models([data.stages[s] for s in stages])
 
 
 @dataclass(frozen=True)
@@ -202,9 +284,9 @@ class EmpiricalRow:
     panel: Callable[[U.Model], Panel | None]
     comparison: bool = False
 
-    def stages(self, data: RunData) -> list[str]:
+    def stages(self, names: Sequence[str]) -> list[str]:
         """The measurement stages this row reads (ours and external ones)."""
-        return measure_stages(data)
+        return _measure_stages(names)
 
     def _units(self, ms: Sequence[U.Model]) -> tuple[U.Unit, ...]:
         return tuple(self.unit(m, site) for m in ms for site in m.table.sites(self.metric))
@@ -217,19 +299,19 @@ class EmpiricalRow:
                 panels.insert(0, cmp)
         return panels
 
-    def __call__(self, data: RunData, stages: list[str]) -> Built:
+    def __call__(self, stages: list[Stage], pool: bool = False) -> Built:
         """Build the row: one unit per (model, site), then the overall rule.
 
         External measurement runs get units and panels of their own, combined apart, unless the
         run is rendered with ``pool`` (then every model's units decide the row together).
         """
-        ms = models(data, stages)
+        ms = _models(stages)
         own = [m for m in ms if not m.stage.startswith(EXTERNAL_PREFIX)]
         ext = [m for m in ms if m.stage.startswith(EXTERNAL_PREFIX)]
-        judged, apart = (ms, []) if data.pool else (own, ext)
+        judged, apart = (ms, []) if pool else (own, ext)
         units = self._units(judged)
         ext_units = self._units(apart)
-        panels = self._panels(judged, judged, "all models" if data.pool else "our models")
+        panels = self._panels(judged, judged, "all models" if pool else "our models")
         ext_panels = self._panels(apart, ms, "all models (ours and external)") if apart else []
         numbers = tuple((f"{m.name} set-up", m.facts()) for m in ms if m.facts())
         for m in ms:
@@ -242,7 +324,7 @@ class EmpiricalRow:
         missing = [m.name for m in ms if not m.table.has(self.metric)]
         if missing:
             numbers += (("not measured", f"no {self.metric} rows in: {', '.join(missing)}"),)
-        if ext and data.pool:
+        if ext and pool:
             numbers += (("pooled", "the external measurements (" + ", ".join(m.name for m in ext)
                          + ") are pooled into this verdict (--pool)"),)
         elif ext:
@@ -311,8 +393,8 @@ def _builders() -> dict[str, Any]:
         "frequency-buckets": EmpiricalRow("enrichment", U.bucket_unit, U.bucket_panel),
         "isoscore": EmpiricalRow("delta_isoscore_tangent", U.isoscore_unit, SP.isoscore_panel),
         "frequency-distance": EmpiricalRow("freq_distance_spearman", U.freqdist_unit, SP.freqdist_panel),
-        "ablation": EmpiricalRow("ablation_loss_tangent", UC.ablation_unit, SP.ablation_panel),
-        "learning-arms": EmpiricalRow(UC.LEARNING_METRIC, UC.learning_unit, SP.learning_panel),
+        "ablation": EmpiricalRow("ablation_loss_tangent", U.ablation_unit, SP.ablation_panel),
+        "learning-arms": EmpiricalRow(U.LEARNING_METRIC, U.learning_unit, SP.learning_panel),
     }
 
 
@@ -332,18 +414,18 @@ def row_keys() -> list[str]:
     return [r.key for r in ROWS]
 
 
-def _one(data: RunData, spec: RowSpec) -> Verdict:
-    stages = spec.stages(data)
+def _one(spec: RowSpec, stages: Stages, names: Sequence[str], pool: bool) -> Verdict:
+    read = [stages[s] for s in spec.stages(names)]
     base = Verdict(key=spec.key, title=spec.title, prediction=spec.prediction, section=spec.section,
                    status=R.NOT_RUN, reason="", rule=spec.rule, test=spec.test,
-                   paper=claim(spec.key).paper, sources=tuple(data.source(s) for s in stages),
+                   paper=claim(spec.key).paper, sources=tuple(st.source for st in read),
                    depends_on=spec.depends_on)
-    problems = [p for p in (data.problem(s) for s in stages) if p]
-    done = [s for s in stages if data.status(s) == "done"]
+    problems = [st.problem for st in read if st.problem]
+    done = [st for st in read if st.done]
     if not done or (spec.require_all and problems):
         return replace(base, reason="; ".join(problems) or "no stage ran")
     try:
-        built = spec.build(data, done)
+        built = spec.build(done, pool)
     except Exception as exc:  # a builder that raises is a bug: show it, do not hide the row
         msg = " ".join(f"{type(exc).__name__}: {exc}".split())
         return replace(base, reason=f"the rule could not read the stored results ({msg})",
@@ -361,13 +443,18 @@ def _one(data: RunData, spec: RowSpec) -> Verdict:
                    external_status=ext.status if ext is not None else None,
                    external_reason=ext.reason if ext is not None else "",
                    external_panels=built.external_panels,
-                   pooled=data.pool and any(s.startswith(EXTERNAL_PREFIX) for s in done))
+                   pooled=pool and any(st.external for st in done))
 
 
 def build_verdicts(data: RunData, rows: Sequence[RowSpec] | None = None) -> list[Verdict]:
-    """One :class:`Verdict` per row spec (default :data:`ROWS`), in order.
+    """One :class:`Verdict` per row spec (default :data:`ROWS`), in order, from the opened run.
 
-    The prediction rows are gated on their end-to-end validation (:func:`tangentlab.report.gating.gate`).
+    The prediction rows of a run opened with :meth:`RunData.open
+    <tangentlab.report.load.RunData.open>` are gated on their end-to-end validation
+    (:func:`tangentlab.report.gating.gate`).
     """
-    return gate(data, [_one(data, spec) for spec in (rows if rows is not None else ROWS)])
+    names = data.names
+    verdicts = [_one(spec, data.stages, names, data.pool)
+                for spec in (rows if rows is not None else ROWS)]
+    return gate(verdicts, data.end_to_end, data.stages) if data.gate else verdicts
 

@@ -133,12 +133,13 @@ def test_page_and_summary_show_the_gated_rows(tmp_path, capsys):
     from tangentlab.cli import main
     from tangentlab.report.html_page import render_html
     from tangentlab.report.md_page import render_markdown
+    from tangentlab.report.page import build
 
     run = _run(tmp_path, validated=False)
     _e2e(run, setting={"name": "standard", "n_batches": 16})
     data = RunData.open(run)
-    verdicts = build_verdicts(data)
-    md, html = render_markdown(data, verdicts, {}, []), render_html(data, verdicts, {}, [])
+    page = build(data, build_verdicts(data))
+    md, html = render_markdown(page, {}), render_html(page, {})
     for page in (md, html):
         assert "Validated end to end" in page and GATED_TEXT in page
         assert "eval batches 16 &lt; the run" in page or "eval batches 16 < the run" in page
@@ -150,7 +151,7 @@ def test_page_and_summary_show_the_gated_rows(tmp_path, capsys):
 
 
 def test_external_runs_are_gated_on_their_own_settings_and_the_limitations_say_why(tmp_path):
-    from tangentlab.report.page import limitations
+    from tangentlab.report.page import build
     from tests.report.fixtures import write_measure_dir
 
     run = _run(tmp_path, validated=False)
@@ -158,7 +159,7 @@ def test_external_runs_are_gated_on_their_own_settings_and_the_limitations_say_w
     data = RunData.open(run, measures={"suite": ext})
     v = {v.key: v for v in build_verdicts(data)}["enrichment"]
     assert v.external_status == R.INCONCLUSIVE and "raw: supported" in v.external_reason
-    lim = " ".join(limitations(data, build_verdicts(data)))
+    lim = " ".join(build(data, build_verdicts(data)).limitations)
     assert "reads inconclusive (not validated): its rules said supported" in lim
 
 

@@ -35,9 +35,10 @@ def _end_to_end_table(html: str) -> str:
 
 def test_end_to_end_reasons_are_text_that_wraps_not_a_nowrap_badge(tmp_path):
     from tangentlab.report.html_page import render_html
+    from tangentlab.report.page import build
 
     data = RunData.open(_gated_run(tmp_path))
-    html = render_html(data, build_verdicts(data), {}, [])
+    html = render_html(build(data, build_verdicts(data)), {})
     table = _end_to_end_table(html)
     assert "setting weaker" in table and _LONG[:40] in table
     # a badge (white-space: nowrap) holds only the yes/no word; the reason is ordinary text

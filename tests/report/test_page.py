@@ -43,8 +43,9 @@ def test_both_pages_show_the_raw_counts_of_a_gated_run(tmp_path):
     assert gated, "the fixture should gate some prediction rows"
     n_sup = sum(v.raw_status == R.SUPPORTED for v in gated)
     want = f"{n_sup} raw supported, "
-    head_md = render_markdown(data, verdicts, {}, []).split("**Predictions of the account:**")[1]
-    head_html = render_html(data, verdicts, {}, []).split("<b>Predictions of the account:</b>")[1]
+    page = P.build(data, verdicts)
+    head_md = render_markdown(page, {}).split("**Predictions of the account:**")[1]
+    head_html = render_html(page, {}).split("<b>Predictions of the account:</b>")[1]
     assert want in head_md.splitlines()[0] and want in head_html.splitlines()[0]
     assert "undecided" in head_md.splitlines()[0] and "undecided" in head_html.splitlines()[0]
 
@@ -86,7 +87,26 @@ def test_the_rendered_enrichment_sub_table_shows_the_floor(tmp_path):
 
     run = write_run(tmp_path / "run", {"decoder": measure_rows("decoder")})
     data = RunData.open(run)
-    md = render_markdown(data, build_verdicts(data), {}, [])
+    md = render_markdown(P.build(data, build_verdicts(data)), {})
     row = [ln for ln in md.splitlines() if ln.startswith("| decoder | blocks.1.resid_post |")
            and "enrichment 3" in ln]
     assert row and "the floor for 20 controls" in row[0], row
+
+
+def test_the_run_is_read_once_when_it_is_opened(tmp_path):
+    """Issue 34, item 4: the verdict rows, the page model and both pages are built from what
+    ``RunData.open`` read; with the run directory moved away after it, they read the same."""
+    from tangentlab.report.html_page import render_html
+    from tangentlab.report.md_page import render_markdown
+
+    def pages(data) -> tuple[str, str]:
+        page = P.build(data, build_verdicts(data))
+        return render_markdown(page, {}), render_html(page, {})
+
+    run = write_run(tmp_path / "run", {"decoder": measure_rows("decoder"),
+                                       "encoder": measure_rows("encoder")})
+    data = RunData.open(run)
+    before = pages(RunData.open(run))
+    run.rename(tmp_path / "elsewhere")
+    assert pages(data) == before
+    assert "| decoder | blocks.1.resid_post |" in before[0]  # the units were read

@@ -13,7 +13,8 @@ from tangentlab.claims import rules as R
 from tangentlab.cli import main
 from tangentlab.errors import DataError
 from tangentlab.report.load import RunData, parse_measure_args
-from tangentlab.report.render import banner, render_report, summary_facts
+from tangentlab.report.page import build
+from tangentlab.report.render import render_report
 from tangentlab.report.verdicts import build_verdicts
 from tangentlab.runs import atomic_write_json, write_results
 from tests.report.fixtures import measure_rows, trajectory_rows, write_measure_dir, write_run
@@ -133,7 +134,7 @@ def test_validation_battery_row_reads_validate_dir(tmp_path):
 
 def test_summary_shows_device_full_path_times_and_command(two_external):
     run, a, b = two_external
-    facts = dict(summary_facts(RunData.open(run, measures={"olmo": b})))
+    facts = dict(build(RunData.open(run, measures={"olmo": b}), []).facts)
     assert facts["run directory"] == str(run.resolve())
     assert facts["device"] == "cpu (measure/decoder); cuda (external/olmo)"
     assert facts["CPU time"] == "1.2 s over 1 stages" or facts["CPU time"].startswith("1.2")
@@ -146,14 +147,14 @@ def test_banner_names_quick_runs_and_failed_or_skipped_stages(tmp_path):
     run = write_run(tmp_path / "run", {"decoder": measure_rows("decoder")}, quick=True, stages={
         "train/encoder": {"status": "failed", "config_hash": "x", "error": "boom"},
         "measure/encoder": {"status": "skipped", "config_hash": "x", "reason": "train/encoder failed"}})
-    lines = banner(RunData.open(run))
+    lines = build(RunData.open(run), []).banner
     assert any("--quick" in x for x in lines)
     assert any("train/encoder FAILED: boom" in x for x in lines)
     assert any("measure/encoder was SKIPPED" in x for x in lines)
     html = render_report(run).html.read_text()
     assert html.index('id="banner"') < html.index('id="summary"')
     full = write_run(tmp_path / "full", {"decoder": measure_rows("decoder")})
-    assert banner(RunData.open(full)) == []
+    assert build(RunData.open(full), []).banner == []
     assert 'id="banner"' not in render_report(full).html.read_text()
 
 

@@ -67,12 +67,13 @@ def test_report_shows_the_table_for_an_external_measurement(tmp_path):
     # the pages' hooks, without building every verdict row (the full render is the CLI's test)
     from tangentlab.report.html_page import render_html
     from tangentlab.report.md_page import render_markdown
+    from tangentlab.report.page import build
 
-    data = RunData.open(run, measures={"a": ext})
+    page = build(RunData.open(run, measures={"a": ext}), [])
     (run / "figures").mkdir()
-    pngs, figs = TN.write_figures(data, run / "figures", run)
-    html = render_html(data, [], pngs, [])
-    md = render_markdown(data, [], figs, [])
+    pngs, figs = TN.write_figures(page.bridge, run / "figures", run / "figures")
+    html = render_html(page, pngs)
+    md = render_markdown(page, figs)
     sec = html.split('id="theory-numbers"')[1].split("<h2")[0]
     assert "0.71 [0.6, 0.85]" in sec and "relative_visibility [f2]" in sec
     assert "peer baseline" in sec and TN.AGREEMENT_RULE.split(";")[0] in sec
@@ -85,8 +86,10 @@ def test_report_shows_the_table_for_an_external_measurement(tmp_path):
 def test_no_bridge_anywhere_says_so(tmp_path):
     run = write_run(tmp_path / "run", {"decoder": measure_rows("decoder")})
     data = RunData.open(run)
-    assert TN.read_lines(data)[0] == []
-    assert any("No measurement wrote a bridge table" in x for x in TN.html_section(data, {}))
+    lines, missing = TN.read_lines(data.stages, data.names)
+    assert lines == []
+    assert any("No measurement wrote a bridge table" in x
+               for x in TN.html_section(lines, missing, {}))
 
 
 def _unmeasurable(model: str) -> list[dict]:

@@ -20,8 +20,8 @@ from tests.validate.test_end_to_end_records import CFG, fake  # noqa: F401  (the
 def test_a_finished_run_is_certified_with_its_checks_commit_and_fingerprints(tmp_path, fake,  # noqa: F811
                                                                               monkeypatch):
     import tangentlab.validate.end_to_end as e2e
-    from tangentlab.cli import main
     from tangentlab.claims.fingerprints import verdict_path_fingerprints
+    from tangentlab.cli import main
 
     run, _ = e2e.write_end_to_end(tmp_path / "run", CFG, quick=True)
     path = write_certificate(run, tmp_path / "cert.json")

@@ -49,8 +49,9 @@ def test_a_missing_file_is_not_run_and_the_report_says_why(tmp_path, monkeypatch
     BP.run_pretrained(run / "pretrained" / "smollm2", str(tmp_path / "nothing.gguf"))
     from dataclasses import replace
 
-    data.records["pretrained/smollm2"] = replace(data.records["measure/decoder"],  # a done record
-                                                 outputs=("pretrained/smollm2",))
+    done = replace(data.records["measure/decoder"], outputs=("pretrained/smollm2",))
+    data = RunData(run_dir=run, manifest=data.manifest,  # read on construction, with the record
+                   records={**data.records, "pretrained/smollm2": done})
     missing = TN.read_lines(data)[1]
     assert any(m.startswith("smollm2 (pretrained): not run (no model at") for m in missing)
     assert TN.NO_PRETRAINED not in missing
