@@ -13,10 +13,11 @@ A prediction row is **validated at the run's setting** when all of these hold:
   Wilson bound checked (≥ 45 simulations per null; a run with fewer judges point rates only
   and certifies nothing);
 - it ran every scenario (null) the battery knows;
-- its measure settings are no weaker than the run's, for every measurement the row reads:
-  eval batches per checkpoint, eval tokens per checkpoint and bootstrap replicates at least the
-  run's, units per simulation at least the row's (model, site) units (``combine()`` decides
-  over more units), and the run's r/d inside the range of r/d its scenarios measured at.
+- its setting matches the run's, both ways, for every measurement the row reads (issue 35;
+  :func:`weaker`, :data:`WHY_MATCH`): the same eval batches and eval tokens per checkpoint, the
+  same checkpoint schedule and early/late cut; at most the run's bootstrap replicates and at
+  most the row's (model, site) units (``combine()`` is intersection-union: a row with more units
+  errs less often); and the run's r/d inside the range of r/d its scenarios measured at.
 
 A row that is not validated (no end-to-end run at all counts as not passed) and whose rules said
 "supported" or "not supported" reads **inconclusive (not validated)** instead; its reason keeps
@@ -202,13 +203,19 @@ def read_end_to_end(path: str | Path) -> EndToEnd:
 
 @dataclass(frozen=True)
 class RunSetting:
-    """The settings of one measurement a row reads (from its ``manifest.json``)."""
+    """The settings of one measurement a row reads (from its ``manifest.json``).
+
+    ``steps``: its checkpoint schedule (None: not recorded); ``early_fraction``: where its
+    early/late cut falls (NaN: not recorded).
+    """
 
     stage: str
     n_batches: float
     tokens: float
     n_boot: float
     rank_over_dim: float
+    steps: tuple[float, ...] | None = None
+    early_fraction: float = math.nan
 
 
 def run_settings(stages: Sequence[Stage]) -> list[RunSetting]:
@@ -224,28 +231,80 @@ def run_settings(stages: Sequence[Stage]) -> list[RunSetting]:
         if math.isnan(tokens):
             tokens = nb * _num(cfg.get("batch_size")) * _num(m.get("seq_len") or cfg.get("seq_len"))
         dim = _num(m.get("hidden_size"))
+        cks = m.get("checkpoints")
+        steps = (tuple(_num(c.get("step")) for c in cks if isinstance(c, dict))
+                 if isinstance(cks, list) and cks else None)
         out.append(RunSetting(stage, nb, tokens, _num(cfg.get("n_boot")),
-                              _num(cfg.get("rank")) / dim if dim > 0 else math.nan))
+                              _num(cfg.get("rank")) / dim if dim > 0 else math.nan, steps,
+                              _num(cfg.get("early_fraction"))))
+    return out
+
+
+#: Why each field of the setting must match (issue 35: the gate compares both ways).
+WHY_MATCH = {
+    "eval batches": "the interval resamples them, and an interval validated on more batches "
+                    "says nothing of fewer, nor a bias measured on fewer of more data",
+    "eval tokens per checkpoint": "a biased statistic errs more often with more data",
+    "bootstrap replicates": "may be more in the run (more replicates only steady the interval's "
+                            "endpoints), not fewer",
+    "units": "may be more in the row (intersection-union: a row errs only when every unit "
+             "errs), not fewer",
+    "checkpoint schedule": "weakens-late and every comparison with step 0 read the checkpoints",
+}
+
+
+def _steps_text(steps) -> str:
+    xs = [_g(float(x)) for x in steps]
+    shown = ", ".join(xs) if len(xs) <= 8 else ", ".join(xs[:4] + ["…"] + xs[-2:])
+    return f"{shown} ({len(xs)} checkpoints)"
+
+
+def _schedule(setting: Mapping[str, Any], settings: Sequence[RunSetting]) -> list[str]:
+    """Where the validated schedule and early/late cut differ from the runs' (empty: same)."""
+    e2e_steps = setting.get("steps")
+    if not e2e_steps:
+        return ["the end-to-end run recorded no checkpoint schedule"]
+    out = []
+    for s in settings:
+        if s.steps is None:
+            out.append(f"the run's checkpoint schedule not recorded ({s.stage})")
+        elif [float(x) for x in e2e_steps] != list(s.steps):
+            out.append(f"checkpoint schedule: validated at steps {_steps_text(e2e_steps)}, the "
+                       f"run measured {_steps_text(s.steps)} ({s.stage})")
+        ef = _num(setting.get("early_fraction"))
+        if not math.isnan(s.early_fraction) and abs(ef - s.early_fraction) > 1e-12:
+            out.append(f"early/late cut: validated at {_g(ef)} of the last step, the run's "
+                       f"{_g(s.early_fraction)} ({s.stage})")
     return out
 
 
 def weaker(setting: Mapping[str, Any], settings: Sequence[RunSetting], n_units: int) -> list[str]:
-    """Why the end-to-end ``setting`` does not cover the runs' ``settings`` (empty: it does)."""
+    """Where the end-to-end ``setting`` does not cover the runs' ``settings`` (empty: it does).
+
+    Both ways (issue 35): the eval batches, tokens per checkpoint, checkpoint schedule and
+    early/late cut must match; the run may have more bootstrap replicates and the row more units
+    than were validated, never fewer (:data:`WHY_MATCH`); the run's r/d must lie in the range the
+    scenarios measured. A setting a measurement did not record cannot be shown covered.
+    """
     out = []
-    for attr, key, word in (("n_batches", "n_batches", "eval batches"),
-                            ("tokens", "tokens_per_checkpoint", "eval tokens per checkpoint"),
-                            ("n_boot", "n_boot", "bootstrap replicates")):
+    for attr, key, word, more_ok in (("n_batches", "n_batches", "eval batches", False),
+                                     ("tokens", "tokens_per_checkpoint",
+                                      "eval tokens per checkpoint", False),
+                                     ("n_boot", "n_boot", "bootstrap replicates", True)):
         e2e = _num(setting.get(key))
-        known = [s for s in settings if not math.isnan(getattr(s, attr))]
-        worst = max(known, key=lambda s: getattr(s, attr), default=None)
-        if worst is not None and (math.isnan(e2e) or e2e < getattr(worst, attr)):
-            out.append(f"{word} {_g(e2e)} < the run's {_g(getattr(worst, attr))} ({worst.stage})")
+        for s in settings:
+            mine = getattr(s, attr)
+            if math.isnan(mine):  # a setting nobody recorded cannot be shown to be covered
+                continue
+            if math.isnan(e2e) or (mine < e2e if more_ok else mine != e2e):
+                out.append(f"{word}: validated at {_g(e2e)}, the run has {_g(mine)} ({s.stage})")
         unknown = [s.stage for s in settings if math.isnan(getattr(s, attr))]
-        if unknown:  # a setting nobody recorded cannot be shown to be covered
+        if unknown:
             out.append(f"the run's {word} not recorded ({', '.join(unknown)})")
     units = _num(setting.get("units"))
-    if math.isnan(units) or units < n_units:
-        out.append(f"units {_g(units)} < the row's {n_units}")
+    if math.isnan(units) or units > n_units:
+        out.append(f"units: validated at {_g(units)}, the row has {n_units}")
+    out += _schedule(setting, settings)
     lo, hi = (list(setting.get("rank_over_dim") or []) + [math.nan, math.nan])[:2]
     for s in settings:
         rd = s.rank_over_dim
@@ -288,7 +347,7 @@ def gate_reason(e2e: EndToEnd | None, key: str, settings: Sequence[RunSetting],
         if left:
             why.append(f"{len(left)} null(s) not run ({', '.join(left[:3])}"
                        + (", ..." if len(left) > 3 else "") + ")")
-        why += [f"setting weaker: {w}" for w in weaker(s, settings, n_units)]
+        why += [f"setting differs: {w}" for w in weaker(s, settings, n_units)]
     return "; ".join(why)
 
 

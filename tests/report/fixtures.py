@@ -199,14 +199,19 @@ def trajectory_rows(name: str, enrich: dict[int, float], *, buckets: tuple[str, 
     return rows
 
 
+#: The checkpoint schedule every hand-made measurement records (and its end-to-end run).
+FIXTURE_STEPS = (0, 10, 100)
+
+
 def write_measure_dir(path, rows: list[dict], *, n_controls: int = 20, extra: dict | None = None,
                       device: str = "cpu"):
     """A `tangentlab empirical measure`-style output directory: results.csv + manifest.json."""
     path.mkdir(parents=True, exist_ok=True)
     write_results(rows, path / "results.csv")
     config = {"n_controls": n_controls, "n_batches": 64, "batch_size": 4, "n_boot": 1000,
-              "rank": 8}
-    extra = {"hidden_size": 64, "eval_tokens_per_checkpoint": 64 * 4 * 64, **(extra or {})}
+              "rank": 8, "early_fraction": 0.3}
+    extra = {"hidden_size": 64, "eval_tokens_per_checkpoint": 64 * 4 * 64,
+             "checkpoints": [{"step": s} for s in FIXTURE_STEPS], **(extra or {})}
     write_manifest(path, build_manifest(kind="empirical/measure", config=config,
                                         seeds={"seed": 0}, device=device, extra=extra))
     return path
@@ -215,7 +220,8 @@ def write_measure_dir(path, rows: list[dict], *, n_controls: int = 20, extra: di
 def write_end_to_end_run(path, *, passed: bool = True, sims: int = 50, rows=None,
                          setting: dict | None = None):
     """A hand-made end-to-end validation run: every prediction row's checks ``passed`` (or not),
-    at a setting stronger than any hand-made run's (``setting`` entries replace its fields)."""
+    at the setting of a hand-made measurement (:func:`write_measure_dir`: its batches, tokens,
+    replicates and schedule; one unit; ``setting`` entries replace its fields)."""
     from tangentlab.report.verdicts import ROWS
     from tangentlab.validate.planted_scenarios import SCENARIOS
 
@@ -228,8 +234,9 @@ def write_end_to_end_run(path, *, passed: bool = True, sims: int = 50, rows=None
               for k in keys for n in ("no-effect", "effect")
               for m in (("wrong_supported", "wrong_not_supported") if n == "no-effect" else ("power",))]
     atomic_write_json(path / "checks.json", checks)
-    full = {"name": "full", "sims": sims, "units": 64, "n_batches": 10**6, "batch_size": 4,
-            "seq_len": 64, "tokens_per_checkpoint": 10**9, "n_boot": 10**6,
+    full = {"name": "full", "sims": sims, "units": 1, "n_batches": 64, "batch_size": 4,
+            "seq_len": 64, "tokens_per_checkpoint": 64 * 4 * 64, "n_boot": 1000,
+            "steps": list(FIXTURE_STEPS), "early_fraction": 0.3,
             "rank_over_dim": [1e-6, 1.0], "scenarios": list(SCENARIOS),
             "scenarios_known": list(SCENARIOS), "bound_checked": sims >= 45}
     write_manifest(path, build_manifest(kind="validate/end-to-end", config={}, seeds={"seed": 0},

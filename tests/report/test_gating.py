@@ -15,7 +15,9 @@ from tests.report.fixtures import measure_rows, write_end_to_end_run, write_run
 
 #: what a default-like measurement records (64 batches of 4 x 128 tokens, 1000 replicates, r/d 1/8)
 _MEASURED = {"n_batches": 64, "batch_size": 4, "seq_len": 128, "n_boot": 1000, "rank": 8,
-             "n_controls": 20}
+             "n_controls": 20, "early_fraction": 0.3}
+#: the end-to-end setting that matches it (the fixture's checkpoint schedule)
+_MATCHING = {"n_batches": 64, "tokens_per_checkpoint": 64 * 4 * 128, "n_boot": 1000}
 
 
 def _run(tmp_path, **kw):
@@ -31,13 +33,18 @@ def _by(run, **kw):
     return {v.key: v for v in build_verdicts(RunData.open(run, **kw))}
 
 
-def _e2e(run, **kw):
-    return write_end_to_end_run(run / END_TO_END_DIR, **kw)
+def _e2e(run, *, setting=None, **kw):
+    return write_end_to_end_run(run / END_TO_END_DIR, setting={**_MATCHING, **(setting or {})},
+                                **kw)
 
 
 def test_a_validated_row_keeps_its_verdict(tmp_path):
-    v = _by(_run(tmp_path))["enrichment"]
+    run = _run(tmp_path, validated=False)
+    _e2e(run)
+    v = _by(run)["enrichment"]
     assert v.status == R.SUPPORTED and not v.gated and status_text(v) == R.SUPPORTED
+    _e2e(run, setting={"n_boot": 500, "units": 1})  # fewer replicates validated: covered
+    assert not _by(run)["enrichment"].gated
 
 
 def test_no_end_to_end_run_gates_every_decided_prediction_and_keeps_the_raw_verdict(tmp_path):
@@ -53,14 +60,21 @@ def test_no_end_to_end_run_gates_every_decided_prediction_and_keeps_the_raw_verd
 
 
 @pytest.mark.parametrize("setting, words", [
-    ({"n_batches": 16}, "eval batches 16 < the run's 64"),
-    ({"tokens_per_checkpoint": 4096}, "eval tokens per checkpoint 4096 < the run's 32768"),
-    ({"n_boot": 200}, "bootstrap replicates 200 < the run's 1000"),
-    ({"units": 0}, "units 0 < the row's 1"),
+    ({"n_batches": 16}, "eval batches: validated at 16, the run has 64"),
+    # issue 35: both ways: more data than the run's does not cover it either
+    ({"n_batches": 256}, "eval batches: validated at 256, the run has 64"),
+    ({"tokens_per_checkpoint": 4096}, "eval tokens per checkpoint: validated at 4096, the run has 32768"),
+    ({"tokens_per_checkpoint": 10**6}, "eval tokens per checkpoint: validated at 1e+06"),
+    ({"n_boot": 2000}, "bootstrap replicates: validated at 2000, the run has 1000"),
+    ({"units": 2}, "units: validated at 2, the row has 1"),
+    ({"steps": [0, 30, 100]}, "checkpoint schedule: validated at steps 0, 30, 100 (3 checkpoints), "
+                              "the run measured 0, 10, 100 (3 checkpoints)"),
+    ({"steps": []}, "the end-to-end run recorded no checkpoint schedule"),
+    ({"early_fraction": 0.5}, "early/late cut: validated at 0.5 of the last step, the run's 0.3"),
     ({"rank_over_dim": [0.25, 0.5]}, "r/d 1/8 (measure/decoder) outside the measured 1/4"),
     ({"scenarios": ["no-effect"]}, "null(s) not run"),
 ])
-def test_an_end_to_end_run_weaker_than_the_run_gates(tmp_path, setting, words):
+def test_an_end_to_end_run_that_differs_from_the_run_gates(tmp_path, setting, words):
     run = _run(tmp_path, validated=False)
     _e2e(run, setting=setting)
     v = _by(run)["enrichment"]
@@ -100,7 +114,7 @@ def test_a_raw_inconclusive_row_is_left_as_it_is(tmp_path):
 def test_validation_dir_replaces_the_runs_own(tmp_path):
     run = _run(tmp_path, validated=False)
     _e2e(run, passed=False)
-    good = write_end_to_end_run(tmp_path / "full")
+    good = write_end_to_end_run(tmp_path / "full", setting=_MATCHING)
     assert _by(run)["enrichment"].gated
     assert _by(run, validation=good)["enrichment"].status == R.SUPPORTED
 
@@ -142,12 +156,12 @@ def test_page_and_summary_show_the_gated_rows(tmp_path, capsys):
     md, html = render_markdown(page, {}), render_html(page, {})
     for page in (md, html):
         assert "Validated end to end" in page and GATED_TEXT in page
-        assert "eval batches 16 &lt; the run" in page or "eval batches 16 < the run" in page
+        assert "eval batches: validated at 16, the run has 64" in page
         assert "standard: 50 sims" in page
     assert "| **inconclusive (not validated)** (raw: supported) |" in md
     assert main(["summary", str(run)]) == 0
     out = capsys.readouterr().out
-    assert f"enrichment: {GATED_TEXT}  [raw: supported; gated: setting weaker" in out
+    assert f"enrichment: {GATED_TEXT}  [raw: supported; gated: setting differs" in out
 
 
 def test_external_runs_are_gated_on_their_own_settings_and_the_limitations_say_why(tmp_path):
@@ -163,20 +177,24 @@ def test_external_runs_are_gated_on_their_own_settings_and_the_limitations_say_w
     assert "reads inconclusive (not validated): its rules said supported" in lim
 
 
-def test_the_strongest_measurement_of_a_row_decides_and_unrecorded_settings_gate(tmp_path):
+def test_every_measurement_of_a_row_must_match_and_unrecorded_settings_gate(tmp_path):
     from tangentlab.report.gating import RunSetting, weaker
 
     nan = float("nan")
-    setting = {"n_batches": 32, "tokens_per_checkpoint": 10**6, "n_boot": 10**6, "units": 9,
-               "rank_over_dim": [0.01, 0.5]}
-    runs = [RunSetting("measure/a", nan, nan, nan, nan), RunSetting("measure/b", 64, 1, 1, 0.25),
-            RunSetting("measure/c", 16, 1, 1, 0.25)]
-    assert weaker(setting, runs[1:], 2) == ["eval batches 32 < the run's 64 (measure/b)"]
-    assert weaker(setting, runs[:0:-1], 2) == ["eval batches 32 < the run's 64 (measure/b)"]
+    steps = (0.0, 10.0, 100.0)
+    setting = {"n_batches": 64, "tokens_per_checkpoint": 1, "n_boot": 1, "units": 2,
+               "rank_over_dim": [0.01, 0.5], "steps": [0, 10, 100], "early_fraction": 0.3}
+    runs = [RunSetting("measure/a", nan, nan, nan, nan),
+            RunSetting("measure/b", 64, 1, 1, 0.25, steps, 0.3),
+            RunSetting("measure/c", 16, 1, 1, 0.25, steps, 0.3)]
+    assert weaker(setting, runs[1:], 2) == ["eval batches: validated at 64, the run has 16 (measure/c)"]
+    assert weaker(setting, runs[1:2], 2) == []
     # a setting nobody recorded cannot be shown to be covered
     assert weaker(setting, runs[:1], 2) == [
-        f"the run's {w} not recorded (measure/a)" for w in
-        ("eval batches", "eval tokens per checkpoint", "bootstrap replicates", "r/d")]
+        *(f"the run's {w} not recorded (measure/a)" for w in
+          ("eval batches", "eval tokens per checkpoint", "bootstrap replicates")),
+        "the run's checkpoint schedule not recorded (measure/a)",
+        "the run's r/d not recorded (measure/a)"]
 
 
 def test_every_prediction_row_is_planted_or_says_why_not(tmp_path):
