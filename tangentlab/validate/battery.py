@@ -215,7 +215,8 @@ def wilson_interval(successes: float, n: int, confidence: float = 0.95) -> tuple
     den = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / den
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # the interval holds the observed rate (rounding left 0/n a lower bound of 3e-17)
+    return max(0.0, min(p, centre - half)), min(1.0, max(p, centre + half))
 
 
 @dataclass

@@ -209,7 +209,7 @@ def write_measure_dir(path, rows: list[dict], *, n_controls: int = 20, extra: di
     path.mkdir(parents=True, exist_ok=True)
     write_results(rows, path / "results.csv")
     config = {"n_controls": n_controls, "n_batches": 64, "batch_size": 4, "n_boot": 1000,
-              "rank": 8, "early_fraction": 0.3}
+              "rank": 8}
     extra = {"hidden_size": 64, "eval_tokens_per_checkpoint": 64 * 4 * 64,
              "checkpoints": [{"step": s} for s in FIXTURE_STEPS], **(extra or {})}
     write_manifest(path, build_manifest(kind="empirical/measure", config=config,

@@ -172,6 +172,11 @@ def test_wilson_interval():
     lo, hi = wilson_interval(5, 100)
     assert 0.02 < lo < 0.05 < hi < 0.12
     assert wilson_interval(0, 50)[0] == pytest.approx(0.0, abs=1e-12)
+    # the interval always holds the observed rate (rounding once left 0/n above 0)
+    for n in range(1, 700):
+        for k in (0, n):
+            lo, hi = wilson_interval(k, n)
+            assert lo <= k / n <= hi, (k, n)
 
 
 def test_coverage_criterion_fails_for_the_old_setting():

@@ -207,25 +207,36 @@ def test_quick_run_writes_its_directory_and_checks(quick_run):
 
 @pytest.mark.slow
 def test_a_rule_that_always_says_supported_is_caught(quick_run, monkeypatch):
-    """Re-decide the stored quick measurements with a broken enrichment rule."""
+    """Re-decide the stored quick measurements of both nulls with a broken enrichment rule.
+
+    One simulation per null is too few for any (row, null) check: the exact binomial 1% tail at
+    0.05 accepts 1/1 wrong. Pooled over the two nulls, 2/2 wrong "supported" is outside the tail
+    at 0.025, and the run fails."""
     from tangentlab.claims import rules as R
     from tangentlab.validate.end_to_end import decide
 
     path, _ = quick_run
     work = path / "simulations"
-    dirs = sorted(work.glob("no-effect/sim000/u*-measure"))
-    assert dirs
-    honest = decide(dirs, work)["enrichment"][0]
+    nulls = ("no-effect", "short-eval")
+    dirs = {n: sorted(work.glob(f"{n}/sim000/u*-measure")) for n in nulls}
+    assert all(dirs.values())
+    honest = decide(dirs["no-effect"], work)["enrichment"][0]
     monkeypatch.setattr(R, "enrichment_rule", lambda *a, **k: R.Outcome(R.SUPPORTED, "always"))
-    broken = decide(dirs, work)["enrichment"][0]
-    assert broken == R.SUPPORTED
-    cfg = EndToEndConfig(scenarios=("no-effect",), sims=1)
-    res = [SimulationResult("no-effect", 0, {"enrichment": broken}, {"enrichment": ""}, 0.0)]
+    broken = {n: decide(d, work)["enrichment"][0] for n, d in dirs.items()}
+    assert set(broken.values()) == {R.SUPPORTED}
+    cfg = EndToEndConfig(scenarios=nulls, sims=1)
+    res = [SimulationResult(n, 0, {"enrichment": b}, {"enrichment": ""}, 0.0)
+           for n, b in broken.items()]
     _, checks = summarize(cfg, res)
-    ws = next(c for c in checks if c["row"] == "enrichment" and c["metric"] == "wrong_supported")
-    assert ws["measured"] == 1.0 and not ws["passed"]
+    one = next(c for c in checks if c["row"] == "enrichment" and c["null"] == "no-effect"
+               and c["metric"] == "wrong_supported")
+    assert one["measured"] == 1.0 and one["passed"]  # a screen of one simulation cannot tell
+    pooled = next(c for c in checks if c["row"] == "enrichment" and c["metric"] == "wrong_supported"
+                  and c["null"] == "all nulls (pooled)")
+    assert pooled["measured"] == 1.0 and pooled["n"] == 2 and not pooled["passed"]
     stored = read_results(path / STATUSES_NAME)
-    mine = stored[(stored["null"] == "no-effect") & (stored["row"] == "enrichment")]
+    mine = stored[(stored["null"] == "no-effect") & (stored["row"] == "enrichment")
+                  & (stored["metric"] == "status")]
     assert list(mine["value"]) == [honest]  # re-deciding reproduces the stored verdict
 
 
