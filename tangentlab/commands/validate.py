@@ -95,7 +95,9 @@ def _register_verbs(p: argparse.ArgumentParser) -> None:
             "validates, and a fingerprint of every module on the verdict path "
             "(tangentlab.claims.fingerprints), so a changed module shows the certificate stale. "
             "Refused for an unfinished run, a shard, or simulations run at a dirty commit or "
-            "at another commit than the checkout's. Exit code 0 when written, 2 on bad input."))
+            "at another commit than the checkout's; --out is refused when it is a folder, lies "
+            "inside a run directory, or is a file other than an earlier certificate (nothing "
+            "is written then). Exit code 0 when written, 2 on bad input."))
     pc.add_argument("run", metavar="RUN", help="a finished end-to-end run directory")
     pc.add_argument("--out", metavar="FILE", required=True, help="the certificate to write")
     pc.set_defaults(func=_certify)

@@ -73,11 +73,37 @@ def make_certificate(run_dir: str | Path) -> dict[str, Any]:
             "fingerprints": verdict_path_fingerprints()}
 
 
+def _check_out(out: Path) -> None:
+    """OutputPathError unless ``out`` is new or an earlier certificate (never a user's file)."""
+    from tangentlab.errors import OutputPathError
+
+    if out.is_dir():
+        raise OutputPathError(f"--out {str(out)!r} is a directory; give a file name, e.g. "
+                              f"{str(out / 'certificate.json')!r}")
+    for folder in out.parents:
+        if (folder / "manifest.json").is_file():
+            raise OutputPathError(f"--out {str(out)!r} lies inside the run directory "
+                                  f"{str(folder)!r}; write the certificate outside any run")
+    if out.exists():
+        try:
+            read_certificate(out)
+        except DataError:
+            raise OutputPathError(f"--out {str(out)!r} exists and is not a certificate; "
+                                  "choose a new file (only a certificate is replaced)") from None
+
+
 def write_certificate(run_dir: str | Path, out: str | Path) -> Path:
-    """Write the certificate of ``run_dir`` to ``out`` atomically; returns ``out``."""
+    """Write the certificate of ``run_dir`` to ``out`` atomically; returns ``out``.
+
+    ``out`` is checked first and the certificate built in full before anything is written: a
+    refused path or run writes nothing, and a kill leaves at most a temporary file that is
+    never read as a certificate. Only an earlier certificate is replaced.
+    """
     from tangentlab.atomic import atomic_write_json
 
-    return atomic_write_json(Path(out), make_certificate(run_dir))
+    out = Path(out)
+    _check_out(out)
+    return atomic_write_json(out, make_certificate(run_dir))
 
 
 def read_certificate(path: str | Path) -> dict[str, Any]:

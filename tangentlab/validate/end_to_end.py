@@ -99,12 +99,15 @@ def decide(measure_dirs: Sequence[Path], run_dir: Path) -> dict[str, tuple[str, 
     The rows are built by the report's own code from :func:`_run_data`. Returns row key →
     (status, reason).
     """
+    return _decide(_run_data(measure_dirs, run_dir))
+
+
+def _decide(data) -> dict[str, tuple[str, str]]:
     from tangentlab.report.verdicts import ROWS, build_verdicts
     from tangentlab.validate.planted_scenarios import PREDICTION_ROWS
 
     specs = [r for r in ROWS if r.key in PREDICTION_ROWS]
-    return {v.key: (v.status, v.reason)
-            for v in build_verdicts(_run_data(measure_dirs, run_dir), specs)}
+    return {v.key: (v.status, v.reason) for v in build_verdicts(data, specs)}
 
 
 def enrichment_intervals(measure_dirs: Sequence[Path], run_dir: Path
@@ -117,13 +120,16 @@ def enrichment_intervals(measure_dirs: Sequence[Path], run_dir: Path
     coverage check needs them all: at the standard setting one interval per unit could not
     tell an interval half as wide from a right one); None for a missing or non-finite number.
     """
+    return _intervals(_run_data(measure_dirs, run_dir))
+
+
+def _intervals(data) -> tuple[tuple[float | None, float | None, float | None], ...]:
     from tangentlab.report.units import energy_source
     from tangentlab.report.verdicts import measure_stages, models
 
     def num(x):
         return float(x) if x is not None and math.isfinite(x) else None
 
-    data = _run_data(measure_dirs, run_dir)
     out = []
     for model in models(data, measure_stages(data)):
         for site in model.table.sites("enrichment"):
@@ -160,9 +166,9 @@ def simulate(cfg: EndToEndConfig, name: str, sim: int, text, work: Path) -> Simu
                                seed=_seed(cfg, name, sim, unit) % 10_007, overrides=ov)
         shutil.rmtree(traj, ignore_errors=True)
         measures.append(out)
-    with mutant(cfg.mutant):
-        verdicts = decide(measures, work)
-        intervals = enrichment_intervals(measures, work)
+    with mutant(cfg.mutant):  # the measure folders are read once, for both
+        data = _run_data(measures, work)
+        verdicts, intervals = _decide(data), _intervals(data)
     if not cfg.keep_measures:
         shutil.rmtree(folder, ignore_errors=True)
     return SimulationResult(name, sim, {k: v[0] for k, v in verdicts.items()},

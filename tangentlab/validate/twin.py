@@ -24,7 +24,6 @@ planted text is a built-in corpus), and effects at the magnitudes the run measur
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 from typing import Any
 
@@ -70,11 +69,11 @@ class RunSetting:
 
 
 def _manifests(run: Path) -> list[Path]:
+    from tangentlab.readers import read_json
+
     own = run / "manifest.json"
-    if own.is_file():
-        kind = json.loads(own.read_text()).get("kind")
-        if kind == "empirical/measure":
-            return [own]
+    if own.is_file() and read_json(own, hint=_HINT).get("kind") == "empirical/measure":
+        return [own]
     found = sorted(run.glob("measure/*/manifest.json"))
     if not found:
         raise DataError(f"{str(run)!r} holds no measurement to twin; {_HINT}")
@@ -94,7 +93,12 @@ def read_run_setting(run_dir: str | Path) -> RunSetting:
     for p in paths:
         m = read_json(p, fields={"config": dict, "checkpoints": list, "sites": dict,
                                  "hidden_size": int, "seq_len": int}, hint=_HINT)
-        mine = tuple(int(c["step"]) for c in m["checkpoints"])
+        rank, steps_of = m["config"].get("rank"), [c.get("step") if isinstance(c, dict) else None
+                                                    for c in m["checkpoints"]]
+        if not isinstance(rank, int) or not all(isinstance(x, int) for x in steps_of):
+            raise DataError(f"{str(p)!r} records no integer config rank or checkpoint steps "
+                            f"(rank {rank!r}); {_HINT}")
+        mine = tuple(steps_of)
         if steps is not None and mine != steps:
             raise DataError(f"the measurements of {str(run)!r} have different checkpoint "
                             f"schedules ({list(steps)} and {list(mine)}); a twin needs one: "
@@ -102,7 +106,7 @@ def read_run_setting(run_dir: str | Path) -> RunSetting:
         steps = mine
         units += len(m["sites"])
         seq_lens.add(int(m["seq_len"]))
-        rds.add(int(m["config"]["rank"]) / int(m["hidden_size"]))
+        rds.add(rank / int(m["hidden_size"]))
         values = {k: m["config"].get(k) for k in _COPIED}
         if copied is not None and values != copied:
             diff = sorted(k for k in _COPIED if values[k] != copied[k])

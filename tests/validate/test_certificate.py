@@ -60,3 +60,25 @@ def test_an_unfinished_run_or_a_dirty_or_other_commit_is_refused(tmp_path, fake)
                                                      "fingerprints": {}}))
     with pytest.raises(DataError, match="not a certificate"):
         read_certificate(tmp_path / "other.json")
+
+
+def test_certify_writes_nothing_over_a_users_file_a_folder_or_inside_a_run(tmp_path, fake):  # noqa: F811
+    import tangentlab.validate.end_to_end as e2e
+    from tangentlab.cli import main
+    from tangentlab.errors import OutputPathError
+
+    run, _ = e2e.write_end_to_end(tmp_path / "run", CFG, quick=True)
+    mine = tmp_path / "notes.json"
+    mine.write_text('{"kind": "my notes"}')
+    for out, words in ((mine, "is not a certificate"), (tmp_path, "is a directory"),
+                       (run / "cert.json", "inside the run directory")):
+        with pytest.raises(OutputPathError, match=words):
+            write_certificate(run, out)
+    assert mine.read_text() == '{"kind": "my notes"}' and not (run / "cert.json").exists()
+    assert main(["validate", "certify", str(run), "--out", str(mine)]) == 2
+    good = write_certificate(run, tmp_path / "cert.json")
+    assert write_certificate(run, good) == good  # an earlier certificate is replaced
+    # a refused run writes nothing, even at a new path
+    with pytest.raises(DataError):
+        write_certificate(tmp_path / "missing", tmp_path / "new.json")
+    assert not (tmp_path / "new.json").exists()

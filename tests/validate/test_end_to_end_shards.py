@@ -75,17 +75,17 @@ def test_a_run_killed_inside_a_simulation_resumes_with_nproc_2_to_the_same_bytes
                                                                                 monkeypatch):
     root, one = whole
     part = root / "killed"
-    real_decide = e2e.decide
+    real_decide = e2e._decide
     calls = []
 
-    def killed_in_second(measure_dirs, run_dir):  # measured, not yet decided: the kill
+    def killed_in_second(data):  # measured, not yet decided: the kill
         calls.append(1)
         if len(calls) == 2:
             raise KeyboardInterrupt
-        return real_decide(measure_dirs, run_dir)
+        return real_decide(data)
 
     with monkeypatch.context() as mp:
-        mp.setattr(e2e, "decide", killed_in_second)
+        mp.setattr(e2e, "_decide", killed_in_second)
         with pytest.raises(KeyboardInterrupt):
             e2e.write_end_to_end(part, CFG, quick=True)
     assert sorted(find_records(part)) == [("effect", 0)] and not (part / MANIFEST_NAME).exists()

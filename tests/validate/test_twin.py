@@ -76,3 +76,15 @@ def test_measurements_that_disagree_or_cannot_be_planted_are_refused(tmp_path, r
         twin_setting(tmp_path / "empty")
     with pytest.raises(DataError, match="is not a directory"):
         twin_setting(tmp_path / "missing")
+
+
+def test_a_damaged_or_incomplete_manifest_is_a_typed_error(tmp_path):
+    one = write_measure(tmp_path / "m")
+    m = json.loads((one / "manifest.json").read_text())
+    m["config"].pop("rank")
+    (one / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(DataError, match="records no integer config rank"):
+        twin_setting(one)
+    (one / "manifest.json").write_text("{not json")
+    with pytest.raises(DataError):
+        twin_setting(one)
