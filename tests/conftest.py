@@ -84,14 +84,44 @@ def _one_thread_for_unit_tests(request):
             torch.set_num_threads(before)
 
 
+#: Session fixtures that run a real model once for every test that reads them: the tests that
+#: read one share a process (``scripts/test_tiers.py``'s first tier).
+SESSION_MODEL_FIXTURES = frozenset({"quick_reproduce", "tiny_runs", "measured", "quick_runs"})
+
+
+def _module_fixtures(item) -> set[str]:
+    """The module- and class-scoped fixtures ``item`` reads (they run once per module)."""
+    defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {}) or {}
+    return {name for name, fixdefs in defs.items()
+            if fixdefs and fixdefs[-1].scope in ("module", "class")}
+
+
 def pytest_collection_modifyitems(config, items):
-    """Tier the tests: ``model`` for what trains, measures or reproduces (see the lists above)."""
+    """Tier the tests: ``model`` for what trains, measures or reproduces (see the lists above).
+
+    A model test is also ``standalone`` when it reads no session fixture
+    (:data:`SESSION_MODEL_FIXTURES`) and no module-scoped fixture that a test reading one also
+    reads: ``make test`` runs the standalone tests beside the unit tests, in its second process,
+    so that the two processes take about as long, and no fixture runs twice.
+    """
+    model_items = []
     for item in items:
         nodeid = item.nodeid
         if (MODEL_FIXTURES.intersection(getattr(item, "fixturenames", ()))
                 or nodeid.split("::")[0] in MODEL_MODULES
                 or nodeid.startswith(MODEL_TESTS)):
             item.add_marker(pytest.mark.model)
+            model_items.append(item)
+    shared = [item for item in model_items
+              if SESSION_MODEL_FIXTURES.intersection(getattr(item, "fixturenames", ()))]
+    held = {(item.nodeid.split("::")[0], name) for item in shared
+            for name in _module_fixtures(item)}
+    shared_ids = {item.nodeid for item in shared}
+    for item in model_items:
+        module = item.nodeid.split("::")[0]
+        if item.nodeid not in shared_ids and not any(
+                (module, name) in held for name in _module_fixtures(item)):
+            item.add_marker(pytest.mark.standalone)
 
 
 @pytest.fixture(scope="session")

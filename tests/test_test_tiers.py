@@ -14,6 +14,7 @@ SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "test_tiers.py"
 INI = """[pytest]
 markers =
     model: a model test
+    standalone: a model test that reads no session fixture
 addopts = -p no:cacheprovider --strict-markers
 """
 
@@ -37,13 +38,32 @@ def test_both_tiers_run_and_either_failure_is_the_exit_status(tmp_path, unit_pas
                           text=True, timeout=120)
     out = done.stdout
     assert done.returncode == status, out + done.stderr
-    model_part, unit_part = out.split("unit tier (-m 'not model') ====")
+    model_part, unit_part = out.split("unit tier (-m 'not model or standalone') ====")
     # each tier ran exactly its own test: the model tier prints first, the unit tier after it
     assert ("1 passed" if model_passes else "1 failed") in model_part
     assert ("1 passed" if unit_passes else "1 failed") in unit_part
     assert "1 deselected" in model_part and "1 deselected" in unit_part
     assert f"tiers: model exit {0 if model_passes else 1}, unit exit {0 if unit_passes else 1}" \
         in out
+
+
+def test_a_standalone_model_test_runs_in_the_unit_tier_and_its_failure_counts(tmp_path):
+    (tmp_path / "pytest.ini").write_text(INI)
+    (tmp_path / "test_suite.py").write_text(
+        "import pytest\n\n"
+        "@pytest.mark.model\n"
+        "def test_a_shared_model_test():\n    assert True\n\n"
+        "@pytest.mark.model\n@pytest.mark.standalone\n"
+        "def test_a_standalone_model_test():\n    assert False\n\n"
+        "def test_a_unit_test():\n    assert True\n")
+    done = subprocess.run([sys.executable, str(SCRIPT), "-q", "-rA"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    model_part, unit_part = done.stdout.split("unit tier (-m 'not model or standalone') ====")
+    assert "test_a_shared_model_test" in model_part and "2 deselected" in model_part
+    assert "FAILED test_suite.py::test_a_standalone_model_test" in unit_part
+    assert "1 passed" in unit_part and "1 deselected" in unit_part
+    assert "tiers: model exit 0, unit exit 1" in done.stdout
+    assert done.returncode == 1, done.stdout
 
 
 def test_a_tier_that_collects_nothing_does_not_fail_the_run(tmp_path):
