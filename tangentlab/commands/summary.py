@@ -55,7 +55,8 @@ def _verdict_lines(run, validation) -> list[str]:
     for v in build_verdicts(data):
         if v.section != "prediction":
             continue
-        why = f"  [raw: {v.raw_status}; gated: {v.gated}]" if v.gated else ""
+        why = (f"  [raw: {v.raw_status}; gated: {v.gated}]" if v.gated
+               else f"  [validated by {v.certified}]" if v.certified else "")
         lines.append(f"  {v.key}: {status_text(v)}{why}")
     return lines
 

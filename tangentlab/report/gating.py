@@ -19,6 +19,12 @@ A prediction row is **validated at the run's setting** when all of these hold:
   most the row's (model, site) units (``combine()`` is intersection-union: a row with more units
   errs less often); and the run's r/d inside the range of r/d its scenarios measured at.
 
+A certificate that ships with the code (:mod:`tangentlab.claims.certificates`: a finished
+end-to-end run kept as data, with fingerprints of every module on the verdict path) validates a
+row by the same test, read from its checks and setting, as long as no module it fingerprinted has
+changed; a stale one validates nothing and says which module changed ("certificate stale:
+tangentlab.x changed"). A row validated by a certificate names it (:attr:`Verdict.certified`).
+
 A row that is not validated (no end-to-end run at all counts as not passed) and whose rules said
 "supported" or "not supported" reads **inconclusive (not validated)** instead; its reason keeps
 the raw verdict (``raw: supported; ...``) and :attr:`Verdict.gated` says why. Rows whose rules
@@ -46,8 +52,8 @@ if TYPE_CHECKING:
     from tangentlab.report.load import Stage
 
 __all__ = ["GATED_TEXT", "END_TO_END_HEADER", "Rate", "RowRecord", "EndToEnd", "RunSetting",
-           "read_end_to_end", "run_settings", "weaker", "gate_reason", "gate", "status_text",
-           "end_to_end_rows", "NOT_VALIDATED"]
+           "read_end_to_end", "read_certificate_evidence", "run_settings", "weaker",
+           "gate_reason", "gate", "status_text", "end_to_end_rows", "NOT_VALIDATED"]
 
 #: What a gated row's status reads.
 GATED_TEXT = "inconclusive (not validated)"
@@ -111,15 +117,21 @@ class EndToEnd:
     """An end-to-end validation run, as the report reads it.
 
     Attributes:
-        path: its directory.
+        path: its directory (or, for a certificate, its file).
         setting: the manifest's ``setting`` (sims, units, n_batches, tokens_per_checkpoint,
             n_boot, rank_over_dim, scenarios, scenarios_known; empty when it recorded none).
         rows: row key → :class:`RowRecord`.
+        certificate: for a certificate, what it is in words
+            (:func:`~tangentlab.claims.certificates.certificate_text`); empty for a run directory.
+        stale: for a certificate, the verdict-path modules changed since it was written
+            (``tangentlab.x changed``); a stale certificate validates nothing.
     """
 
     path: Path
     setting: Mapping[str, Any]
     rows: Mapping[str, RowRecord]
+    certificate: str = ""
+    stale: tuple[str, ...] = ()
 
     def setting_text(self) -> str:
         """The setting in words (``standard: 4 sims × 1 unit, 16 batches × 4 × 64 tokens, ...``)."""
@@ -199,6 +211,29 @@ def read_end_to_end(path: str | Path) -> EndToEnd:
     setting = manifest.get("setting")
     return EndToEnd(path=p, setting=setting if isinstance(setting, dict) else {},
                     rows=_records(checks))
+
+
+def read_certificate_evidence(path: str | Path) -> EndToEnd:
+    """A certificate file (:mod:`tangentlab.claims.certificates`) read as the gate reads a run.
+
+    Raises:
+        DataError: ``path`` is not a certificate, or a check in it has no ``row`` or ``passed``.
+    """
+    from tangentlab.claims.certificates import (
+        certificate_stale,
+        certificate_text,
+        read_certificate,
+    )
+    from tangentlab.readers import check_fields
+
+    p = Path(path)
+    cert = read_certificate(p)
+    for i, c in enumerate(cert["checks"]):
+        check_fields(c, where=f"{str(p)!r} check #{i}", fields={"row": str, "passed": bool},
+                     hint="write it again with `tangentlab validate certify`")
+    return EndToEnd(path=p, setting=cert["setting"], rows=_records(cert["checks"]),
+                    certificate=certificate_text(p.name, cert),
+                    stale=tuple(certificate_stale(cert)))
 
 
 @dataclass(frozen=True)
@@ -326,6 +361,9 @@ def gate_reason(e2e: EndToEnd | None, key: str, settings: Sequence[RunSetting],
     if e2e is None:
         return ("no end-to-end validation run (a reproduce writes it to validate/end-to-end; "
                 "`tangentlab report RUN --validation DIR` reads another)")
+    if e2e.stale:
+        more = f" and {len(e2e.stale) - 3} more" if len(e2e.stale) > 3 else ""
+        return "certificate stale: " + ", ".join(e2e.stale[:3]) + more
     rec = e2e.rows.get(key)
     if rec is None:
         return NOT_VALIDATED.get(key, "the end-to-end run has no check of this row")
@@ -357,11 +395,32 @@ def _judged(v: Any, *, external: bool) -> list[str]:
     return [s.stage for s in v.sources if v.pooled or not s.external]
 
 
-def gate(verdicts: Sequence[Any], e2e: EndToEnd | None,
-         stages: Mapping[str, Stage]) -> list[Any]:
+def _reason(e2e: EndToEnd | None, certificates: Sequence[EndToEnd], key: str,
+            settings: Sequence[RunSetting], n_units: int) -> tuple[str, str]:
+    """``(why not validated, "")``, or ``("", certificate)`` when one validates the row.
+
+    The run's own end-to-end run is asked first, then each certificate; the reasons of all of
+    them are kept when none validates it.
+    """
+    why = gate_reason(e2e, key, settings, n_units)
+    if not why:
+        return "", (e2e.certificate if e2e is not None else "")
+    reasons = [why]
+    for cert in certificates:
+        why_cert = gate_reason(cert, key, settings, n_units)
+        if not why_cert:
+            return "", cert.certificate
+        reasons.append(f"{cert.certificate}: {why_cert}")
+    return "; ".join(reasons), ""
+
+
+def gate(verdicts: Sequence[Any], e2e: EndToEnd | None, stages: Mapping[str, Stage],
+         certificates: Sequence[EndToEnd] = ()) -> list[Any]:
     """The verdicts, each prediction row gated on the end-to-end run ``e2e`` (see the module).
 
-    ``stages``: the opened run's stages by name (the settings of the measurements a row read).
+    ``stages``: the opened run's stages by name (the settings of the measurements a row read);
+    ``certificates``: shipped certificates (:func:`read_certificate_evidence`), any of which may
+    validate a row the run's own end-to-end run does not.
     """
     out = []
     for v in verdicts:
@@ -369,18 +428,24 @@ def gate(verdicts: Sequence[Any], e2e: EndToEnd | None,
             out.append(v)
             continue
         if v.status in (R.SUPPORTED, R.NOT_SUPPORTED):
-            why = gate_reason(e2e, v.key, run_settings([stages[s] for s in _judged(v, external=False)]),
+            why, by = _reason(e2e, certificates, v.key,
+                              run_settings([stages[s] for s in _judged(v, external=False)]),
                               len(v.units))
             if why:
                 v = replace(v, status=R.INCONCLUSIVE, raw_status=v.status, gated=why,
                             reason=f"not validated end to end ({why}); raw: {v.status}; {v.reason}")
+            elif by:
+                v = replace(v, certified=by, reason=f"validated by {by}; {v.reason}")
         if v.external_status in (R.SUPPORTED, R.NOT_SUPPORTED):
-            why = gate_reason(e2e, v.key, run_settings([stages[s] for s in _judged(v, external=True)]),
+            why, by = _reason(e2e, certificates, v.key,
+                              run_settings([stages[s] for s in _judged(v, external=True)]),
                               len(v.external_units))
             if why:
                 v = replace(v, external_status=R.INCONCLUSIVE,
                             external_reason=f"not validated end to end ({why}); raw: "
                                             f"{v.external_status}; {v.external_reason}")
+            elif by:
+                v = replace(v, external_reason=f"validated by {by}; {v.external_reason}")
         out.append(v)
     return out
 
@@ -391,30 +456,36 @@ def status_text(v: Any) -> str:
 
 
 def end_to_end_rows(verdicts: Sequence[Any], e2e: EndToEnd | None,
-                    stages: Mapping[str, Stage]) -> list[tuple[str, ...]]:
-    """One row per prediction verdict for the "validated end to end" table (:data:`END_TO_END_HEADER`)."""
+                    stages: Mapping[str, Stage],
+                    certificates: Sequence[EndToEnd] = ()) -> list[tuple[str, ...]]:
+    """One row per prediction verdict for the "validated end to end" table (:data:`END_TO_END_HEADER`).
+
+    The row's evidence is the certificate that validated it, else the run's own end-to-end run.
+    """
     out = []
     for v in verdicts:
         if v.section != "prediction":
             continue
-        rec = e2e.rows.get(v.key) if e2e is not None else None
-        why = v.gated or gate_reason(e2e, v.key,
-                                     run_settings([stages[s] for s in _judged(v, external=False)]),
-                                     len(v.units))
+        shown = next((c for c in certificates if v.certified and c.certificate == v.certified),
+                     e2e)
+        why, by = (v.gated, "") if v.gated else _reason(
+            e2e, certificates, v.key, run_settings([stages[s] for s in _judged(v, external=False)]),
+            len(v.units))
         if not why:
-            result = "yes"
+            result = f"yes ({by})" if by else "yes"
         elif v.gated:
             result = f"no: gated ({v.gated}); raw {v.raw_status}"
         else:
             result = f"no ({why}); the rules said {v.status}, which gating leaves as it is"
+        rec = shown.rows.get(v.key) if shown is not None else None
         if rec is None:
-            out.append((v.title, e2e.setting_text() if e2e is not None else "no end-to-end run",
-                        "no check of this row" if e2e is not None else "", "", "", "", result))
+            out.append((v.title, shown.setting_text() if shown is not None else "no end-to-end run",
+                        "no check of this row" if shown is not None else "", "", "", "", result))
             continue
         n_ok = sum(ok for _, ok in rec.nulls)
         bad = [n for n, ok in rec.nulls if not ok]
         nulls = f"{n_ok}/{len(rec.nulls)} pass" + (f"; fail: {', '.join(bad)}" if bad else "")
-        out.append((v.title, e2e.setting_text(), nulls,
+        out.append((v.title, shown.setting_text(), nulls,
                     rec.worst_wrong.text() if rec.worst_wrong else "n/a",
                     rec.power.text() if rec.power else "n/a",
                     "yes" if rec.bound_checked else "no (point rates only)", result))

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -327,6 +328,9 @@ class RunData:
     pool: bool = False
     #: An end-to-end validation run to read instead of the run's own :data:`END_TO_END_DIR`.
     validation: Path | None = None
+    #: Certificate files that may validate a prediction row (None: the ones that ship with the
+    #: package, :func:`tangentlab.claims.certificates.shipped_certificates`).
+    certificates: tuple[Path, ...] | None = None
     #: Gate the prediction rows on the end-to-end validation (set by :meth:`open`; a RunData
     #: built in code, as the end-to-end battery builds one to decide, keeps the raw verdicts).
     #: An opened run also checks every recorded stage's ``results.csv`` up front: a damaged
@@ -338,12 +342,16 @@ class RunData:
     #: The end-to-end validation run (:class:`~tangentlab.report.gating.EndToEnd`) the rows are
     #: gated on, or None (none, or not gated).
     end_to_end: Any = field(init=False, repr=False)
+    #: The certificates read from :attr:`certificates`
+    #: (:class:`~tangentlab.report.gating.EndToEnd` each; empty when not gated).
+    certificates_read: list[Any] = field(init=False, repr=False)
     #: The recorded stages, then the external runs' pseudo-stages ``external/NAME`` (what the
     #: rows choose their stages from).
     names: list[str] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        from tangentlab.report.gating import read_end_to_end
+        from tangentlab.claims.certificates import shipped_certificates
+        from tangentlab.report.gating import read_certificate_evidence, read_end_to_end
 
         run_dir = self.run_dir = Path(self.run_dir)
         self.names = [*self.records, *(EXTERNAL_PREFIX + name for name in self.externals)]
@@ -378,10 +386,14 @@ class RunData:
         e2e = self.validation if self.validation is not None else run_dir / END_TO_END_DIR
         self.end_to_end = (read_end_to_end(e2e) if self.gate and (self.validation is not None
                                                                    or e2e.is_dir()) else None)
+        files = shipped_certificates() if self.certificates is None else self.certificates
+        self.certificates_read = ([read_certificate_evidence(f) for f in files] if self.gate
+                                  else [])
 
     @classmethod
     def open(cls, run_dir: str | Path, *, measures: dict[str, str | Path] | None = None,
-             pool: bool = False, validation: str | Path | None = None) -> RunData:
+             pool: bool = False, validation: str | Path | None = None,
+             certificates: Sequence[str | Path] | None = None) -> RunData:
         """Open ``run_dir``; it must hold a reproduce ``manifest.json``.
 
         Args:
@@ -393,6 +405,8 @@ class RunData:
                 are our own runs' alone).
             validation: an end-to-end validation run directory to gate the prediction rows on
                 (default: the run's own :data:`END_TO_END_DIR`, if it has one).
+            certificates: certificate files that may validate a prediction row the end-to-end
+                run does not (default: the ones that ship with the package).
 
         Raises:
             DataError: the run, an external run or a stored table is missing or damaged, or
@@ -418,4 +432,6 @@ class RunData:
             resolved[name] = d
         return cls(run_dir=run_dir, manifest=manifest, records=read_stage_records(run_dir),
                    externals=resolved, pool=bool(pool),
-                   validation=Path(validation) if validation is not None else None, gate=True)
+                   validation=Path(validation) if validation is not None else None,
+                   certificates=(tuple(Path(c) for c in certificates)
+                                 if certificates is not None else None), gate=True)

@@ -112,7 +112,7 @@ def build(data: RunData, verdicts: list[Verdict]) -> Page:
         name=data.run_dir.name, verdicts=verdicts, banner=banner(m, records),
         facts=summary_facts(m, records, str(data.run_dir.resolve()), devices, data.externals),
         counts=headline_counts(verdicts),
-        end_to_end=end_to_end_rows(verdicts, data.end_to_end, stages),
+        end_to_end=end_to_end_rows(verdicts, data.end_to_end, stages, data.certificates_read),
         bridge=bridge, bridge_missing=missing, stages=stage_rows(m, records),
         theory=theory_rows(stages[THEORY]),
         theory_missing=stages[THEORY].problem or "none recorded",
@@ -157,6 +157,9 @@ def limitations(manifest: dict[str, Any], records, verdicts: list[Verdict]) -> l
             out.append(f"'{v.title}' reads inconclusive (not validated): its rules said "
                        f"{v.raw_status}, but it was not validated end to end at this run's "
                        f"setting ({v.gated}).")
+        elif v.certified:
+            out.append(f"'{v.title}' reads {v.status}: validated end to end at this run's setting "
+                       f"by {v.certified}.")
         elif v.status == R.INCONCLUSIVE and v.units:
             undecided = [u.label for u in v.units if u.status == R.INCONCLUSIVE]
             out.append(f"'{v.title}' is inconclusive for {', '.join(undecided) or 'its unmeasured stages'} "

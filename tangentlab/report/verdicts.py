@@ -103,6 +103,8 @@ class Verdict:
         gated: why the row's raw "supported"/"not supported" was gated to "inconclusive (not
             validated)" (:mod:`tangentlab.report.gating`); empty when it was not.
         raw_status: the status the rules gave before gating (empty when not gated).
+        certified: the certificate that validated the row when the run's own end-to-end run
+            did not (:mod:`tangentlab.claims.certificates`), in words; empty otherwise.
     """
 
     key: str
@@ -129,6 +131,7 @@ class Verdict:
     pooled: bool = False
     gated: str = ""
     raw_status: str = ""
+    certified: str = ""
 
 
 @dataclass(frozen=True)
@@ -456,5 +459,6 @@ def build_verdicts(data: RunData, rows: Sequence[RowSpec] | None = None) -> list
     names = data.names
     verdicts = [_one(spec, data.stages, names, data.pool)
                 for spec in (rows if rows is not None else ROWS)]
-    return gate(verdicts, data.end_to_end, data.stages) if data.gate else verdicts
+    return (gate(verdicts, data.end_to_end, data.stages, data.certificates_read) if data.gate
+            else verdicts)
 

@@ -14,6 +14,10 @@ directory into one small JSON file that can be committed with the code:
   commit. When a module on the verdict path changes, :func:`tangentlab.claims.fingerprints.stale_modules`
   names it, and the certificate no longer speaks for the code.
 
+Reading one (:func:`~tangentlab.claims.certificates.read_certificate`, :data:`CERTIFICATE_KIND`,
+:func:`~tangentlab.claims.certificates.certificate_stale`) lives in the claims package, where the
+report reads the certificates that ship with the code.
+
 A certificate is only written for a finished run (not a shard) whose simulations ran at a clean
 commit that is also the checkout's current one: the fingerprints are read from the working tree,
 so they must be that commit's.
@@ -24,14 +28,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from tangentlab.claims.certificates import CERTIFICATE_KIND, certificate_stale, read_certificate
 from tangentlab.errors import DataError
 
 __all__ = ["CERTIFICATE_KIND", "make_certificate", "write_certificate", "read_certificate",
            "certificate_stale"]
-
-#: ``kind`` of a certificate file.
-CERTIFICATE_KIND = "validate/end-to-end certificate"
-_HINT = "write it with `tangentlab validate certify RUN --out FILE` from a finished end-to-end run"
 
 
 def make_certificate(run_dir: str | Path) -> dict[str, Any]:
@@ -104,21 +105,3 @@ def write_certificate(run_dir: str | Path, out: str | Path) -> Path:
     out = Path(out)
     _check_out(out)
     return atomic_write_json(out, make_certificate(run_dir))
-
-
-def read_certificate(path: str | Path) -> dict[str, Any]:
-    """A certificate file's content; DataError when it is not one."""
-    from tangentlab.readers import read_json
-
-    data = read_json(path, fields={"kind": str, "commit": str, "setting": dict, "checks": list,
-                                   "rows": dict, "fingerprints": dict}, hint=_HINT)
-    if data["kind"] != CERTIFICATE_KIND:
-        raise DataError(f"{str(path)!r} is a {data['kind']!r} file, not a certificate; {_HINT}")
-    return data
-
-
-def certificate_stale(cert: dict[str, Any]) -> list[str]:
-    """What changed on the verdict path since ``cert`` was written (empty: it still applies)."""
-    from tangentlab.claims.fingerprints import stale_modules
-
-    return stale_modules(cert["fingerprints"])

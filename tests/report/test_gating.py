@@ -210,3 +210,70 @@ def test_every_prediction_row_is_planted_or_says_why_not(tmp_path):
     assert not set(PREDICTION_ROWS) & set(NOT_VALIDATED)
     e2e = read_end_to_end(write_end_to_end_run(tmp_path / "e2e", rows=list(PREDICTION_ROWS)))
     assert gate_reason(e2e, "isoscore", [], 1) == NOT_VALIDATED["isoscore"]
+
+
+def _certificate(tmp_path, name="cert.json", *, passed=True, setting=None, stale=None):
+    """A certificate file made from a hand-made end-to-end run at the fixture run's setting."""
+    from tangentlab.claims.certificates import CERTIFICATE_KIND
+    from tangentlab.claims.fingerprints import verdict_path_fingerprints
+
+    e2e = write_end_to_end_run(tmp_path / ("e2e-" + name), passed=passed,
+                               setting={**_MATCHING, **(setting or {})})
+    fingerprints = verdict_path_fingerprints()
+    if stale is not None:
+        fingerprints[stale] = "0" * 16  # the module changed after the certificate was written
+    manifest = json.loads((e2e / "manifest.json").read_text())
+    cert = {"kind": CERTIFICATE_KIND, "created": "2026-12-01T10:00:00+00:00", "commit": "ab" * 20,
+            "setting": manifest["setting"], "checks": json.loads((e2e / "checks.json").read_text()),
+            "rows": {}, "fingerprints": fingerprints}
+    path = tmp_path / name
+    path.write_text(json.dumps(cert))
+    return path
+
+
+def test_a_certificate_at_the_runs_setting_decides_a_row_and_is_named(tmp_path, capsys):
+    from tangentlab.cli import main
+    from tangentlab.report.md_page import render_markdown
+    from tangentlab.report.page import build
+
+    run = _run(tmp_path, validated=False)  # no end-to-end run of its own
+    cert = _certificate(tmp_path)
+    data = RunData.open(run, certificates=[cert])
+    v = {v.key: v for v in build_verdicts(data)}["enrichment"]
+    assert v.status == R.SUPPORTED and not v.gated
+    assert v.certified == ("certificate cert.json (commit abababababab, 2026-12-01, 50 "
+                           "simulations per null)")
+    assert v.reason.startswith("validated by certificate cert.json")
+    md = render_markdown(build(data, build_verdicts(data)), {})
+    assert "yes (certificate cert.json" in md and "validated end to end at this run's setting " \
+        "by certificate cert.json" in md
+    # without it the same row is gated: the certificate, not something else, decided it
+    assert _by(run, certificates=[])["enrichment"].status == R.INCONCLUSIVE
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize(("kw", "words"), [
+    ({"stale": "tangentlab.measure.batch_test"},
+     "certificate stale: tangentlab.measure.batch_test changed"),
+    ({"passed": False}, "checks failed: no-effect wrong supported"),
+    ({"setting": {"n_batches": 16}}, "setting differs: eval batches: validated at 16"),
+])
+def test_a_stale_failed_or_other_setting_certificate_decides_nothing_and_says_why(tmp_path, kw,
+                                                                                  words):
+    run = _run(tmp_path, validated=False)
+    cert = _certificate(tmp_path, **kw)
+    v = _by(run, certificates=[cert])["enrichment"]
+    assert v.status == R.INCONCLUSIVE and v.raw_status == R.SUPPORTED and not v.certified
+    assert "no end-to-end validation run" in v.gated  # the run's own reason is kept ...
+    assert f"certificate cert.json (commit abababababab, 2026-12-01, 50 simulations per " \
+           f"null): {words}" in v.gated  # ... beside the certificate's
+
+
+def test_a_damaged_certificate_is_a_typed_error(tmp_path):
+    run = _run(tmp_path, validated=False)
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"kind": "validate/end-to-end certificate", "commit": "x"}')
+    with pytest.raises(DataError, match="no dict field 'setting'"):
+        RunData.open(run, certificates=[bad])
+    with pytest.raises(DataError, match="does not exist"):
+        RunData.open(run, certificates=[tmp_path / "none.json"])
