@@ -163,7 +163,8 @@ def simulate(cfg: EndToEndConfig, name: str, sim: int, text, work: Path) -> Simu
         out = folder / f"u{unit}-measure"
         with mutant(cfg.mutant):  # "" (the default): nothing patched
             measure_trajectory(traj, out, device="cpu",
-                               seed=_seed(cfg, name, sim, unit) % 10_007, overrides=ov)
+                               seed=_seed(cfg, name, sim, unit) % 10_007, overrides=ov,
+                               figures=False)
         shutil.rmtree(traj, ignore_errors=True)
         measures.append(out)
     with mutant(cfg.mutant):  # the measure folders are read once, for both

@@ -231,8 +231,7 @@ def _certificate(tmp_path, name="cert.json", *, passed=True, setting=None, stale
     return path
 
 
-def test_a_certificate_at_the_runs_setting_decides_a_row_and_is_named(tmp_path, capsys):
-    from tangentlab.cli import main
+def test_a_certificate_at_the_runs_setting_decides_a_row_and_is_named(tmp_path):
     from tangentlab.report.md_page import render_markdown
     from tangentlab.report.page import build
 
@@ -249,7 +248,6 @@ def test_a_certificate_at_the_runs_setting_decides_a_row_and_is_named(tmp_path, 
         "by certificate cert.json" in md
     # without it the same row is gated: the certificate, not something else, decided it
     assert _by(run, certificates=[])["enrichment"].status == R.INCONCLUSIVE
-    capsys.readouterr()
 
 
 @pytest.mark.parametrize(("kw", "words"), [

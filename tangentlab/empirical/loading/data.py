@@ -12,7 +12,7 @@ and test halves share no token instance. Windows at random offsets overlap: the 
 then enters twice, which shrinks the spread of exactly the rare tokens (a fake positive
 frequency–spread correlation) and leaks fit rows into test windows. Training batches
 (:func:`make_batch`) keep their random offsets. The eval stream carries a document id per
-position (:func:`encode_documents`), so per-token geometry can take one occurrence per document.
+position (:func:`~tangentlab.empirical.loading.tokenizer.encode_documents`, re-exported here), so per-token geometry can take one occurrence per document.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tangentlab.empirical.loading.tokenizer import encode_documents
 from tangentlab.errors import ConfigError, DataError
 
 if TYPE_CHECKING:  # annotations only
@@ -174,37 +175,6 @@ def bucket_of(logf, edges):
     import numpy as np
 
     return np.searchsorted(edges, np.asarray(logf, dtype=np.float64), side="right")
-
-
-def encode_documents(tokenizer, texts: Sequence[str], *, max_tokens: int | None = None):
-    """The eval stream and a parallel document id per position: ``(ids (n,), doc (n,))``.
-
-    The same ids as :func:`tangentlab.empirical.loading.tokenizer.encode_stream` (documents concatenated,
-    each followed by the eos id, cut at ``max_tokens``); ``doc[i]`` is the index in ``texts`` of
-    the document position i belongs to (its eos included). Both int64 numpy arrays.
-    """
-    import numpy as np
-
-    eos = tokenizer.eos_token_id
-    if eos is None:
-        eos = tokenizer.sep_token_id
-    ids: list[int] = []
-    doc: list[int] = []
-    texts = list(texts)
-    for i in range(0, len(texts), 64):  # the batching and cut of encode_stream
-        enc = tokenizer(texts[i:i + 64], add_special_tokens=False)["input_ids"]
-        for j, e in enumerate(enc):
-            n = len(e) + (eos is not None)
-            ids.extend(e)
-            if eos is not None:
-                ids.append(eos)
-            doc.extend([i + j] * n)
-        if max_tokens is not None and len(ids) >= max_tokens:
-            ids, doc = ids[:max_tokens], doc[:max_tokens]
-            break
-    if not ids:
-        raise DataError("the eval text encodes to zero tokens")
-    return np.asarray(ids, dtype=np.int64), np.asarray(doc, dtype=np.int64)
 
 
 def disjoint_window_starts(n_tokens: int, n_windows: int, seq_len: int, seed: int):

@@ -19,9 +19,8 @@ Then every checkpoint, in one pass with its subspaces known:
    (``batch_control_test``), overall and per bucket, fixed and refit; the constrained-space
    versions where a direction is measured to be forced; ΔIsoScore* (marked as depending on the
    enrichment); representation anisotropy; frequency–spread correlations (Pearson and Spearman,
-   corrected and raw); proxy drift; and on ``causal_checkpoints`` the causal check: mean-ablation
-   of span(Q_T) against complement and variance-matched controls, with bootstrap intervals over
-   test batches, removed variance and loss per unit of it, and steering.
+   corrected and raw); proxy drift; and on ``causal_checkpoints`` the causal check (mean-ablation
+   of span(Q_T) against dose-matched controls, and steering; :mod:`tangentlab.empirical.measurement.causal`).
 4. Each finished checkpoint is saved to a partial folder (``resume=True`` continues after a kill).
 
 Finally: centroid-trajectory variance against frequency, and step-span-weighted early/late
@@ -266,7 +265,7 @@ def measure_trajectory(
     resume: bool = False,
     on_checkpoint=None,
     autocast: str | None = None,
-    dtype: Any = None,
+    dtype: Any = None, figures: bool = True,
 ) -> Path:
     """Run the protocol over ``trajectory``; write ``results.csv``, ``manifest.json`` and figures.
 
@@ -280,8 +279,8 @@ def measure_trajectory(
     uninterrupted run. ``on_checkpoint(index, name)`` is called after each checkpoint is saved.
     ``autocast``: ``bf16`` | ``fp16`` runs the captures under ``torch.autocast``
     (:func:`tangentlab.empirical.measurement.parallel.autocast`; statistics stay float64). Under torchrun (or
-    ``--nproc``) the ranks split the work and rank 0 alone writes (docs/scale.md).
-    Returns the run directory. See the module docstring and docs/empirical.md.
+    ``--nproc``) the ranks split the work and rank 0 alone writes (docs/scale.md). ``figures=False``
+    draws none (the end-to-end simulations). Returns the run directory; see docs/empirical.md.
 
     Every input is checked before any weights are loaded
     (:func:`tangentlab.empirical.measurement.preflight.preflight`: config, output path, every checkpoint's
@@ -338,7 +337,7 @@ def measure_trajectory(
     try:
         with precision_scope(cfg.stats_dtype, dev):  # checked for dev before any work
             _run(cfg, traj, cks, out_dir, trajectory, partial, dev, timer, threads,
-                 on_checkpoint, world, dist, pf)
+                 on_checkpoint, world, dist, pf, figures=figures)
     except distributed.DistributedError:
         raise  # another rank stopped: like a kill, keep the partial folder for --resume
     except TangentlabError:
@@ -349,7 +348,7 @@ def measure_trajectory(
 
 
 def _run(cfg: MeasureConfig, traj, cks, out_dir, trajectory, partial, dev: str, timer, threads,
-         on_checkpoint, world, dist: dict, pf=None) -> None:
+         on_checkpoint, world, dist: dict, pf=None, *, figures: bool = True) -> None:
     """The body of :func:`measure_trajectory`: plan, measure each checkpoint, finish, write.
 
     On several ranks (``world``): checkpoint-parallel or data-parallel, see docs/scale.md; what
@@ -424,13 +423,13 @@ def _run(cfg: MeasureConfig, traj, cks, out_dir, trajectory, partial, dev: str, 
         from tangentlab.empirical.bridge.run import maybe_write_bridge  # bridge.csv (issue 20)
         maybe_write_bridge(tmp, setup, cks, rows, cfg, timer, lambda ck: load_checkpoint(setup, ck, dev), traj)
         _write_outputs(tmp, rows, scatter, setup, schedule, cfg, trajectory, traj, ck_info,
-                       dev, timer, RESULTS_NAME, dist, integrity, fixed)
+                       dev, timer, RESULTS_NAME, dist, integrity, fixed, figures=figures)
 
 
 def _write_outputs(tmp, rows, scatter, setup: Setup, schedule, cfg: MeasureConfig, trajectory,
                    traj, ck_info, dev, timer, results_name, distributed=None, integrity=None,
-                   fixed=None) -> None:
-    """results.csv, the two figures and manifest.json into the run folder ``tmp``.
+                   fixed=None, *, figures: bool = True) -> None:
+    """results.csv, the two figures (unless ``figures`` is False) and manifest.json into ``tmp``.
 
     ``integrity``: the trajectory-integrity report; ``fixed``: {site: Q_T (d, r)}, for the
     manifest's record of each basis's atoms kept.
@@ -452,9 +451,10 @@ def _write_outputs(tmp, rows, scatter, setup: Setup, schedule, cfg: MeasureConfi
                                                         seed=cfg.seed))
     write_results(rows, tmp / results_name)
     with timer("figures"):
-        if first.head:
+        if first.head and figures:
             enrichment_figure(rows, sites, tmp / "enrichment.png")
-        frequency_figure(scatter, sites, tmp / "frequency_distance.png")
+        if figures:  # drawing took about 12% of a quick twin simulation
+            frequency_figure(scatter, sites, tmp / "frequency_distance.png")
     cut = cfg.early_fraction * schedule.max_step
     phases = {}
     for phase, steps, lo, hi in (

@@ -50,3 +50,33 @@ def test_check_tokenizer_fits():
         check_tokenizer_fits(tok, SimpleNamespace(vocab_size=n - 1))
     with pytest.raises(DataError, match="no vocab_size"):
         check_tokenizer_fits(tok, SimpleNamespace())
+
+
+def test_a_remembered_encoding_is_a_fresh_copy_keyed_by_tokenizer_texts_and_cut():
+    """encode_documents remembers its last encodings: a hit is the same numbers as a fresh
+    encoding, never shared with a caller, and another tokenizer, text or cut is not a hit."""
+    import numpy as np
+
+    from tangentlab.empirical.loading import tokenizer as T
+
+    texts = [f"the cat number {i} sat on the mat and the dog {i % 3} ran" for i in range(40)]
+    tok = T.train_tokenizer(texts, vocab_size=300)
+    other = T.train_tokenizer([f"zebra {i} quokka axolotl" for i in range(40)], vocab_size=300)
+    T._ENCODED.clear()
+    ids, doc = T.encode_documents(tok, texts)
+    fresh = ids.copy()
+    ids[:] = -1  # the caller's copy; the remembered one is its own
+    again, doc2 = T.encode_documents(tok, texts)
+    assert len(T._ENCODED) == 1 and np.array_equal(again, fresh) and np.array_equal(doc2, doc)
+    assert T.encode_documents(tok, texts, max_tokens=7)[0].tolist() == fresh[:7].tolist()
+    assert not np.array_equal(T.encode_documents(tok, texts[1:])[0], fresh)
+    T._ENCODED_KEEP, keep = 0, T._ENCODED_KEEP  # no memory: the other tokenizer's own ids
+    try:
+        T._ENCODED.clear()
+        want = T.encode_documents(other, texts)[0]
+    finally:
+        T._ENCODED_KEEP = keep
+    T.encode_documents(tok, texts)
+    assert np.array_equal(T.encode_documents(other, texts)[0], want)
+    assert not np.array_equal(want, fresh)  # (so a key without the tokenizer would be caught)
+    assert len(T._ENCODED) <= T._ENCODED_KEEP

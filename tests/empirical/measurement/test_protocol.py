@@ -121,11 +121,14 @@ NO_BRIDGE = {**TEST_MEASURE, "bridge": False}
 
 
 def test_same_seed_same_results(measured, tiny_runs, tmp_path, monkeypatch):
-    """Same bytes again; the pre-pass kept the fit-window fit halves (none forwarded twice)."""
+    """Same bytes again; the pre-pass kept the fit-window fit halves (none forwarded twice);
+    drawing no figures (as the end-to-end battery's simulations do) changes no number."""
     calls = _spy_fit_halves(monkeypatch)
     again = measure_trajectory(tiny_runs["decoder"], tmp_path / "again", device="cpu", seed=0,
-                               overrides=NO_BRIDGE)
+                               overrides=NO_BRIDGE, figures=False)
     assert (again / "results.csv").read_bytes() == (measured["decoder"] / "results.csv").read_bytes()
+    assert sorted(p.name for p in measured["decoder"].glob("*.png")) == [
+        "enrichment.png", "frequency_distance.png"] and not list(again.glob("*.png"))
     assert calls == [False] * _n_checkpoints(measured["decoder"])  # one full fit half each
 
 
