@@ -387,8 +387,28 @@ class RunData:
         self.end_to_end = (read_end_to_end(e2e) if self.gate and (self.validation is not None
                                                                    or e2e.is_dir()) else None)
         files = shipped_certificates() if self.certificates is None else self.certificates
-        self.certificates_read = ([read_certificate_evidence(f) for f in files] if self.gate
-                                  else [])
+        self.certificates_read = ([self._spot_checked(read_certificate_evidence(f))
+                                   for f in files] if self.gate else [])
+
+    def _spot_checked(self, cert: Any) -> Any:
+        """``cert``, or read as stale when this run's validate stage re-ran its simulations.
+
+        Stale when a re-run simulation's statuses did not come back identical
+        (:mod:`tangentlab.validate.stage`).
+        """
+        from dataclasses import replace
+
+        st = self.stages.get(VALIDATE)
+        try:
+            checks = st.checks if st is not None and st.done else []
+        except DataError:  # a damaged checks.json is named by the validation row itself
+            checks = []
+        failed = [c.get("name", "?") for c in checks if c.get("kind") == "certificate spot check"
+                  and c.get("certificate") == cert.path.name and not c.get("passed")]
+        if not failed:
+            return cert
+        return replace(cert, stale=(*cert.stale, f"its simulations did not come back identical "
+                                                 f"in this run's validate stage ({failed[0]})"))
 
     @classmethod
     def open(cls, run_dir: str | Path, *, measures: dict[str, str | Path] | None = None,

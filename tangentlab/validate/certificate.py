@@ -10,17 +10,23 @@ directory into one small JSON file that can be committed with the code:
   bound checked), the wrong-status table a reader can audit;
 - ``rows``: per prediction row, whether every one of its checks passed with its bound checked
   and no simulation raised (the gate's own reading, :func:`tangentlab.report.gating.read_end_to_end`);
-- ``fingerprints``: :func:`tangentlab.claims.fingerprints.verdict_path_fingerprints` of the code at that
-  commit. When a module on the verdict path changes, :func:`tangentlab.claims.fingerprints.stale_modules`
-  names it, and the certificate no longer speaks for the code.
+- ``statuses``: every simulation's statuses, compactly (``rows``, one letter per status word in
+  ``codes``, and per null one string per simulation), so that :func:`spot_check` can re-run any
+  of them and compare;
+- ``fingerprints``: :func:`tangentlab.claims.fingerprints.verdict_path_fingerprints` of the code
+  the simulations ran, read from that commit's files in git (``git archive``), so a certificate
+  can be written from any clean checkout that has the commit. When a module on the verdict path
+  changes, :func:`tangentlab.claims.fingerprints.stale_modules` names it, and the certificate no
+  longer speaks for the code.
 
 Reading one (:func:`~tangentlab.claims.certificates.read_certificate`, :data:`CERTIFICATE_KIND`,
 :func:`~tangentlab.claims.certificates.certificate_stale`) lives in the claims package, where the
-report reads the certificates that ship with the code.
+report reads the certificates that ship with the code. :func:`spot_check` re-runs a few of a
+certificate's simulations with today's code (the reproduce's validate stage does, for every
+fresh shipped certificate) and says whether their statuses come back identical.
 
-A certificate is only written for a finished run (not a shard) whose simulations ran at a clean
-commit that is also the checkout's current one: the fingerprints are read from the working tree,
-so they must be that commit's.
+A certificate is only written for a finished run (not a shard) whose simulations ran at a clean,
+known commit.
 """
 
 from __future__ import annotations
@@ -32,19 +38,77 @@ from tangentlab.claims.certificates import CERTIFICATE_KIND, certificate_stale, 
 from tangentlab.errors import DataError
 
 __all__ = ["CERTIFICATE_KIND", "make_certificate", "write_certificate", "read_certificate",
-           "certificate_stale"]
+           "certificate_stale", "fingerprints_at", "spot_check"]
+
+
+def fingerprints_at(commit: str) -> dict[str, str]:
+    """The verdict-path fingerprints of ``commit``'s files (read from git, not the working tree).
+
+    DataError when this checkout's git does not have the commit.
+    """
+    import io
+    import subprocess
+    import tarfile
+    import tempfile
+
+    from tangentlab.claims.fingerprints import verdict_path_fingerprints
+
+    repo = Path(__file__).resolve().parents[2]
+    try:
+        tar = subprocess.run(["git", "-C", str(repo), "archive", "--format=tar", commit,
+                              "tangentlab"], capture_output=True, check=True, timeout=120).stdout
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise DataError(f"cannot read commit {commit[:12]}'s files from git in {str(repo)!r} "
+                        f"({exc}); certify in a clone that has the commit the simulations ran "
+                        "at") from None
+    with tempfile.TemporaryDirectory(prefix="tangentlab-certify-") as tmp:
+        with tarfile.open(fileobj=io.BytesIO(tar)) as archive:
+            try:
+                archive.extractall(tmp, filter="data")
+            except TypeError:  # Python < 3.10.12 has no extraction filters (git's own archive)
+                archive.extractall(tmp)  # noqa: S202
+        return verdict_path_fingerprints(Path(tmp) / "tangentlab")
+
+
+def _statuses(run: Path) -> dict[str, Any]:
+    """Every simulation's statuses, compactly (module docstring), from ``statuses.csv``."""
+    import csv
+
+    from tangentlab.validate.end_to_end_records import STATUSES_NAME
+
+    by: dict[str, dict[int, dict[str, str]]] = {}
+    with open(run / STATUSES_NAME, newline="", encoding="utf-8") as f:
+        for r in csv.DictReader(f):
+            if r.get("metric") == "status":
+                by.setdefault(r["null"], {}).setdefault(int(r["sim"]), {})[r["row"]] = r["value"]
+    rows = sorted({k for sims in by.values() for st in sims.values() for k in st})
+    words = sorted({w for sims in by.values() for st in sims.values() for w in st.values()})
+    codes = {w: "abcdefghijklmnopqrstuvwxyz"[i] for i, w in enumerate(words)}
+    return {"rows": rows, "codes": codes,
+            "by_null": {null: ["".join(codes[st[k]] if k in st else "-" for k in rows)
+                               for _, st in sorted(sims.items())]
+                        for null, sims in by.items()}}
+
+
+def recorded_statuses(cert: dict[str, Any], null: str, sim: int) -> dict[str, str]:
+    """Simulation ``sim`` of ``null``'s statuses as ``cert`` recorded them (row → status word)."""
+    st = cert.get("statuses") or {}
+    words = {code: word for word, code in (st.get("codes") or {}).items()}
+    line = (st.get("by_null") or {}).get(null, [])
+    if sim >= len(line):
+        raise DataError(f"the certificate records no simulation {sim} of {null!r}")
+    return {row: words[c] for row, c in zip(st["rows"], line[sim]) if c != "-"}
 
 
 def make_certificate(run_dir: str | Path) -> dict[str, Any]:
     """The certificate of finished end-to-end run ``run_dir`` (module docstring).
 
-    DataError for an unfinished run, a shard, a run of another kind, or simulations run at a
-    dirty or unknown commit, or at another commit than the checkout's.
+    DataError for an unfinished run, a shard, a run of another kind, simulations run at a dirty
+    or unknown commit, or a commit this checkout's git does not have.
     """
-    from tangentlab.claims.fingerprints import verdict_path_fingerprints
     from tangentlab.readers import read_json
     from tangentlab.report.gating import read_end_to_end
-    from tangentlab.runs import CHECKS_NAME, MANIFEST_NAME, git_commit
+    from tangentlab.runs import CHECKS_NAME, MANIFEST_NAME
     from tangentlab.validate.end_to_end_records import require_finished
 
     run = Path(run_dir)
@@ -57,11 +121,6 @@ def make_certificate(run_dir: str | Path) -> dict[str, Any]:
         raise DataError(f"the simulations of {str(run)!r} ran at commit {commit!r} (dirty: "
                         f"{dirty}); a certificate needs a clean, known commit: commit, rerun "
                         "the end-to-end run, then certify it")
-    here = git_commit()
-    if here.get("commit") != commit or here.get("dirty") is not False:
-        raise DataError(f"the checkout is at {str(here.get('commit'))[:12]} (dirty: "
-                        f"{here.get('dirty')}), the simulations ran at {commit[:12]}: the "
-                        "fingerprints are read from the working tree, so certify at that commit")
     keep = ("row", "null", "metric", "measured", "n", "ci_low", "ci_high", "passed",
             "bound_checked")
     checks = [{k: c.get(k) for k in keep} for c in read_json(run / CHECKS_NAME, expect=list)]
@@ -71,7 +130,45 @@ def make_certificate(run_dir: str | Path) -> dict[str, Any]:
     return {"kind": CERTIFICATE_KIND, "created": manifest.get("created"), "commit": commit,
             "setting": manifest.get("setting") or {}, "config": manifest.get("config") or {},
             "config_hash": manifest.get("config_hash"), "checks": checks, "rows": rows,
-            "fingerprints": verdict_path_fingerprints()}
+            "statuses": _statuses(run), "fingerprints": fingerprints_at(commit)}
+
+
+def spot_check(cert: dict[str, Any], name: str, *, k: int, work: str | Path,
+               seed: int = 0) -> list[dict[str, Any]]:
+    """Re-run ``k`` of ``cert``'s simulations with today's code; one check per simulation.
+
+    The simulations are drawn without replacement from every (null, sim) the certificate
+    recorded (``numpy.random.default_rng(seed)``), run as the end-to-end run ran them (a
+    simulation that raises reads "not run" in every row) at the certificate's own config, and
+    each check passes when every row's status is the recorded one. A check is a dict in the battery's
+    form (``name``, ``kind``, ``measured``, ``target``, ``passed``, ``detail``).
+    """
+    import numpy as np
+
+    from tangentlab.config import config_from_mapping
+    from tangentlab.validate.end_to_end import _shared_text, _simulate_or_record
+    from tangentlab.validate.end_to_end_config import EndToEndConfig
+
+    cfg = config_from_mapping(EndToEndConfig, cert["config"], where=f"certificate {name}")
+    pairs = [(null, i) for null, line in sorted(((cert.get("statuses") or {}).get("by_null")
+                                                 or {}).items()) for i in range(len(line))]
+    if not pairs:
+        raise DataError(f"certificate {name} records no simulation statuses to re-run; write it "
+                        "again with `tangentlab validate certify`")
+    picks = np.random.default_rng(seed).choice(len(pairs), size=min(k, len(pairs)), replace=False)
+    text, out = _shared_text(cfg), []
+    for null, sim in (pairs[int(i)] for i in picks):
+        want = recorded_statuses(cert, null, sim)
+        got = _simulate_or_record(cfg, null, sim, text, Path(work)).statuses
+        same = all(got.get(row) == word for row, word in want.items())
+        diff = "; ".join(f"{row}: recorded {word}, now {got.get(row)}"
+                         for row, word in want.items() if got.get(row) != word)
+        out.append({"name": f"certificate {name}: simulation {null} #{sim} comes back identical",
+                    "kind": "certificate spot check", "measured": float(same),
+                    "target": "1 (every row's status as recorded)", "low": 1.0, "high": None,
+                    "passed": bool(same), "n": 1, "certificate": name,
+                    "detail": diff or f"every row's status is the recorded one ({len(want)} rows)"})
+    return out
 
 
 def _check_out(out: Path) -> None:

@@ -10,17 +10,29 @@ report reads it from (:data:`tangentlab.contract.END_TO_END_DIR` inside the run 
   4 simulations of one unit; about 10 minutes on one core). It too is a screen, not a
   certificate: the report gates every prediction until a full end-to-end run at the run's
   setting passes (``tangentlab report RUN --validation DIR``, :mod:`tangentlab.report.gating`).
+
+Then, for every certificate that ships with the package and is not stale
+(:mod:`tangentlab.claims.certificates`), it re-runs a few of the certificate's simulations with
+today's code (:func:`tangentlab.validate.certificate.spot_check`: 1 in a quick reproduce, 3 in a
+default one) and appends one check per simulation to the battery's ``checks.json``: the shipped
+table is shown to come from today's code, or the check fails and the report stops reading the
+certificate (:mod:`tangentlab.report.load`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["write_validation"]
+__all__ = ["write_validation", "spot_check_certificates", "SPOT_CHECK_KIND"]
+
+#: ``kind`` of a certificate's spot check in the battery's ``checks.json``.
+SPOT_CHECK_KIND = "certificate spot check"
 
 
 def write_validation(out: str | Path, end_to_end: str | Path, *, quick: bool, seed: int = 0,
-                     setting: str | None = None) -> tuple[bool, bool]:
+                     setting: str | None = None,
+                     certificates: Sequence[str | Path] | None = None) -> tuple[bool, bool]:
     """Write the battery to ``out`` and then the end-to-end run to ``end_to_end``.
 
     ``setting`` names the end-to-end setting (``quick`` or ``standard``; default: ``quick`` when
@@ -28,7 +40,9 @@ def write_validation(out: str | Path, end_to_end: str | Path, *, quick: bool, se
 
     ``end_to_end`` may lie inside ``out`` (the reproduce layout): the battery's directory is
     written (and atomically replaced) first. Returns (every battery check passed, every
-    end-to-end check passed); a failed check is a finding, not an error.
+    end-to-end check passed); a failed check is a finding, not an error. ``certificates``: the
+    certificate files to spot-check (default: the shipped ones); a failed spot check counts as a
+    failed battery check.
     """
     from tangentlab.validate.battery import BatteryConfig, write_battery
     from tangentlab.validate.end_to_end import EndToEndConfig, write_end_to_end
@@ -44,4 +58,34 @@ def write_validation(out: str | Path, end_to_end: str | Path, *, quick: bool, se
                           "use 'quick' or 'standard'")
     e2e = EndToEndConfig.quick(seed) if setting == "quick" else EndToEndConfig.standard(seed)
     _, e2e_ok = write_end_to_end(Path(end_to_end), e2e, quick=quick)
-    return bool(battery_ok), bool(e2e_ok)
+    spot_ok = spot_check_certificates(out, certificates, k=1 if quick else 3, seed=seed)
+    return bool(battery_ok and spot_ok), bool(e2e_ok)
+
+
+def spot_check_certificates(out: str | Path, certificates: Sequence[str | Path] | None = None, *,
+                            k: int, seed: int = 0) -> bool:
+    """Re-run ``k`` simulations of each fresh certificate; append the checks to ``out``'s checks.
+
+    ``certificates``: files (default: the shipped ones); a stale one is skipped (the report
+    already reads it as stale, naming the modules). Returns whether every spot check passed
+    (True when there was nothing to check).
+    """
+    import tempfile
+
+    from tangentlab.atomic import atomic_write_json
+    from tangentlab.claims.certificates import shipped_certificates
+    from tangentlab.readers import read_json
+    from tangentlab.runs import CHECKS_NAME
+    from tangentlab.validate.certificate import certificate_stale, read_certificate, spot_check
+
+    checks = []
+    for path in map(Path, shipped_certificates() if certificates is None else certificates):
+        cert = read_certificate(path)
+        if certificate_stale(cert):
+            continue
+        with tempfile.TemporaryDirectory(prefix="tangentlab-spot-") as work:
+            checks += spot_check(cert, path.name, k=k, work=work, seed=seed)
+    if checks:
+        target = Path(out) / CHECKS_NAME
+        atomic_write_json(target, [*read_json(target, expect=list), *checks])
+    return all(c["passed"] for c in checks)

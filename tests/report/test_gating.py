@@ -275,3 +275,18 @@ def test_a_damaged_certificate_is_a_typed_error(tmp_path):
         RunData.open(run, certificates=[bad])
     with pytest.raises(DataError, match="does not exist"):
         RunData.open(run, certificates=[tmp_path / "none.json"])
+
+
+def test_a_certificate_whose_spot_check_failed_in_the_run_decides_nothing(tmp_path):
+    run = _run(tmp_path, validated=False)
+    cert = _certificate(tmp_path)
+    assert _by(run, certificates=[cert])["enrichment"].certified  # before: it decides the row
+    (run / "validate").mkdir(exist_ok=True)
+    (run / "validate" / "checks.json").write_text(json.dumps([
+        {"name": "certificate cert.json: simulation effect #3 comes back identical",
+         "kind": "certificate spot check", "certificate": "cert.json", "passed": False,
+         "measured": 0.0, "detail": "enrichment: recorded supported, now inconclusive"}]))
+    v = _by(run, certificates=[cert])["enrichment"]
+    assert v.status == R.INCONCLUSIVE and not v.certified
+    assert "certificate stale: its simulations did not come back identical in this run's " \
+           "validate stage (certificate cert.json: simulation effect #3" in v.gated

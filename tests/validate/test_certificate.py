@@ -3,21 +3,38 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 import tangentlab.runs as runs
+import tangentlab.validate.certificate as certificate
 from tangentlab.errors import DataError
 from tangentlab.validate.certificate import (
     CERTIFICATE_KIND,
     certificate_stale,
     read_certificate,
+    recorded_statuses,
+    spot_check,
     write_certificate,
 )
-from tests.validate.test_end_to_end_records import CFG, fake  # noqa: F401  (the fixture)
+from tests.validate.test_end_to_end_records import CFG
+from tests.validate.test_end_to_end_records import fake as _fake  # noqa: F401  (the fixture)
+
+#: The real reader of a commit's fingerprints (the ``fake`` fixture replaces it).
+REAL_FINGERPRINTS_AT = certificate.fingerprints_at
 
 
-def test_a_finished_run_is_certified_with_its_checks_commit_and_fingerprints(tmp_path, fake,  # noqa: F811
+@pytest.fixture
+def fake(_fake, monkeypatch):  # noqa: F811
+    """The stand-in simulations at a made-up commit, whose fingerprints are today's tree's."""
+    from tangentlab.claims.fingerprints import verdict_path_fingerprints
+
+    monkeypatch.setattr(certificate, "fingerprints_at", lambda commit: verdict_path_fingerprints())
+    return _fake
+
+
+def test_a_finished_run_is_certified_with_its_checks_commit_and_fingerprints(tmp_path, fake,
                                                                               monkeypatch):
     import tangentlab.validate.end_to_end as e2e
     from tangentlab.claims.fingerprints import verdict_path_fingerprints
@@ -36,12 +53,16 @@ def test_a_finished_run_is_certified_with_its_checks_commit_and_fingerprints(tmp
     assert main(["validate", "certify", str(run), "--out", str(tmp_path / "c2.json")]) == 0
 
 
-def test_an_unfinished_run_or_a_dirty_or_other_commit_is_refused(tmp_path, fake):  # noqa: F811
+def test_an_unfinished_run_a_dirty_commit_or_one_git_lacks_is_refused(tmp_path, fake,
+                                                                        monkeypatch):
     import tangentlab.validate.end_to_end as e2e
 
     run, _ = e2e.write_end_to_end(tmp_path / "run", CFG, quick=True)
-    fake.commit["commit"] = "beef" * 10  # the checkout moved on since the simulations
-    with pytest.raises(DataError, match="certify at that commit"):
+    fake.commit["commit"] = "beef" * 10  # the checkout moved on since the simulations: fine
+    assert read_certificate(write_certificate(run, tmp_path / "c.json"))["commit"] == "c0ffee" * 6
+    (tmp_path / "c.json").unlink()
+    monkeypatch.setattr(certificate, "fingerprints_at", REAL_FINGERPRINTS_AT)  # git lacks c0ffee
+    with pytest.raises(DataError, match="cannot read commit c0ffeec0ffee's files from git"):
         write_certificate(run, tmp_path / "c.json")
     fake.commit.update(commit="c0ffee" * 6, dirty=True)
     dirty, _ = e2e.write_end_to_end(tmp_path / "dirty", CFG, quick=True)
@@ -62,7 +83,7 @@ def test_an_unfinished_run_or_a_dirty_or_other_commit_is_refused(tmp_path, fake)
         read_certificate(tmp_path / "other.json")
 
 
-def test_certify_writes_nothing_over_a_users_file_a_folder_or_inside_a_run(tmp_path, fake):  # noqa: F811
+def test_certify_writes_nothing_over_a_users_file_a_folder_or_inside_a_run(tmp_path, fake):
     import tangentlab.validate.end_to_end as e2e
     from tangentlab.cli import main
     from tangentlab.errors import OutputPathError
@@ -82,3 +103,76 @@ def test_certify_writes_nothing_over_a_users_file_a_folder_or_inside_a_run(tmp_p
     with pytest.raises(DataError):
         write_certificate(tmp_path / "missing", tmp_path / "new.json")
     assert not (tmp_path / "new.json").exists()
+
+
+def test_the_fingerprints_of_a_commit_are_read_from_git_not_the_working_tree():
+    import hashlib
+    import subprocess
+
+    root = Path(certificate.__file__).resolve().parents[2]
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("not a git checkout (an installed package): nothing to read a commit from")
+    got = certificate.fingerprints_at(head)
+    for module in ("tangentlab.claims.rules", "tangentlab.measure.batch_test"):
+        rel = "tangentlab/" + module.split(".", 1)[1].replace(".", "/") + ".py"
+        blob = subprocess.run(["git", "-C", str(root), "show", f"{head}:{rel}"],
+                              capture_output=True, check=True).stdout
+        assert got[module] == hashlib.sha256(blob).hexdigest()[:16]
+    assert "tangentlab.report.gating" in got and not any(m.startswith("tangentlab.pipeline")
+                                                         for m in got)
+
+
+def test_a_spot_check_passes_on_the_recorded_statuses_and_fails_on_others(tmp_path, fake):
+    import tangentlab.validate.end_to_end as e2e
+
+    run, _ = e2e.write_end_to_end(tmp_path / "run", CFG, quick=True)
+    cert = read_certificate(write_certificate(run, tmp_path / "cert.json"))
+    st = cert["statuses"]
+    assert set(st["by_null"]) == set(CFG.scenarios)
+    assert all(len(line) == CFG.sims for line in st["by_null"].values())
+    fake.ran.clear()
+    checks = spot_check(cert, "cert.json", k=2, work=tmp_path / "w", seed=1)
+    assert len(checks) == 2 and all(c["passed"] for c in checks), checks
+    assert len(fake.ran) == 2  # it re-ran two simulations, it did not read them back
+    null, sim = fake.ran[0]
+    # a certificate whose record of that simulation differs: the re-run disagrees with it
+    row = st["rows"][0]
+    was = recorded_statuses(cert, null, sim)[row]
+    other = next(c for w, c in st["codes"].items() if w != was) if len(st["codes"]) > 1 else "?"
+    if other == "?":
+        st["codes"]["made up"] = other = "z"
+    line = st["by_null"][null][sim]
+    st["by_null"][null][sim] = other + line[1:]
+    bad = spot_check(cert, "cert.json", k=2, work=tmp_path / "w", seed=1)
+    assert not bad[0]["passed"] and f"{row}: recorded" in bad[0]["detail"]
+
+
+def test_the_validate_stage_spot_checks_a_fresh_certificate_and_skips_a_stale_one(tmp_path,
+                                                                                  fake):
+    import tangentlab.validate.end_to_end as e2e
+    from tangentlab.validate.stage import SPOT_CHECK_KIND, spot_check_certificates
+
+    run, _ = e2e.write_end_to_end(tmp_path / "run", CFG, quick=True)
+    good = write_certificate(run, tmp_path / "good.json")
+    cert = read_certificate(good)
+    cert["fingerprints"]["tangentlab.claims.rules"] = "0" * 16
+    stale = tmp_path / "stale.json"
+    stale.write_text(json.dumps(cert))
+    out = tmp_path / "validate"
+    out.mkdir()
+    (out / "checks.json").write_text(json.dumps([{"name": "battery", "passed": True}]))
+    fake.ran.clear()
+    assert spot_check_certificates(out, [good, stale], k=2, seed=0)
+    checks = json.loads((out / "checks.json").read_text())
+    assert [c["kind"] for c in checks[1:]] == [SPOT_CHECK_KIND] * 2 and len(fake.ran) == 2
+    assert all(c["certificate"] == "good.json" for c in checks[1:])  # the stale one: skipped
+    cert = read_certificate(good)  # every record now says a status no simulation gives
+    cert["statuses"]["codes"]["made up"] = "z"
+    cert["statuses"]["by_null"] = {n: ["z" * len(cert["statuses"]["rows"])] * CFG.sims
+                                   for n in cert["statuses"]["by_null"]}
+    good.write_text(json.dumps(cert))
+    assert not spot_check_certificates(out, [good], k=1, seed=0)
+    assert not json.loads((out / "checks.json").read_text())[-1]["passed"]
