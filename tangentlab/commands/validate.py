@@ -187,6 +187,9 @@ def _run_end_to_end(args: argparse.Namespace) -> int:
               f"{'' if passed else ' (some raised: see its manifest)'}; wrote {path}; assemble "
               "the shards with `tangentlab validate merge DIR... --out OUT`")
         return 0
+    from tangentlab.validate.end_to_end_records import write_enrichment_figure
+
+    write_enrichment_figure(path)
     code = _print_checks(path, note="" if cfg.sims >= 45 else
                          " (point rates only: too few simulations for the bounds)",
                          what="validate --end-to-end", passed=passed)

@@ -38,7 +38,8 @@ __all__ = ["SimulationResult", "SETTINGS_NAME", "SETTINGS_KIND", "SIMULATIONS_DI
            "STATUSES_NAME", "UNIT_ENRICHMENT",
            "record_path", "write_record", "read_record", "find_records", "settings_for",
            "write_settings", "read_settings", "is_end_to_end_dir", "settings_mismatch",
-           "state_text", "read_records", "require_finished", "read_statuses", "format_table"]
+           "state_text", "read_records", "require_finished", "read_statuses", "format_table",
+           "ENRICHMENT_FIGURE", "enrichment_calibration", "write_enrichment_figure"]
 
 #: The run's settings file (written first; marks the folder as an end-to-end run).
 SETTINGS_NAME = "end_to_end.json"
@@ -295,3 +296,90 @@ def format_table(checks: Sequence[dict[str, Any]]) -> str:
                      f"[{c['ci_low']:.3f}, {c['ci_high']:.3f}] | {c['n']} | "
                      f"{'pass' if c['passed'] else 'FAIL'} |")
     return "\n".join(lines)
+
+
+#: The figure of a finished run's enrichment intervals against the planted truth.
+ENRICHMENT_FIGURE = "enrichment_calibration.png"
+
+
+def enrichment_calibration(run_dir: str | Path) -> tuple[Any, dict[int, list[bool]]]:
+    """The enrichment intervals of a finished run against the planted truth, where it is exact.
+
+    Over the scenarios whose enrichment is exact (1 at every step:
+    :func:`tangentlab.validate.planted_scenarios.enrichment_truth`): ``z``, the sorted
+    standardised errors (estimate − truth) / (half-width / 1.96) of each unit's interval at its
+    last checkpoint (one per unit and simulation, so independent draws), and per checkpoint index
+    whether each unit's interval there covers the truth. Empty when no scenario has an exact
+    truth.
+    """
+    import numpy as np
+
+    from tangentlab.validate.planted_scenarios import enrichment_truth
+
+    run = Path(run_dir)
+    steps = len(read_settings(run).get("config", {}).get("steps") or [])
+    z, by_step = [], {}
+    for r in read_statuses(run):
+        truth, ivs = enrichment_truth(r.scenario), r.enrichment_intervals
+        if truth is None or not steps or len(ivs) % steps:
+            continue
+        for i, (v, lo, hi) in enumerate(ivs):
+            if None in (v, lo, hi) or hi <= lo:
+                continue
+            by_step.setdefault(i % steps, []).append(lo <= truth <= hi)
+            if i % steps == steps - 1:
+                z.append((v - truth) / ((hi - lo) / 2 / 1.96))
+    return np.sort(np.asarray(z, dtype=float)), by_step
+
+
+def write_enrichment_figure(run_dir: str | Path) -> Path | None:
+    """Draw :func:`enrichment_calibration` into the run as :data:`ENRICHMENT_FIGURE`; its path.
+
+    Left, the ECDF of z against the standard normal CDF (a calibrated interval), with the DKW
+    simultaneous 95% band around the ECDF (half-width sqrt(ln(2/0.05) / 2n)); right, the coverage
+    at each checkpoint (all units) with its Wilson 95% interval, against the nominal 0.95. None
+    (nothing drawn) when no scenario of the run has an exact truth, or the folder holds no
+    run's settings and statuses (a stand-in written by hand).
+    """
+    import io
+    import math
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+    from scipy.stats import norm
+
+    from tangentlab.atomic import atomic_write_bytes
+    from tangentlab.validate.end_to_end_checks import _wilson
+
+    if not is_end_to_end_dir(run_dir) or not (Path(run_dir) / STATUSES_NAME).is_file():
+        return None
+    z, by_step = enrichment_calibration(run_dir)
+    if not z.size:
+        return None
+    n = z.size
+    ecdf, eps = np.arange(1, n + 1) / n, math.sqrt(math.log(2 / 0.05) / (2 * n))
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
+    a.step(z, ecdf, where="post", label=f"ECDF of z ({n} unit intervals, last checkpoint)")
+    a.fill_between(z, np.clip(ecdf - eps, 0, 1), np.clip(ecdf + eps, 0, 1), step="post",
+                   alpha=0.25, label="DKW simultaneous 95% band")
+    grid = np.linspace(min(z.min(), -4), max(z.max(), 4), 200)
+    a.plot(grid, norm.cdf(grid), "k--", label="standard normal (a calibrated interval)")
+    a.set(xlabel="z = (estimate - truth) / (half-width / 1.96)", ylabel="fraction",
+          title="enrichment: standardised error where the truth is exact")
+    a.legend(fontsize=7)
+    ks = sorted(by_step)
+    cov = [float(np.mean(by_step[k])) for k in ks]
+    wil = [_wilson(int(sum(by_step[k])), len(by_step[k])) for k in ks]
+    b.errorbar(ks, cov, yerr=[[c - w[0] for c, w in zip(cov, wil)],
+                              [w[1] - c for c, w in zip(cov, wil)]], fmt="o", capsize=3)
+    b.axhline(0.95, color="k", ls="--", lw=1)
+    b.set(xlabel="checkpoint index", ylabel="coverage of the truth", ylim=(0.5, 1.02),
+          title="coverage per checkpoint (Wilson 95%)")
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100)
+    plt.close(fig)
+    return atomic_write_bytes(Path(run_dir) / ENRICHMENT_FIGURE, buf.getvalue())

@@ -46,6 +46,7 @@ def write_validation(out: str | Path, end_to_end: str | Path, *, quick: bool, se
     """
     from tangentlab.validate.battery import BatteryConfig, write_battery
     from tangentlab.validate.end_to_end import EndToEndConfig, write_end_to_end
+    from tangentlab.validate.end_to_end_records import write_enrichment_figure
 
     battery = BatteryConfig.quick(seed) if quick else BatteryConfig.full(seed)
     battery.validate()
@@ -57,7 +58,8 @@ def write_validation(out: str | Path, end_to_end: str | Path, *, quick: bool, se
         raise ConfigError(f"end-to-end setting {setting!r} is not one the validate stage runs: "
                           "use 'quick' or 'standard'")
     e2e = EndToEndConfig.quick(seed) if setting == "quick" else EndToEndConfig.standard(seed)
-    _, e2e_ok = write_end_to_end(Path(end_to_end), e2e, quick=quick)
+    e2e_dir, e2e_ok = write_end_to_end(Path(end_to_end), e2e, quick=quick)
+    write_enrichment_figure(e2e_dir)
     spot_ok = spot_check_certificates(out, certificates, k=1 if quick else 3, seed=seed)
     return bool(battery_ok and spot_ok), bool(e2e_ok)
 

@@ -96,3 +96,27 @@ def test_a_run_killed_inside_a_simulation_resumes_with_nproc_2_to_the_same_bytes
     manifest = json.loads((part / MANIFEST_NAME).read_text())
     assert (manifest["simulations_reused"], manifest["simulations_run"]) == (1, 2)
 
+
+
+def test_the_enrichment_figure_reads_the_intervals_against_the_planted_truth(whole,
+                                                                             monkeypatch):
+    import tangentlab.validate.planted_scenarios as ps
+    from tangentlab.validate.end_to_end_records import (
+        ENRICHMENT_FIGURE,
+        enrichment_calibration,
+        write_enrichment_figure,
+    )
+
+    _, one = whole
+    z, by_step = enrichment_calibration(one)
+    exact = [n for n in CFG.scenarios if ps.enrichment_truth(n) is not None]
+    assert exact and z.size == len(exact) * CFG.sims * CFG.units
+    assert sorted(by_step) == list(range(len(CFG.steps)))
+    covered = sum(map(sum, by_step.values())) / sum(map(len, by_step.values()))
+    assert covered >= 0.5 and list(z) == sorted(z)
+    path = write_enrichment_figure(one)
+    assert path == one / ENRICHMENT_FIGURE and path.stat().st_size > 10_000
+    # against a wrong truth the same intervals cover nothing and the errors move by the offset
+    monkeypatch.setattr(ps, "enrichment_truth", lambda name: 50.0 if name in exact else None)
+    z_bad, by_bad = enrichment_calibration(one)
+    assert not any(map(any, by_bad.values())) and (z_bad < z.min()).all()
