@@ -352,7 +352,7 @@ def write_enrichment_figure(run_dir: str | Path) -> Path | None:
     from scipy.stats import norm
 
     from tangentlab.atomic import atomic_write_bytes
-    from tangentlab.validate.end_to_end_checks import _wilson
+    from tangentlab.validate.battery import wilson_interval
 
     if not is_end_to_end_dir(run_dir) or not (Path(run_dir) / STATUSES_NAME).is_file():
         return None
@@ -372,7 +372,7 @@ def write_enrichment_figure(run_dir: str | Path) -> Path | None:
     a.legend(fontsize=7)
     ks = sorted(by_step)
     cov = [float(np.mean(by_step[k])) for k in ks]
-    wil = [_wilson(int(sum(by_step[k])), len(by_step[k])) for k in ks]
+    wil = [wilson_interval(int(sum(by_step[k])), len(by_step[k])) for k in ks]
     b.errorbar(ks, cov, yerr=[[c - w[0] for c, w in zip(cov, wil)],
                               [w[1] - c for c, w in zip(cov, wil)]], fmt="o", capsize=3)
     b.axhline(0.95, color="k", ls="--", lw=1)
