@@ -161,6 +161,7 @@ def render_html(page: P.Page, pngs: dict[str, bytes], *, link_base: str = "") ->
         for k, v in page.facts) + "</table>")
     out.append("<p>" + " ".join(f"<b>{_e(t)}:</b> {_e(c)}." for t, c in page.counts)
                + "</p>")
+    out.append(theory_numbers.findings_html(page.findings))  # issue 36
     for sid, section, caption in P.VERDICT_SECTIONS:
         out.append(f'<h2 id="{sid}">{titles[sid]}</h2>')
         out.append(f'<p class="muted">{_e(caption)}</p>')

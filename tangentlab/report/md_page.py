@@ -54,14 +54,14 @@ def render_markdown(page: P.Page, figures: dict[str, Path], *, link_base: str = 
     titles = dict(P.SECTIONS)
     verdicts = page.verdicts
     out: list[str] = ["# tangentlab: theory against measurement", ""]
-    lines = page.banner
-    if lines:
-        out += ["> **Read this first.**", ">"] + [f"> - {x}" for x in lines] + [""]
+    if page.banner:
+        out += ["> **Read this first.**", ">"] + [f"> - {x}" for x in page.banner] + [""]
     out += ["The geometric account of anisotropy in language Transformers, tested symbolically, on "
             f"synthetic manifolds and on real Transformer gradients. Paper: {PAPER_CITATION}.", "",
             f"## {titles['summary']}", "", "| | |", "|---|---|"]
     out += [f"| {_md(k)} | {'`' + v + '`' if k == 'reproduce with' else _md(v)} |" for k, v in page.facts]
     out += ["", " ".join(f"**{t}:** {c}." for t, c in page.counts), ""]
+    out += theory_numbers.findings_markdown(page.findings)  # issue 36
     for sid, section, caption in P.VERDICT_SECTIONS:
         out += [f"## {titles[sid]}", "", caption, "",
                 "| # | row | status | per unit / checks | the paper reported | source |",

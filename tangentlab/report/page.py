@@ -82,7 +82,8 @@ class Page:
             none (:mod:`tangentlab.report.theory_numbers`).
         stages, theory: the rows of the stages and theory-checks tables.
         theory_missing: why there are no theory checks (shown when ``theory`` is empty).
-        limitations: the limitations section.
+        limitations, findings: the limitations section; where measurement disagrees with the
+            account (:func:`~tangentlab.report.theory_numbers.findings`).
         config, versions: the recorded config and library versions (provenance).
     """
 
@@ -98,6 +99,7 @@ class Page:
     theory: list[tuple[str, str, str, str, str, str]]
     theory_missing: str
     limitations: list[str]
+    findings: list[str]
     config: Any
     versions: dict[str, Any]
 
@@ -116,7 +118,8 @@ def build(data: RunData, verdicts: list[Verdict]) -> Page:
         bridge=bridge, bridge_missing=missing, stages=stage_rows(m, records),
         theory=theory_rows(stages[THEORY]),
         theory_missing=stages[THEORY].problem or "none recorded",
-        limitations=limitations(m, records, verdicts), config=m.get("config", {}),
+        limitations=limitations(m, records, verdicts),
+        findings=theory_numbers.findings(verdicts, bridge), config=m.get("config", {}),
         versions=m.get("versions") or {})
 
 
@@ -187,7 +190,6 @@ def limitations(manifest: dict[str, Any], records, verdicts: list[Verdict]) -> l
     return out
 
 
-
 def theory_rows(theory: Stage) -> list[tuple[str, str, str, str, str, str]]:
     """(derivation, check, kind, pass/FAIL, residual, kind of error) of every theory check."""
     if not theory.done:
@@ -229,7 +231,6 @@ def stage_rows(manifest: dict[str, Any], records) -> list[tuple[str, str, str, s
     return rows
 
 
-
 def _devices(manifest: dict[str, Any], stages: list[Stage]) -> str:
     """The device each stage's own manifest recorded (not the requested ``auto``)."""
     by: dict[str, list[str]] = {}
@@ -266,10 +267,9 @@ def reproduce_command(manifest: dict[str, Any], path: str) -> str:
     The recorded argv of a ``tangentlab reproduce`` call, else one built from the recorded config
     (seed, quick, device), writing to this path.
     """
-    argv = manifest.get("argv")
+    argv, cmd = manifest.get("argv"), ["tangentlab", "reproduce"]
     if isinstance(argv, list) and len(argv) > 1 and argv[1] == "reproduce":
         args = [str(a) for a in argv[2:]]
-        cmd = ["tangentlab", "reproduce"]
         skip = False
         for a in args:
             if skip:
@@ -283,7 +283,6 @@ def reproduce_command(manifest: dict[str, Any], path: str) -> str:
             cmd.append(a)
         return shlex.join([*cmd, "--out", path])
     cfg = manifest.get("config") if isinstance(manifest.get("config"), dict) else {}
-    cmd = ["tangentlab", "reproduce"]
     if cfg.get("quick") or manifest.get("quick"):
         cmd.append("--quick")
     if "seed" in cfg:

@@ -32,7 +32,8 @@ from tangentlab.report.load import BRIDGE_FILE, EXTERNAL_PREFIX
 
 __all__ = ["TITLE", "AGREEMENT_RULE", "BRIDGE_FILE", "Line", "read_lines", "table_rows",
            "context_rows", "panels", "write_figures", "html_section", "markdown_section",
-           "figure_key"]
+           "figure_key", "findings", "FINDINGS_TITLE", "FINDINGS_NOTE", "findings_markdown",
+           "findings_html"]
 
 TITLE = "Theory against measurement, in numbers"
 #: The agreement rule, where the measurement decides it (``claims.bridge_rules``); a line whose
@@ -366,3 +367,70 @@ def markdown_section(lines: list[Line], missing: list[str],
         out += [f"| {' | '.join(_md(x) for x in r)} |" for r in ctx]
     out.append("")
     return out
+
+
+#: The title of the summary's findings list (:func:`findings`), and what it holds.
+FINDINGS_TITLE = "Where measurement disagrees with the account"
+FINDINGS_NOTE = ("rows of the argument and predictions that read not supported, units that do, "
+                 "and theory-against-measurement lines that disagree; each with its numbers and "
+                 "the stages that show it")
+
+
+def _interval(x: tuple[float, float, float]) -> str:
+    return f"{x[0]:.3g} [{x[1]:.3g}, {x[2]:.3g}]"
+
+
+def findings(verdicts: Sequence[Any], lines: Sequence[Line]) -> list[str]:
+    """Every place where measurement disagrees with the account, one short entry each.
+
+    The summary's findings list (issue 36, item 6), read from the rows and lines the report
+    already shows, each with its numbers and the stages that show them:
+
+    - a row of the theory's argument or a prediction whose rules said "not supported" (for a
+      gated prediction, its raw verdict, marked as not validated end to end), or, where the row
+      as a whole did not, each of its (model, site) units that did, with its estimate and
+      interval; the external units likewise;
+    - each theory-against-measurement line that disagrees, predicted and measured intervals.
+
+    A failure of the instrument's calibration is not listed: it says the method is off, not
+    that the account is.
+    """
+    from tangentlab.claims.rules import NOT_SUPPORTED
+
+    out = []
+    for v in verdicts:
+        if v.section not in ("argument", "prediction"):
+            continue
+        where = ", ".join(s.stage for s in v.sources if s.present) or "no stage"
+        raw = v.raw_status or v.status
+        if raw == NOT_SUPPORTED:
+            mark = " (raw verdict: not validated end to end)" if v.raw_status else ""
+            why = v.reason.split(f"raw: {v.raw_status}; ", 1)[-1] if mark else v.reason
+            why = why if len(why) <= 240 else why[:239] + "…"
+            out.append(f"{v.title}: not supported{mark}. {why} [{where}]")
+            continue
+        for unit, external in [(u, False) for u in v.units] + [(u, True) for u in
+                                                                v.external_units]:
+            if unit.status == NOT_SUPPORTED:
+                out.append(f"{v.title}, {'external ' if external else ''}{unit.label}: not "
+                           f"supported, {unit.estimate} ({unit.at}) [{where}]")
+    for ln in lines:
+        if ln.status == "disagree":
+            out.append(f"{ln.name} ({ln.model} {ln.site}, {ln.phase} step {ln.step}): predicted "
+                       f"{_interval(ln.predicted)}, measured {_interval(ln.measured)}: disagree "
+                       f"[{ln.source}]")
+    return out
+
+
+def findings_markdown(items: Sequence[str]) -> list[str]:
+    """The findings list as Markdown lines (a bold title, then one bullet each)."""
+    esc = [_md(x) for x in items] or ["none in this run"]
+    return [f"**{FINDINGS_TITLE}** ({len(items)}; {FINDINGS_NOTE})", "",
+            *[f"- {x}" for x in esc], ""]
+
+
+def findings_html(items: Sequence[str]) -> str:
+    """The findings list as HTML (a bold title, then one list item each)."""
+    return (f"<p><b>{FINDINGS_TITLE}</b> ({len(items)}; {html.escape(FINDINGS_NOTE)})</p><ul>"
+            + "".join(f"<li>{html.escape(x)}</li>" for x in items or ["none in this run"])
+            + "</ul>")

@@ -155,3 +155,39 @@ def test_many_distinct_reasons_are_listed_briefly():
     (row,) = TN.table_rows(lines)
     assert row[6] == f"{TN.NOT_MEASURABLE}: reason 0; reason 1; reason 2; and 3 other reasons"
     assert row[1] == "s" and row[3] == "6 cells: q0, q1, q2, q3, q4, q5"
+
+
+def test_the_findings_list_names_what_disagrees_with_its_numbers_and_stages(tmp_path):
+    """Not-supported rows (raw ones too) and units, and disagreeing lines, are findings; a
+    calibration failure and an agreeing line are not."""
+    from dataclasses import replace
+
+    from tangentlab.claims import rules as R
+    from tangentlab.report.md_page import render_markdown
+    from tangentlab.report.page import build
+    from tangentlab.report.verdicts import build_verdicts
+
+    run = write_run(tmp_path / "run", {"decoder": measure_rows("decoder")})
+    data = RunData.open(run)
+    by = {v.key: v for v in build_verdicts(data)}
+    assert not TN.findings(list(by.values()), [])  # the fixture's rows are all supported
+    enr, inst = by["enrichment"], next(v for v in by.values() if v.section == "instrument")
+    unit = replace(enr.units[0], status=R.NOT_SUPPORTED, estimate="0.66 [CI 0.56, 0.76]")
+    rows = [replace(enr, units=(unit,)), replace(inst, status=R.NOT_SUPPORTED),
+            replace(by["frequency-distance"], status=R.INCONCLUSIVE, raw_status=R.NOT_SUPPORTED,
+                    gated="no end-to-end run",
+                    reason="not validated end to end (no end-to-end run); raw: not supported; "
+                           "rho +0.19 [0.12, 0.25] against the readers' -0.5")]
+    line = TN.Line("measure/decoder", "decoder", "blocks.0.resid_post", "peak", "126",
+                   "attenuation_raw", "all", "comparison", (0.9, 0.85, 0.95), (0.5, 0.4, 0.6),
+                   "disagree", "")
+    got = TN.findings(rows, [line, replace(line, status="agree")])
+    assert len(got) == 3, got
+    assert got[0].startswith(f"{enr.title}, {unit.label}: not supported, 0.66 [CI 0.56, 0.76]")
+    assert "[measure/decoder]" in got[0]
+    assert "not validated end to end" in got[1] and got[1].endswith(
+        "rho +0.19 [0.12, 0.25] against the readers' -0.5 [measure/decoder]")
+    assert got[2] == ("attenuation_raw (decoder blocks.0.resid_post, peak step 126): predicted "
+                      "0.9 [0.85, 0.95], measured 0.5 [0.4, 0.6]: disagree [measure/decoder]")
+    page = replace(build(data, rows), findings=got)
+    assert f"{TN.FINDINGS_TITLE}** (3;" in render_markdown(page, {})
