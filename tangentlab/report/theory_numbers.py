@@ -412,8 +412,10 @@ def findings(verdicts: Sequence[Any], lines: Sequence[Line]) -> list[str]:
         for unit, external in [(u, False) for u in v.units] + [(u, True) for u in
                                                                 v.external_units]:
             if unit.status == NOT_SUPPORTED:
+                mine = [s.stage for s in v.sources if s.present and unit.model
+                        and s.stage.split("/")[-1] == unit.model]
                 out.append(f"{v.title}, {'external ' if external else ''}{unit.label}: not "
-                           f"supported, {unit.estimate} ({unit.at}) [{where}]")
+                           f"supported, {unit.estimate} ({unit.at}) [{', '.join(mine) or where}]")
     for ln in lines:
         if ln.status == "disagree":
             out.append(f"{ln.name} ({ln.model} {ln.site}, {ln.phase} step {ln.step}): predicted "
