@@ -169,24 +169,61 @@ def _zipf(a: SiteArrays, st: BridgeSettings):
     return out, rows
 
 
+#: The rank ranges (the R most frequent training ranks) beta is also fitted over (issue 36):
+#: pinning concentrated in the most frequent tokens makes one power law a range-dependent summary.
+PINNING_RANK_RANGES = (100, 300, 1000)
+
+
 def _pinning(a: SiteArrays, ranks: np.ndarray, st: BridgeSettings):
+    """``({kind: fit, "KIND ranks <= R": fit}, rows)``: beta over every rank, then per range.
+
+    The predictions read the fit over every rank; the fits over the most frequent ranks only
+    (:data:`PINNING_RANK_RANGES`, those below the largest rank) are inputs shown beside it, and
+    :func:`_attenuation_by_range` shows how far the predicted attenuation moves with them.
+    """
     from tangentlab.measure.pinning import pinning_exponent
 
     out, rows = {}, []
+    tops = [None, *(t for t in PINNING_RANK_RANGES if t < ranks[a.tokens].max())]
     for kind, normalise in (("raw", False), ("direction", True)):
-        try:
-            p = pinning_exponent(a.H, a.tokens, a.docs, ranks, k=st.pinning_k, normalise=normalise,
-                                 n_boot=max(st.n_boot, 20), confidence=st.confidence, seed=st.seed)
-        except (InsufficientSamplesError, ValidationError) as exc:
-            rows.append(_row(f"pinning_beta_{kind}", "input", measured=str(exc)))
-            continue
-        why = trust("pinning_beta", n_tokens=p.n_tokens)
-        rows.append(_row(f"pinning_beta_{kind}", "input", measured=why or (p.beta, p.ci_low,
-                                                                               p.ci_high),
-                         n=p.n_tokens, note=f"k = {p.k} documents per token"))
-        if not why:
-            out[kind] = p
+        for top in tops:
+            bucket, key = ("all", kind) if top is None else (f"ranks <= {top}",
+                                                              f"{kind} ranks <= {top}")
+            try:
+                p = pinning_exponent(a.H, a.tokens, a.docs, ranks, k=st.pinning_k,
+                                     normalise=normalise, n_boot=max(st.n_boot, 20),
+                                     confidence=st.confidence, seed=st.seed,
+                                     keep=None if top is None else ranks[a.tokens] <= top)
+            except (InsufficientSamplesError, ValidationError) as exc:
+                rows.append(_row(f"pinning_beta_{kind}", "input", bucket=bucket,
+                                 measured=str(exc)))
+                continue
+            why = trust("pinning_beta", n_tokens=p.n_tokens)
+            note = f"k = {p.k} documents per token" + ("" if top is None else (
+                f"; the {top} most frequent training ranks only (the predictions use every rank)"))
+            rows.append(_row(f"pinning_beta_{kind}", "input", bucket=bucket,
+                             measured=why or (p.beta, p.ci_low, p.ci_high), n=p.n_tokens,
+                             note=note))
+            if not why:
+                out[key] = p
     return out, rows
+
+
+def _attenuation_by_range(zipf, pins: dict, kind: str, V: int, st: BridgeSettings) -> list:
+    """The closed-form attenuation at each rank range's beta (a sensitivity, not a comparison)."""
+    from tangentlab.theory.measured_inputs import measured, predict_attenuation
+
+    rows = []
+    for key, p in pins.items():
+        if zipf is None or not key.startswith(f"{kind} ranks <= "):
+            continue
+        pr = predict_attenuation(measured(zipf, "s"), measured(p, "beta"), n_types=V,
+                                 confidence=st.confidence)
+        rows.append(_row(f"attenuation_{kind}", "input", bucket="beta from " + key.split(" ", 1)[1],
+                         measured=(pr.value, pr.ci_low, pr.ci_high), n=p.n_tokens,
+                         note="the closed form at the beta of these ranks only: how far the "
+                              "prediction moves with the rank range" + _outside_domain(p)))
+    return rows
 
 
 def _dimension(a: SiteArrays, order: np.ndarray, st: BridgeSettings):
@@ -307,10 +344,10 @@ def _curvature_rows(a: SiteArrays, ranks: np.ndarray, order: np.ndarray, zipf, p
                 pr = predict_attenuation(measured(zipf, "s"), measured(p, "beta"), n_types=V,
                                          confidence=st.confidence)
                 pred = (pr.value, pr.ci_low, pr.ci_high)
-            rows.append(_row(f"attenuation_{kind}", "comparison", measured=meas_att,
-                             predicted=pred, n=int(toks.size),
-                             note=f"V = {V} (largest training rank measured); beta {kind}"
-                                  + _outside_domain(p)))
+            rows += [_row(f"attenuation_{kind}", "comparison", measured=meas_att,
+                          predicted=pred, n=int(toks.size), note=f"V = {V} (largest training "
+                          f"rank measured); beta {kind}" + _outside_domain(p)),
+                     *_attenuation_by_range(zipf, pins, kind, V, st)]
         p = pins.get("raw")
         masks = [bucket == b for b in range(len(labels))]
         all_pool = _pooled(np.vstack([ones, W]), nv, tv, all_mask)

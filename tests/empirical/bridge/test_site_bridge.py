@@ -121,3 +121,20 @@ def test_a_negative_pinning_exponent_is_predicted_at_the_boundary_and_says_so(ro
     # a positive beta carries no such note
     assert "outside the closed form" not in rows[("attenuation_raw", "all")]["note"]
     assert "outside the closed form" not in rows[("relative_visibility", "f1")]["note"]
+
+
+def test_beta_by_rank_range_reads_only_those_ranks_and_moves_the_prediction():
+    """Issue 36: beta is also fitted over the most frequent ranks only (here 100 of 150), and the
+    closed form at each range's beta is shown as an input beside the comparison."""
+    site = planted(V=150)
+    got = {(r["quantity"], r["bucket"]): r
+           for r in site_bridge(site, BridgeSettings(n_boot=40, max_tokens=V,
+                                                     intrinsic_dimension=False))}
+    full, top = got[("pinning_beta_raw", "all")], got[("pinning_beta_raw", "ranks <= 100")]
+    assert full["n"] == 150 and top["n"] == 100  # the range keeps only its own tokens
+    assert top["role"] == "input" and top["measured_low"] <= BETA <= top["measured_high"]
+    assert ("pinning_beta_raw", "ranks <= 300") not in got  # no range at or above V
+    moved = got[("attenuation_raw", "beta from ranks <= 100")]
+    assert moved["role"] == "input" and moved["status"] == "measured"
+    base = got[("attenuation_raw", "all")]
+    assert abs(moved["measured"] - base["predicted"]) < 0.1 * base["predicted"]
