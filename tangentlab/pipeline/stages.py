@@ -243,9 +243,13 @@ def _die_with_parent() -> None:
     """Linux: this worker gets SIGKILL when its parent, the reproduce process, dies.
 
     So killing ``tangentlab reproduce`` never leaves a stage running on behind it. Elsewhere
-    this does nothing.
+    this does nothing. A parent that died before the signal was asked for (a kill while the
+    worker was still starting) sends nothing, so the worker then checks that its parent is still
+    the one that started it, and kills itself if not: before, such a worker ran its stage into
+    the run directory after the run had stopped, then waited forever for more work.
     """
     import ctypes
+    import multiprocessing
     import signal
     import sys
 
@@ -255,7 +259,10 @@ def _die_with_parent() -> None:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):  # pragma: no cover - no prctl
-        pass
+        return
+    parent = multiprocessing.parent_process()
+    if parent is not None and os.getppid() != parent.pid:  # it died before the prctl
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _executor():

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from functools import partial
 from pathlib import Path
+
+import pytest
 
 from tangentlab.pipeline.stages import Stage, StageContext, run_stages, usable_cores
 from tangentlab.runs import atomic_write_json, read_manifest
@@ -115,3 +118,70 @@ def test_jobs_1_and_2_write_the_same_bytes_and_a_rerun_reuses(tmp_path):
 
 def test_usable_cores_is_positive():
     assert usable_cores() >= 1
+
+
+def _start_then_ask_to_die(folder: str) -> None:
+    """A stage worker that is slow to start: its parent is killed before it asks for the
+    parent-death signal (the race a kill while a worker imports hits)."""
+    from tangentlab.pipeline.stages import _die_with_parent
+
+    Path(folder, "started").write_text(str(os.getpid()))
+    while not Path(folder, "parent-killed").exists():
+        time.sleep(0.02)
+    _die_with_parent()
+    Path(folder, "survived").write_text("ran on after its parent died")
+
+
+_PARENT = """
+import multiprocessing, sys, time
+from concurrent.futures import ProcessPoolExecutor
+from tests.pipeline.test_parallel import _start_then_ask_to_die
+if __name__ == "__main__":
+    pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+    pool.submit(_start_then_ask_to_die, sys.argv[1])
+    time.sleep(120)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"),
+                    reason="the parent-death signal is Linux's (elsewhere the worker is not tied)")
+def test_a_worker_whose_parent_died_before_it_asked_to_die_with_it_kills_itself(tmp_path):
+    import signal
+    import subprocess
+
+    from tests.killing import subprocess_env
+
+    script = tmp_path / "parent.py"
+    script.write_text(_PARENT)
+    parent = subprocess.Popen([sys.executable, str(script), str(tmp_path)],
+                              env=subprocess_env(), cwd=Path(__file__).resolve().parents[2])
+    try:
+        deadline = time.monotonic() + 120
+        while not (tmp_path / "started").exists():
+            assert parent.poll() is None and time.monotonic() < deadline, "no worker started"
+            time.sleep(0.05)
+        worker = int((tmp_path / "started").read_text())
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(10)
+        (tmp_path / "parent-killed").write_text("")
+        deadline = time.monotonic() + 10
+        while _alive(worker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(worker), "the worker outlived its parent"
+        assert not (tmp_path / "survived").exists()
+    finally:
+        parent.kill()
+        if (tmp_path / "started").exists():
+            try:
+                os.kill(int((tmp_path / "started").read_text()), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, killed and not yet reaped, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
