@@ -10,7 +10,7 @@ import contextlib
 import os
 from collections.abc import Iterator
 
-__all__ = ["torch_threads", "threads_per_rank", "single_blas_thread", "single_thread",
+__all__ = ["die_with_parent", "torch_threads", "threads_per_rank", "single_blas_thread", "single_thread",
            "quiet_transformers"]
 
 
@@ -96,3 +96,30 @@ class single_thread:
         torch.set_num_threads(self._n)
         self._limits.restore_original_limits()
         return False
+
+
+def die_with_parent() -> None:
+    """Linux: this worker process gets SIGKILL when its parent (``tangentlab reproduce``) dies.
+
+    So killing the parent never leaves a stage running on behind it (the stage runner's
+    workers, :mod:`tangentlab.pipeline.stages`, call it first). Elsewhere
+    this does nothing. A parent that died before the signal was asked for (a kill while the
+    worker was still starting) sends nothing, so the worker then checks that its parent is still
+    the one that started it, and kills itself if not: before, such a worker ran its stage into
+    the run directory after the run had stopped, then waited forever for more work.
+    """
+    import ctypes
+    import multiprocessing
+    import signal
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # pragma: no cover - no prctl
+        return
+    parent = multiprocessing.parent_process()
+    if parent is not None and os.getppid() != parent.pid:  # it died before the prctl
+        os.kill(os.getpid(), signal.SIGKILL)

@@ -219,7 +219,9 @@ def _execute(func: Callable[[StageContext], None], ctx: StageContext,
     if log_path is not None:
         import sys
 
-        _die_with_parent()
+        from tangentlab._runtime import die_with_parent
+
+        die_with_parent()
         log_path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         sys.stdout.flush()
@@ -237,32 +239,6 @@ def _execute(func: Callable[[StageContext], None], ctx: StageContext,
         return _Outcome(False, time.perf_counter() - start, time.process_time() - cpu_start,
                         " ".join(f"{type(exc).__name__}: {exc}".split()), traceback.format_exc())
     return _Outcome(True, time.perf_counter() - start, time.process_time() - cpu_start)
-
-
-def _die_with_parent() -> None:
-    """Linux: this worker gets SIGKILL when its parent, the reproduce process, dies.
-
-    So killing ``tangentlab reproduce`` never leaves a stage running on behind it. Elsewhere
-    this does nothing. A parent that died before the signal was asked for (a kill while the
-    worker was still starting) sends nothing, so the worker then checks that its parent is still
-    the one that started it, and kills itself if not: before, such a worker ran its stage into
-    the run directory after the run had stopped, then waited forever for more work.
-    """
-    import ctypes
-    import multiprocessing
-    import signal
-    import sys
-
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):  # pragma: no cover - no prctl
-        return
-    parent = multiprocessing.parent_process()
-    if parent is not None and os.getppid() != parent.pid:  # it died before the prctl
-        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _executor():

@@ -123,12 +123,12 @@ def test_usable_cores_is_positive():
 def _start_then_ask_to_die(folder: str) -> None:
     """A stage worker that is slow to start: its parent is killed before it asks for the
     parent-death signal (the race a kill while a worker imports hits)."""
-    from tangentlab.pipeline.stages import _die_with_parent
+    from tangentlab._runtime import die_with_parent
 
     Path(folder, "started").write_text(str(os.getpid()))
     while not Path(folder, "parent-killed").exists():
         time.sleep(0.02)
-    _die_with_parent()
+    die_with_parent()
     Path(folder, "survived").write_text("ran on after its parent died")
 
 
