@@ -14,8 +14,8 @@ fixtures (one quick reproduce per session), so they must all run in one process,
 ``loadgroup`` no longer groups anything with pytest 9.2 (pytest-xdist issue #1386: it renames
 node ids, which pytest 9.2 ignores). The unit tests run numpy, BLAS and torch on one thread
 (``tests/conftest.py``). The standalone model tests go to the second process so that the two take
-about as long (measured on a quiet 2-core machine, before they moved: model tier 539 s, unit tier
-238 s, each alone).
+about as long (a fresh clone on a quiet 2-core machine, side by side: 648 s and 352 s before
+they moved, 504 s and 552 s after).
 
 Exit status: the model tier's when it is not 0, else the unit tier's (pytest's codes: 0 all
 passed, 1 a test failed, 2 interrupted, 5 no tests collected). A tier that collected nothing
