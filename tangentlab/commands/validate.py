@@ -91,11 +91,12 @@ def _register_verbs(p: argparse.ArgumentParser) -> None:
         "certify", help="write a certificate (checks, setting, commit, module fingerprints) "
                         "from a finished end-to-end run",
         description=(
-            "Write FILE: the end-to-end run's checks, setting and commit, which rows it "
-            "validates, and a fingerprint of every module on the verdict path "
-            "(tangentlab.claims.fingerprints), so a changed module shows the certificate stale. "
-            "Refused for an unfinished run, a shard, or simulations run at a dirty commit or "
-            "at another commit than the checkout's; --out is refused when it is a folder, lies "
+            "Write FILE: the end-to-end run's checks, setting, commit and every simulation's "
+            "statuses, which rows it validates, and a fingerprint of every module on the "
+            "verdict path (tangentlab.claims.fingerprints) at the commit the simulations ran "
+            "at, read from git, so a changed module shows the certificate stale. Refused for "
+            "an unfinished run, a shard, simulations run at a dirty or unknown commit, or a "
+            "commit this clone's git lacks; --out is refused when it is a folder, lies "
             "inside a run directory, or is a file other than an earlier certificate (nothing "
             "is written then). Exit code 0 when written, 2 on bad input."))
     pc.add_argument("run", metavar="RUN", help="a finished end-to-end run directory")
