@@ -24,7 +24,8 @@ from pathlib import Path
 import tangentlab
 from tangentlab._faults import PAUSE_AT_ENV, PAUSE_FILE_ENV, PAUSE_SECONDS_ENV
 
-__all__ = ["tangentlab_cmd", "subprocess_env", "start_paused", "kill_at", "SMALL_REPRODUCE"]
+__all__ = ["tangentlab_cmd", "subprocess_env", "start_paused", "kill_at", "alive",
+           "SMALL_REPRODUCE"]
 
 #: ``reproduce`` options for the smallest run that still has every kind of stage: one
 #: architecture, one derivation, one synthetic experiment, no validation battery.
@@ -94,3 +95,12 @@ def kill_at(argv: Sequence[str], point: str, workdir: Path, *, sig: int = signal
         proc.kill()
         proc.communicate()
     return proc.returncode
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, killed and not yet reaped, does not). Linux (``/proc``)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

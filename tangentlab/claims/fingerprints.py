@@ -31,6 +31,7 @@ VERDICT_PATH: tuple[str, ...] = (
     "tangentlab.claims",  # the rules and the claims table
     "tangentlab.report.units",
     "tangentlab.report.late",
+    "tangentlab.report.load",  # what the gate reads of a run, and the spot checks that stale it
     "tangentlab.report.verdicts",
     "tangentlab.report.gating",
     "tangentlab.validate.planted",

@@ -62,7 +62,8 @@ from tangentlab.validate.end_to_end_records import (
 __all__ = ["EndToEndConfig", "EndToEndMeasure", "SETTINGS", "END_TO_END_KIND",
            "END_TO_END_SHARD_KIND", "SimulationResult", "Shard", "simulate", "decide", "summarize",
            "write_end_to_end", "write_summary", "WRONG_RATE_MAX",
-           "WRONG_BOUND_MAX", "POWER_MIN", "STATUSES_NAME", "format_table", "read_statuses"]
+           "WRONG_BOUND_MAX", "POWER_MIN", "STATUSES_NAME", "format_table", "read_statuses",
+           "worker_pool"]
 
 _EXPERIMENT = EXPERIMENT
 #: The manifest ``kind`` of an end-to-end validation run directory.
@@ -235,14 +236,13 @@ def _run_all(cfg: EndToEndConfig, text, out: Path, todo: Sequence[tuple[str, int
             if on_result:
                 on_result(res)
         return
-    import multiprocessing as mp
     import pickle
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures import as_completed
 
     text_path = out / SIMULATIONS_DIR / ".shared_text.pkl"
     text_path.parent.mkdir(parents=True, exist_ok=True)  # a fresh run has no record yet
     text_path.write_bytes(pickle.dumps(text))
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"))
+    pool = worker_pool(workers)
     try:
         futures = [pool.submit(_job, (cfg, n, s, str(text_path), str(out), settings))
                    for n, s in todo]
@@ -253,6 +253,22 @@ def _run_all(cfg: EndToEndConfig, text, out: Path, todo: Sequence[tuple[str, int
     finally:
         pool.shutdown(wait=True, cancel_futures=True)  # a running simulation still records
         text_path.unlink(missing_ok=True)
+
+
+def worker_pool(workers: int):
+    """A pool of ``workers`` spawned processes for the simulations, each tied to this process.
+
+    Every worker asks for the parent-death signal first
+    (:func:`tangentlab._runtime.die_with_parent`), so a killed run leaves no simulation running on behind it (before, its workers went on and
+    wrote records into a run that had stopped); the simulation in flight is lost, as promised.
+    """
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    from tangentlab._runtime import die_with_parent
+
+    return ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"),
+                               initializer=die_with_parent)
 
 
 def _open_run(out: Path, fresh: dict[str, Any], *, resume: bool) -> dict[str, Any]:

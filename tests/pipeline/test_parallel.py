@@ -149,7 +149,7 @@ def test_a_worker_whose_parent_died_before_it_asked_to_die_with_it_kills_itself(
     import signal
     import subprocess
 
-    from tests.killing import subprocess_env
+    from tests.killing import alive, subprocess_env
 
     script = tmp_path / "parent.py"
     script.write_text(_PARENT)
@@ -165,9 +165,9 @@ def test_a_worker_whose_parent_died_before_it_asked_to_die_with_it_kills_itself(
         parent.wait(10)
         (tmp_path / "parent-killed").write_text("")
         deadline = time.monotonic() + 10
-        while _alive(worker) and time.monotonic() < deadline:
+        while alive(worker) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not _alive(worker), "the worker outlived its parent"
+        assert not alive(worker), "the worker outlived its parent"
         assert not (tmp_path / "survived").exists()
     finally:
         parent.kill()
@@ -176,12 +176,3 @@ def test_a_worker_whose_parent_died_before_it_asked_to_die_with_it_kills_itself(
                 os.kill(int((tmp_path / "started").read_text()), signal.SIGKILL)
             except ProcessLookupError:
                 pass
-
-
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie, killed and not yet reaped, does not)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False

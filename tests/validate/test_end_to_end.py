@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 
@@ -313,3 +314,61 @@ def test_an_equivalence_row_is_right_to_say_not_supported_under_a_null():
 
     with pytest.raises(UnknownNameError):
         claim("ablaton")
+
+
+def _record_pid_then_sleep(folder: str) -> None:
+    """A simulation stand-in: says it started, then runs far longer than the test waits."""
+    import os
+    import time
+    from pathlib import Path
+
+    Path(folder, "started").write_text(str(os.getpid()))
+    time.sleep(120)
+
+
+_POOL_PARENT = """
+import sys, time
+from tangentlab.validate.end_to_end import worker_pool
+from tests.validate.test_end_to_end import _record_pid_then_sleep
+if __name__ == "__main__":
+    pool = worker_pool(1)
+    pool.submit(_record_pid_then_sleep, sys.argv[1])
+    time.sleep(120)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"),
+                    reason="the parent-death signal is Linux's (elsewhere the worker is not tied)")
+def test_a_killed_end_to_end_run_leaves_no_simulation_running(tmp_path):
+    """`validate --end-to-end --nproc N` killed: its simulation workers die with it."""
+    import os
+    import signal
+    import subprocess
+    import time
+    from pathlib import Path
+
+    from tests.killing import alive, subprocess_env
+
+    script = tmp_path / "parent.py"
+    script.write_text(_POOL_PARENT)
+    parent = subprocess.Popen([sys.executable, str(script), str(tmp_path)],
+                              env=subprocess_env(), cwd=Path(__file__).resolve().parents[2])
+    try:
+        deadline = time.monotonic() + 120
+        while not (tmp_path / "started").exists():
+            assert parent.poll() is None and time.monotonic() < deadline, "no worker started"
+            time.sleep(0.05)
+        worker = int((tmp_path / "started").read_text())
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(10)
+        deadline = time.monotonic() + 10
+        while alive(worker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not alive(worker), "a simulation worker outlived the killed run"
+    finally:
+        parent.kill()
+        if (tmp_path / "started").exists():
+            try:
+                os.kill(int((tmp_path / "started").read_text()), signal.SIGKILL)
+            except ProcessLookupError:
+                pass

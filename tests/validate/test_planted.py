@@ -94,6 +94,32 @@ def test_uniforms_stay_inside_the_unit_interval_at_the_top_of_the_hash_range():
     assert torch.isfinite(torch.sqrt(-2.0 * torch.log(u))).all()
 
 
+def test_hash_normals_are_the_plain_formula_bit_for_bit():
+    """The in-place hash gives the bits of the plain expressions: a certificate's simulations
+    replay only if every planted draw is the same number (a 1-ulp change moves statuses)."""
+    import math
+
+    import torch
+
+    from tangentlab.validate.planted import _M31, _hash_normals, hash_normals
+
+    def plain(keys, n, salt):
+        x = (keys[..., None] * 2654435761 % _M31 + (salt * 97 + 1) * 40503
+             + torch.arange(2 * n) * 69069) % _M31
+        for _ in range(3):
+            x = (x * 48271) % _M31
+            x = x ^ (x >> 11)
+        u = ((x % _M31).double() + 0.5) / _M31
+        return torch.sqrt(-2.0 * torch.log(u[..., :n])) * torch.cos(2.0 * math.pi * u[..., n:])
+
+    g = torch.Generator().manual_seed(3)
+    for shape, n, salt in (((4, 16), 1, 0), ((2, 3, 5), 7, 12345), ((8,), 64, 9)):
+        keys = torch.randint(0, _M31, shape, generator=g)
+        assert torch.equal(_hash_normals(keys, n, salt), plain(keys, n, salt))
+        assert torch.equal(hash_normals(keys, n, salt), hash_normals(keys, n, salt))
+    assert not torch.equal(_hash_normals(keys, n, salt), _hash_normals(keys, n, salt + 1))
+
+
 def test_window_initial_positions_are_not_shared_across_windows():
     """Two windows that open with the same token must not give it one shared vector."""
     import torch
