@@ -24,7 +24,7 @@ from tangentlab.claims.fingerprints import stale_modules
 from tangentlab.errors import DataError
 
 __all__ = ["CERTIFICATE_KIND", "SHIPPED", "shipped_certificates", "read_certificate",
-           "certificate_stale", "certificate_text"]
+           "certificate_stale", "certificate_text", "sims_per_null"]
 
 #: ``kind`` of a certificate file.
 CERTIFICATE_KIND = "validate/end-to-end certificate"
@@ -65,9 +65,21 @@ def certificate_stale(cert: dict[str, Any]) -> list[str]:
     return stale_modules(cert["fingerprints"])
 
 
+def sims_per_null(cert: dict[str, Any]) -> str:
+    """The simulations each null ran, in words: ``50``, or ``50–200`` where some were extended.
+
+    Counted from the certificate's per-simulation ``statuses``; the ``setting``'s ``sims`` where
+    a certificate keeps none.
+    """
+    by_null = (cert.get("statuses") or {}).get("by_null") or {}
+    counts = sorted({len(line) for line in by_null.values()})
+    if not counts:
+        return str((cert.get("setting") or {}).get("sims", "?"))
+    return str(counts[0]) if len(counts) == 1 else f"{counts[0]}–{counts[-1]}"
+
+
 def certificate_text(name: str, cert: dict[str, Any]) -> str:
     """``certificate NAME (commit 0123456789ab, 2026-12-06, 50 simulations per null)``."""
     created = str(cert.get("created") or "date not recorded")[:10]
-    sims = (cert.get("setting") or {}).get("sims", "?")
     return (f"certificate {name} (commit {str(cert.get('commit'))[:12]}, {created}, "
-            f"{sims} simulations per null)")
+            f"{sims_per_null(cert)} simulations per null)")

@@ -57,6 +57,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "measure directory): every scenario at RUN's checkpoint schedule, "
                         "late cut, units per row, eval windows, bootstrap replicates, controls "
                         "and r/d (tangentlab.validate.twin; not --setting or --quick)")
+    p.add_argument("--extend", metavar="RUN", default=None,
+                   help="with --end-to-end: more simulations for the finished end-to-end run "
+                        "RUN, under its own config: the scenarios in which a row got any wrong "
+                        "status, from RUN's simulations up to --extend-to, into --out (shards "
+                        "and --resume work as for a run); assemble RUN and the extension with "
+                        "`tangentlab validate merge RUN OUT --out MERGED`")
+    p.add_argument("--extend-to", type=positive_int, default=200, metavar="N", dest="extend_to",
+                   help="with --extend: simulations per extended scenario in all (default 200)")
     p.add_argument("--sims", type=positive_int, default=None, metavar="N",
                    help="with --end-to-end: simulations per scenario (default: the setting's; "
                         "50 for a twin)")
@@ -121,6 +129,7 @@ def _run(args: argparse.Namespace) -> int:
                                        ("--resume", args.resume),
                                        ("--shard", args.shard is not None),
                                        ("--like", args.like is not None),
+                                       ("--extend", args.extend is not None),
                                        ("--sims", args.sims is not None),
                                        ("--mutant", args.mutant is not None)) if given]
     if unused:
@@ -166,7 +175,11 @@ def _run_end_to_end(args: argparse.Namespace) -> int:
         raise ConfigError("--like RUN sets every setting from the run; drop --quick/--setting")
     shard = Shard.parse(args.shard) if args.shard is not None else None
     name = "quick" if args.quick else setting or "full"
-    if like is not None:
+    extension = None
+    if getattr(args, "extend", None) is not None:
+        cfg, extension = _extension(args, like=like, setting=setting)
+        name = "extension"
+    elif like is not None:
         from tangentlab.validate.twin import twin_setting
 
         cfg = twin_setting(Path(like), seed=args.seed)
@@ -181,8 +194,14 @@ def _run_end_to_end(args: argparse.Namespace) -> int:
     # write_end_to_end checks --out and holds its run lock itself (so API callers get both too)
     path, passed = write_end_to_end(
         Path(out), cfg, quick=name == "quick", nproc=int(args.nproc), resume=args.resume,
-        shard=shard, on_result=lambda r: log(f"end-to-end {r.scenario} #{r.sim}: "
-                                             + ", ".join(f"{k} {v}" for k, v in r.statuses.items())))
+        shard=shard, extension=extension,
+        on_result=lambda r: log(f"end-to-end {r.scenario} #{r.sim}: "
+                                + ", ".join(f"{k} {v}" for k, v in r.statuses.items())))
+    if extension is not None:
+        print(f"validate --end-to-end --extend: simulations {extension} recorded"
+              f"{'' if passed else ' (some raised: see its manifest)'}; wrote {path}; assemble "
+              f"it with its run: `tangentlab validate merge {args.extend} {path} --out MERGED`")
+        return 0
     if shard is not None:
         print(f"validate --end-to-end --shard {shard}: every simulation of the shard recorded"
               f"{'' if passed else ' (some raised: see its manifest)'}; wrote {path}; assemble "
@@ -199,6 +218,42 @@ def _run_end_to_end(args: argparse.Namespace) -> int:
                                           "NOT caught: every check passed with the verdict path "
                                           "broken"))
     return code
+
+
+def _extension(args: argparse.Namespace, *, like, setting):
+    """``--extend RUN``: RUN's own config and the :class:`Extension` its wrong statuses ask for.
+
+    ConfigError with the settings --extend takes from RUN (--like, --quick, --setting, --sims,
+    --mutant), for a RUN that is itself merged with an extension, or when no scenario of RUN
+    needs more simulations (none wrong, or --extend-to not above RUN's simulations).
+    """
+    from pathlib import Path
+
+    from tangentlab.config import config_from_mapping
+    from tangentlab.errors import ConfigError
+    from tangentlab.validate.end_to_end import EndToEndConfig
+    from tangentlab.validate.end_to_end_config import Extension
+    from tangentlab.validate.end_to_end_merge import scenarios_to_extend
+    from tangentlab.validate.end_to_end_records import read_settings
+
+    given = [f for f, on in (("--like", like is not None), ("--quick", args.quick),
+                             ("--setting", setting is not None), ("--sims", args.sims),
+                             ("--mutant", args.mutant)) if on]
+    if given:
+        raise ConfigError(f"--extend RUN runs RUN's own config; drop {' and '.join(given)}")
+    run = Path(args.extend)
+    names = scenarios_to_extend(run)  # DataError for an unfinished or foreign directory
+    settings = read_settings(run)
+    if settings.get("extensions"):
+        raise ConfigError(f"{str(run)!r} is already merged with extensions "
+                          f"({', '.join(settings['extensions'])}); extend the base run instead")
+    cfg = config_from_mapping(EndToEndConfig, settings["config"])
+    if not names or args.extend_to <= cfg.sims:
+        raise ConfigError(f"nothing to extend in {str(run)!r}: "
+                          + ("no row got a wrong status in any scenario" if not names else
+                             f"--extend-to {args.extend_to} is not above its {cfg.sims} "
+                             "simulations per scenario"))
+    return cfg, Extension(cfg.sims, int(args.extend_to), names)
 
 
 def _print_checks(path, *, note: str, what: str, passed: bool) -> int:
@@ -221,6 +276,7 @@ def _parent_flags(args: argparse.Namespace) -> list[str]:
                                   ("--nproc", args.nproc != 1), ("--resume", args.resume),
                                   ("--shard", args.shard is not None),
                                   ("--like", args.like is not None),
+                                  ("--extend", args.extend is not None),
                                   ("--sims", args.sims is not None),
                                   ("--mutant", args.mutant is not None),
                                   ("--seed", args.seed != 0)) if on]
@@ -228,6 +284,7 @@ def _parent_flags(args: argparse.Namespace) -> list[str]:
 
 def _certify(args: argparse.Namespace) -> int:
     """``validate certify RUN --out FILE``: one line saying what the certificate holds."""
+    from tangentlab.claims.certificates import sims_per_null
     from tangentlab.errors import ConfigError
     from tangentlab.validate.certificate import read_certificate, write_certificate
 
@@ -238,7 +295,7 @@ def _certify(args: argparse.Namespace) -> int:
     cert = read_certificate(path)
     ok = sorted(k for k, v in cert["rows"].items() if v)
     print(f"validate certify: {len(cert['checks'])} checks at commit {cert['commit'][:12]}, "
-          f"{cert['setting'].get('sims', '?')} simulations per null; rows validated: "
+          f"{sims_per_null(cert)} simulations per null; rows validated: "
           f"{', '.join(ok) or 'none'}; {len(cert['fingerprints'])} modules fingerprinted; "
           f"wrote {path}")
     return 0

@@ -48,7 +48,13 @@ from tangentlab.validate.end_to_end_checks import (
     WRONG_RATE_MAX,
     summarize,
 )
-from tangentlab.validate.end_to_end_config import SETTINGS, EndToEndConfig, EndToEndMeasure, Shard
+from tangentlab.validate.end_to_end_config import (
+    SETTINGS,
+    EndToEndConfig,
+    EndToEndMeasure,
+    Extension,
+    Shard,
+)
 from tangentlab.validate.end_to_end_records import (
     SIMULATIONS_DIR,
     STATUSES_NAME,
@@ -278,7 +284,7 @@ def _open_run(out: Path, fresh: dict[str, Any], *, resume: bool) -> dict[str, An
     the end-to-end run there, when its fingerprint and shard match ``fresh``.
 
     Refused: an existing end-to-end run without ``resume`` (OutputPathError); one written with
-    another config, commit or shard (ConfigError); anything :func:`check_output_dir` refuses.
+    another config, commit, shard or extension (ConfigError); anything :func:`check_output_dir` refuses.
     A resumed run loses its manifest first: it is unfinished again until the summary is rewritten.
     """
     from tangentlab.errors import OutputPathError
@@ -298,8 +304,9 @@ def _open_run(out: Path, fresh: dict[str, Any], *, resume: bool) -> dict[str, An
                                   f"({state_text(out, stored)}); pass --resume to continue it, "
                                   "or choose a new --out")
         why = settings_mismatch(stored, fresh)
-        if why is None and stored.get("shard") != fresh["shard"]:
-            why = f"shard ({stored.get('shard') or 'none'} vs {fresh['shard'] or 'none'})"
+        for key in ("shard", "extension"):
+            if why is None and stored.get(key) != fresh.get(key):
+                why = f"{key} ({stored.get(key) or 'none'} vs {fresh.get(key) or 'none'})"
         if why is not None:
             raise ConfigError(f"cannot resume {str(out)!r}: the directory's settings and this "
                               f"run's differ in {why}; rerun with the settings it was written "
@@ -318,8 +325,8 @@ def _open_run(out: Path, fresh: dict[str, Any], *, resume: bool) -> dict[str, An
 
 def write_end_to_end(out_dir: str | Path, cfg: EndToEndConfig, *, quick: bool, nproc: int = 1,
                      on_result: Callable[[SimulationResult], None] | None = None,
-                     resume: bool = False, shard: str | Shard | None = None
-                     ) -> tuple[Path, bool]:
+                     resume: bool = False, shard: str | Shard | None = None,
+                     extension: str | Extension | None = None) -> tuple[Path, bool]:
     """Run the end-to-end battery (or one shard of it) into ``out_dir``, one record at a time.
 
     The layout is :mod:`tangentlab.validate.end_to_end_records`'s: the settings file first, one
@@ -329,8 +336,12 @@ def write_end_to_end(out_dir: str | Path, cfg: EndToEndConfig, *, quick: bool, n
     reusing every record; ``shard`` (``"K/N"``) runs only that slice of the jobs
     (:class:`~tangentlab.validate.end_to_end_config.Shard`) and writes records and a shard
     manifest, no summary (``tangentlab validate merge`` judges the shards together).
+    ``extension`` (``"FIRST:LAST@A,B"``, :class:`~tangentlab.validate.end_to_end_config.
+    Extension`) runs more simulations of some scenarios instead of the config's own (sharded
+    too, if asked); it is finished like a shard, and merged with the base run.
 
-    Returns (path, every check passed); for a shard, (path, no simulation raised).
+    Returns (path, every check passed); for a shard or an extension, (path, no simulation
+    raised).
     """
     from tangentlab.runs import check_output_dir, remove_partials, run_kind, run_lock
     from tangentlab.validate.end_to_end_config import jobs
@@ -345,14 +356,16 @@ def write_end_to_end(out_dir: str | Path, cfg: EndToEndConfig, *, quick: bool, n
     if nproc < 1:
         raise ConfigError(f"nproc must be >= 1; got {nproc}")
     part = Shard.parse(shard) if isinstance(shard, str) else shard
-    mine = part.take(jobs(cfg)) if part is not None else jobs(cfg)
+    ext = Extension.parse(extension) if isinstance(extension, str) else extension
+    every = ext.jobs(cfg) if ext is not None else jobs(cfg)
+    mine = part.take(every) if part is not None else every
     out = Path(out_dir)
     if not is_end_to_end_dir(out) and run_kind(out) != END_TO_END_KIND:
         check_output_dir(out, kind=END_TO_END_KIND, existing="refuse")  # before the lock too
     t0 = time.perf_counter()
     with run_lock(out, command="validate --end-to-end"):
         fresh = settings_for(cfg, shard=None if part is None else str(part), quick=quick,
-                             jobs=len(mine))
+                             jobs=len(mine), extension=None if ext is None else str(ext))
         settings = _open_run(out, fresh, resume=resume)
         remove_partials(out.parent, name=out.name)  # what an atomic write of old left beside it
         todo = [j for j in mine if not record_path(out, *j).is_file()]
@@ -369,7 +382,7 @@ def write_end_to_end(out_dir: str | Path, cfg: EndToEndConfig, *, quick: bool, n
         timings["total"] = time.perf_counter() - t0
         extra = {"nproc": nproc, "simulations_run": len(todo),
                  "simulations_reused": len(mine) - len(todo)}
-        if part is not None:
+        if part is not None or ext is not None:
             return out, _finish_shard(out, cfg, settings, results, timings=timings, extra=extra)
         return out, write_summary(out, cfg, settings, results, timings=timings, extra=extra)
 
@@ -450,6 +463,7 @@ def _finish_shard(out: Path, cfg: EndToEndConfig, settings: dict[str, Any],
         kind=END_TO_END_SHARD_KIND, config=cfg, seeds={"seed": cfg.seed}, device="cpu",
         dtype="float32", timings={**timings, "simulations": sum(sims_s)},
         extra={"shard": settings["shard"], "quick": bool(settings.get("quick")),
+               **({"extension": settings["extension"]} if settings.get("extension") else {}),
                "setting": cfg.setting(), "simulations": len(results), "errors": errors,
                "simulations_git": settings["git"], **extra}))
     return not errors

@@ -19,7 +19,8 @@ from typing import Any
 from tangentlab.config import Config, check_config, config_from_mapping, config_to_dict, option
 from tangentlab.errors import ConfigError
 
-__all__ = ["EndToEndConfig", "EndToEndMeasure", "SETTINGS", "Shard", "jobs"]
+__all__ = ["EndToEndConfig", "EndToEndMeasure", "SETTINGS", "Shard", "Extension", "jobs",
+           "merged_jobs"]
 
 _MEASURE_KEYS = ("sites", "n_batches", "batch_size", "seq_len", "n_boot", "rank", "sample_rows",
                  "control_pool", "n_controls", "causal_checkpoints", "causal_controls",
@@ -296,3 +297,76 @@ class Shard:
 def jobs(cfg) -> list[tuple[str, int]]:
     """Every (scenario, simulation index) of ``cfg``, in scenario order, then by index."""
     return [(name, sim) for name in cfg.scenarios for sim in range(cfg.sims)]
+
+
+# -- more simulations for some scenarios (issue 35, item 3: 50 per null first; a null in which a
+# row got any wrong status goes on to 200). An extension runs indices FIRST <= i < LAST of the
+# named scenarios under the base run's own config: a simulation's seed depends on its scenario
+# and index only, so an extended run equals one run with LAST simulations of those scenarios.
+
+_EXTENSION = re.compile(r"\s*(\d+)\s*:\s*(\d+)\s*@\s*([\w.,\s-]+?)\s*")
+
+
+@dataclass(frozen=True)
+class Extension:
+    """Simulations ``first`` <= i < ``last`` of each of ``scenarios``, written ``"FIRST:LAST@A,B"``."""
+
+    first: int
+    last: int
+    scenarios: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.first, int) and isinstance(self.last, int)
+                and 1 <= self.first < self.last):
+            raise ConfigError(f"an extension runs simulations FIRST <= i < LAST with "
+                              f"1 <= FIRST < LAST; got {self.first}:{self.last}")
+        if not self.scenarios or len(set(self.scenarios)) != len(self.scenarios):
+            raise ConfigError(f"an extension names each scenario once and at least one; got "
+                              f"{list(self.scenarios)}")
+
+    @classmethod
+    def parse(cls, text: str) -> Extension:
+        """``"50:200@no-effect,bursty"`` → Extension; ConfigError naming the text otherwise."""
+        m = _EXTENSION.fullmatch(str(text))
+        if m is None:
+            raise ConfigError(f"an extension is written FIRST:LAST@SCENARIO,... (e.g. "
+                              f"50:200@no-effect,bursty); got {text!r}")
+        names = tuple(n.strip() for n in m.group(3).split(",") if n.strip())
+        return cls(int(m.group(1)), int(m.group(2)), names)
+
+    def __str__(self) -> str:
+        return f"{self.first}:{self.last}@{','.join(self.scenarios)}"
+
+    def jobs(self, cfg) -> list[tuple[str, int]]:
+        """The extension's (scenario, index) pairs, in ``cfg``'s scenario order, then by index.
+
+        ConfigError for a scenario ``cfg`` does not run, or a FIRST below ``cfg.sims`` (those
+        simulations belong to the base run).
+        """
+        unknown = [n for n in self.scenarios if n not in cfg.scenarios]
+        if unknown:
+            raise ConfigError(f"the extension names {unknown}, which the run does not simulate "
+                              f"(its scenarios: {', '.join(cfg.scenarios)})")
+        if self.first < cfg.sims:
+            raise ConfigError(f"the extension starts at simulation {self.first}, below the run's "
+                              f"{cfg.sims} (already simulated); start it at {cfg.sims} or later")
+        return [(n, i) for n in cfg.scenarios if n in self.scenarios
+                for i in range(self.first, self.last)]
+
+
+def merged_jobs(cfg, extensions) -> list[tuple[str, int]]:
+    """The base run's jobs and every extension's, each once, in scenario order, then by index.
+
+    ConfigError where a scenario's simulations would not run from 0 without a gap (an
+    extension that starts past the base run or a previous extension's end).
+    """
+    by: dict[str, set[int]] = {n: set(range(cfg.sims)) for n in cfg.scenarios}
+    for ext in extensions:
+        for n, i in ext.jobs(cfg):
+            by[n].add(i)
+    for n, idx in by.items():
+        if idx and max(idx) != len(idx) - 1:
+            gap = min(set(range(max(idx))) - idx)
+            raise ConfigError(f"scenario {n}'s simulations have a gap at #{gap}: merge the "
+                              "extension that runs it too")
+    return [(n, i) for n in cfg.scenarios for i in sorted(by[n])]

@@ -2,9 +2,10 @@
 
 The inputs are finished end-to-end directories holding records
 (:mod:`tangentlab.validate.end_to_end_records`): the shards of one run (``--shard K/N``), or
-any finished runs that together hold each simulation once. They must share the settings
-fingerprint (config hash and git commit); together they must hold every simulation of the
-config exactly once. ``OUT`` then receives a settings file (``shard`` null, ``merged_from`` the
+any finished runs that together hold each simulation once, and any extensions of it
+(``--extend``: more simulations of the scenarios in which a row got a wrong status). They must
+share the settings fingerprint (config hash and git commit); together they must hold every
+simulation of the config and of every extension exactly once. ``OUT`` then receives a settings file (``shard`` null, ``merged_from`` the
 inputs), a copy of every record and the summary a one-process run writes
 (:func:`~tangentlab.validate.end_to_end.write_summary`, records in job order), so that its
 ``results.csv``, ``checks.json`` and ``statuses.csv`` are those of the one-process run, byte
@@ -20,7 +21,7 @@ from typing import Any
 
 from tangentlab.errors import ConfigError, DataError
 
-__all__ = ["merge_end_to_end"]
+__all__ = ["merge_end_to_end", "wrong_statuses", "scenarios_to_extend"]
 
 
 def _read_inputs(dirs: Sequence[Path]) -> list[dict[str, Any]]:
@@ -98,7 +99,7 @@ def merge_end_to_end(dirs: Sequence[str | Path], out: str | Path) -> tuple[Path,
     from tangentlab.config import config_from_mapping, config_hash
     from tangentlab.runs import check_output_dir, run_lock
     from tangentlab.validate.end_to_end import END_TO_END_KIND, EndToEndConfig, write_summary
-    from tangentlab.validate.end_to_end_config import jobs
+    from tangentlab.validate.end_to_end_config import Extension, merged_jobs
     from tangentlab.validate.end_to_end_records import read_records, write_record, write_settings
 
     t0 = time.perf_counter()
@@ -108,10 +109,13 @@ def merge_end_to_end(dirs: Sequence[str | Path], out: str | Path) -> tuple[Path,
     if config_hash(cfg) != settings[0]["config_hash"]:
         raise DataError(f"{str(paths[0])!r}: its config does not hash to its config_hash; "
                         "it was edited by hand")
-    wanted = jobs(cfg)
+    exts = [Extension.parse(s["extension"]) for s in settings if s.get("extension")]
+    wanted = merged_jobs(cfg, exts)
     owner = _gather(paths, wanted)
-    merged = {**settings[0], "shard": None, "jobs": len(wanted),
-              "merged_from": [str(p) for p in paths]}
+    merged = {k: v for k, v in settings[0].items() if k != "extension"}
+    merged.update({"shard": None, "jobs": len(wanted), "merged_from": [str(p) for p in paths]})
+    if exts:
+        merged["extensions"] = sorted({str(e) for e in exts})
     out = Path(out)
     check_output_dir(out, kind=END_TO_END_KIND, existing="refuse")
     with run_lock(out, command="validate merge"):
@@ -125,5 +129,49 @@ def merge_end_to_end(dirs: Sequence[str | Path], out: str | Path) -> tuple[Path,
         results = read_records(out, wanted, merged)
         passed = write_summary(out, cfg, merged, results,
                                timings={"merge": time.perf_counter() - t0},
-                               extra={"merged_from": merged["merged_from"]})
+                               extra={"merged_from": merged["merged_from"],
+                                      **({"extensions": merged["extensions"]} if exts else {})})
     return out, passed
+
+
+def wrong_statuses(run_dir: str | Path) -> dict[str, int]:
+    """Scenario → how many (row, simulation) statuses of the finished run ``run_dir`` are wrong.
+
+    Wrong, as the checks count it: "supported" where the scenario's truth for the row is null or
+    negative, "not supported" where it is null. Every scenario of the run is listed (0: none).
+    DataError for a directory without a finished end-to-end run's statuses.
+    """
+    import csv
+
+    from tangentlab.claims.rules import NOT_SUPPORTED, SUPPORTED
+    from tangentlab.runs import MANIFEST_NAME
+    from tangentlab.validate.end_to_end_records import STATUSES_NAME, read_settings
+    from tangentlab.validate.planted_scenarios import scenario
+
+    run = Path(run_dir)
+    path = run / STATUSES_NAME
+    if not (run / MANIFEST_NAME).is_file() or not path.is_file():
+        raise DataError(f"{str(run)!r} holds no finished end-to-end run ({STATUSES_NAME} and "
+                        f"{MANIFEST_NAME}); extend a run finished by `tangentlab validate "
+                        "--end-to-end` or `validate merge`")
+    names = read_settings(run)["config"].get("scenarios") or []
+    wrong = dict.fromkeys(names, 0)
+    with open(path, newline="", encoding="utf-8") as f:
+        for r in csv.DictReader(f):
+            if r.get("metric") != "status":
+                continue
+            truth = scenario(r["null"]).truth.get(r["row"])
+            bad = ((r["value"] == SUPPORTED and truth in ("null", "negative"))
+                   or (r["value"] == NOT_SUPPORTED and truth == "null"))
+            wrong[r["null"]] = wrong.get(r["null"], 0) + bad
+    return wrong
+
+
+def scenarios_to_extend(run_dir: str | Path) -> tuple[str, ...]:
+    """The scenarios of ``run_dir`` in which any row got a wrong status (issue 35, item 3).
+
+    With 50 simulations and none wrong a rate's upper Wilson bound is 0.071 (<= 0.08); one wrong
+    in 50 gives 0.105, so such a (row, null) needs about 200 to show a rate <= 0.05 with its
+    bound <= 0.08. In the run's scenario order.
+    """
+    return tuple(n for n, k in wrong_statuses(run_dir).items() if k)

@@ -141,14 +141,19 @@ def find_records(out: str | Path) -> dict[tuple[str, int], Path]:
 
 
 def settings_for(cfg, *, shard: str | None, quick: bool, jobs: int,
-                 zipf: float | None = None) -> dict[str, Any]:
-    """The settings file's content for ``cfg`` run at this checkout's git commit."""
+                 zipf: float | None = None, extension: str | None = None) -> dict[str, Any]:
+    """The settings file's content for ``cfg`` run at this checkout's git commit.
+
+    ``extension``: the ``"FIRST:LAST@A,B"`` of a run of more simulations (recorded only when
+    given, so the settings of every other run read as before).
+    """
     from tangentlab.config import config_hash, config_to_dict
     from tangentlab.runs import git_commit
 
-    return {"kind": SETTINGS_KIND, "config": config_to_dict(cfg), "config_hash": config_hash(cfg),
-            "git": git_commit(), "shard": shard, "quick": bool(quick), "jobs": int(jobs),
-            "zipf_slope_train_split": zipf}
+    out = {"kind": SETTINGS_KIND, "config": config_to_dict(cfg), "config_hash": config_hash(cfg),
+           "git": git_commit(), "shard": shard, "quick": bool(quick), "jobs": int(jobs),
+           "zipf_slope_train_split": zipf}
+    return out if extension is None else {**out, "extension": extension}
 
 
 def write_settings(out: str | Path, settings: dict[str, Any]) -> Path:

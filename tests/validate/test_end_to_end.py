@@ -248,7 +248,8 @@ def test_cli_routes_end_to_end(tmp_path, capsys, monkeypatch):
 
     seen = {}
 
-    def fake(out, cfg, *, quick, nproc, on_result=None, resume=False, shard=None):
+    def fake(out, cfg, *, quick, nproc, on_result=None, resume=False, shard=None,
+             extension=None):
         seen.update(out=out, sims=cfg.sims, quick=quick, nproc=nproc)
         out.mkdir(parents=True)
         (out / CHECKS_NAME).write_text(json.dumps([{
@@ -270,7 +271,8 @@ def test_cli_setting_picks_the_named_end_to_end_setting(tmp_path, capsys, monkey
 
     seen = {}
 
-    def fake(out, cfg, *, quick, nproc, on_result=None, resume=False, shard=None):
+    def fake(out, cfg, *, quick, nproc, on_result=None, resume=False, shard=None,
+             extension=None):
         seen.update(name=cfg.setting_name(), quick=quick)
         out.mkdir(parents=True)
         (out / CHECKS_NAME).write_text("[]")

@@ -113,3 +113,25 @@ def test_every_mutant_breaks_what_it_names():
     with pytest.raises(Exception, match="unknown mutant"):
         with mutant("nope"):
             pass
+
+
+def test_an_extension_names_its_simulations_and_merged_jobs_have_no_gap():
+    from tangentlab.validate.end_to_end_config import Extension, jobs, merged_jobs
+
+    cfg = EndToEndConfig.quick(0)  # 3 scenarios x 1 simulation
+    ext = Extension.parse(" 1:3 @ no-effect ")
+    assert (ext, str(ext)) == (Extension(1, 3, ("no-effect",)), "1:3@no-effect")
+    assert ext.jobs(cfg) == [("no-effect", 1), ("no-effect", 2)]
+    assert merged_jobs(cfg, []) == jobs(cfg)
+    assert merged_jobs(cfg, [ext]) == [("effect", 0), ("no-effect", 0), ("no-effect", 1),
+                                       ("no-effect", 2), ("short-eval", 0)]
+    for text, words in (("3:1@effect", "FIRST < LAST"), ("1:3@", "FIRST:LAST@"),
+                        ("1:3@effect,effect", "each scenario once"), ("x", "FIRST:LAST@")):
+        with pytest.raises(ConfigError, match=words):
+            Extension.parse(text)
+    with pytest.raises(ConfigError, match="does not simulate"):
+        Extension(1, 3, ("bursty",)).jobs(cfg)
+    with pytest.raises(ConfigError, match="already simulated"):
+        Extension(1, 3, ("effect",)).jobs(EndToEndConfig.standard(0))  # 4 sims: starts at 4
+    with pytest.raises(ConfigError, match="gap at #1"):
+        merged_jobs(cfg, [Extension(2, 3, ("effect",))])

@@ -30,10 +30,15 @@ VOLATILE = {"created", "timings_s", "argv", "platform", "nproc", "simulations_ru
 
 
 @pytest.fixture(scope="module")
-def whole(tmp_path_factory):
+def text():
+    """The quick setting's shared text, built once for the module."""
+    return e2e._shared_text(CFG)
+
+
+@pytest.fixture(scope="module")
+def whole(tmp_path_factory, text):
     """(folder for more runs, the uninterrupted one-process quick run); text built once."""
     root = tmp_path_factory.mktemp("e2e-shards")
-    text = e2e._shared_text(CFG)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(e2e, "_shared_text", lambda cfg: text)
         mp.setattr(runs, "git_commit", lambda *a, **k: {"commit": "f" * 40, "dirty": False})
@@ -120,3 +125,42 @@ def test_the_enrichment_figure_reads_the_intervals_against_the_planted_truth(who
     monkeypatch.setattr(ps, "enrichment_truth", lambda name: 50.0 if name in exact else None)
     z_bad, by_bad = enrichment_calibration(one)
     assert not any(map(any, by_bad.values())) and (z_bad < z.min()).all()
+
+
+def test_an_extension_merged_with_its_run_is_a_run_of_that_many_simulations(whole, text,
+                                                                            monkeypatch):
+    """Issue 35, item 3: more simulations for one null, run apart and merged, are those a run
+    of that many simulations holds (a simulation's seed is its scenario and index only)."""
+    import dataclasses
+
+    from tangentlab.cli import main
+    from tangentlab.validate.end_to_end_merge import scenarios_to_extend, wrong_statuses
+
+    root, one = whole
+    monkeypatch.setattr(e2e, "_shared_text", lambda cfg: text)
+    monkeypatch.setattr(runs, "git_commit", lambda *a, **k: {"commit": "f" * 40, "dirty": False})
+    ext, ok = e2e.write_end_to_end(root / "ext", CFG, quick=True, extension="1:2@no-effect")
+    assert ok and sorted(find_records(ext)) == [("no-effect", 1)]
+    assert not (ext / STATUSES_NAME).exists()  # finished like a shard: merge judges it
+    merged, _ = merge_end_to_end([ext, one], root / "extended")
+    direct, _ = e2e.write_end_to_end(root / "direct", dataclasses.replace(
+        CFG, scenarios=("no-effect",), sims=2), quick=True)
+    got = {k: v for k, v in _verdicts(merged).items() if k[0] == "no-effect"}
+    assert sorted(got) == [("no-effect", 0), ("no-effect", 1)] and got == _verdicts(direct)
+    manifest = json.loads((merged / MANIFEST_NAME).read_text())
+    settings = json.loads((merged / "end_to_end.json").read_text())
+    assert manifest["extensions"] == settings["extensions"] == ["1:2@no-effect"]
+    assert settings["jobs"] == 4 and "extension" not in settings
+    statuses = (merged / STATUSES_NAME).read_text()
+    assert statuses.count(",no-effect,") == 2 * statuses.count(",effect,")
+    # which nulls an extension takes: those with a wrong status, counted as the checks count
+    wrong = wrong_statuses(one)
+    assert set(wrong) == set(CFG.scenarios) and wrong["effect"] == 0  # a positive truth
+    assert scenarios_to_extend(one) == tuple(n for n in CFG.scenarios if wrong[n])
+    # refused: settings --extend takes from the run, a merged run, nothing above its sims
+    base = ["validate", "--end-to-end", "--extend", str(one), "--out", str(root / "no")]
+    assert main([*base, "--quick"]) == 2
+    assert main([*base, "--extend-to", "1"]) == 2
+    assert main(["validate", "--end-to-end", "--extend", str(merged), "--out",
+                 str(root / "no")]) == 2
+    assert not (root / "no").exists()
