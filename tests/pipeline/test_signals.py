@@ -1,6 +1,6 @@
 """``tangentlab reproduce`` stopped by SIGTERM exits 143, by Ctrl-C 130; the stages stop and the
-run resumes (slow: a real reproduce process with real worker processes, killed at an ordered
-point, when the first stage's log appears)."""
+run is left resumable (slow: a real reproduce process with real worker processes, killed at an
+ordered point, when the first stage's log appears)."""
 
 from __future__ import annotations
 
@@ -85,10 +85,8 @@ def test_a_signal_stops_reproduce_with_its_exit_code_and_the_run_resumes(tmp_pat
     while _group_alive(proc.pid) and time.monotonic() < deadline:  # workers are gone too
         time.sleep(0.05)
     assert not _group_alive(proc.pid), "a stage worker outlived the stopped reproduce"
-    assert _stages(out)["train/decoder"] == "running"  # recorded as interrupted, resumable
+    # recorded as interrupted: the state a SIGKILL leaves, from which
+    # tests/pipeline/test_kill_resume.py resumes a run to the uninterrupted one's results (a
+    # rerun to the end here repeated that at 30-40 s of the unit tier)
+    assert _stages(out)["train/decoder"] == "running"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]  # the run lock is released
-    if sig == signal.SIGTERM:  # rerunning the same command resumes and finishes the run
-        rerun = _start(out)
-        _, err = rerun.communicate(timeout=600)
-        assert rerun.returncode == 0, err[-3000:]
-        assert set(_stages(out).values()) == {"done"}
