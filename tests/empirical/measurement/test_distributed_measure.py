@@ -4,7 +4,8 @@
   proxy is fitted first and broadcast): ``results.csv`` is byte-identical to one process;
 - data-parallel (ranks split each checkpoint's eval batches and merge the statistics in rank
   order): identical except float64 sums, within 1e-10 relative;
-- an unknown site, or a rank killed part-way, ends every rank with one line and no results.
+- an unknown site, or a rank killed part-way, ends every rank with one line and no results (the
+  killed run then resumes to the one-process results).
 """
 
 from __future__ import annotations
@@ -84,9 +85,14 @@ def _manifest(path: Path) -> dict:
     return json.loads((path / "manifest.json").read_text())
 
 
-def test_checkpoint_parallel_equals_one_process(tiny_runs, tmp_path):
-    run = tiny_runs["decoder"]
-    one = _single(run, tmp_path / "one", TEST_MEASURE)
+@pytest.fixture(scope="module")
+def one_decoder(tiny_runs, tmp_path_factory) -> Path:
+    """The decoder measured in this process: what both checkpoint-parallel tests must equal."""
+    return _single(tiny_runs["decoder"], tmp_path_factory.mktemp("one") / "one", TEST_MEASURE)
+
+
+def test_checkpoint_parallel_equals_one_process(tiny_runs, one_decoder, tmp_path):
+    run, one = tiny_runs["decoder"], one_decoder
     r = _measure(run, tmp_path / "two", 2, TEST_MEASURE)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == str(tmp_path / "two")  # rank 0 alone printed
@@ -96,7 +102,7 @@ def test_checkpoint_parallel_equals_one_process(tiny_runs, tmp_path):
     assert d == {"world_size": 2, "backend": "gloo", "mode": "checkpoint", "autocast": None,
                  "rank_devices": {"0": "cpu", "1": "cpu"}}
     assert _manifest(one)["distributed"]["mode"] == "single"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["one", "two"]  # nothing else written
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["two"]  # nothing else written
 
 
 def test_data_parallel_three_ranks_within_float_rounding(tiny_runs, tmp_path):
@@ -121,31 +127,23 @@ def test_unknown_site_ends_every_rank_with_one_line(tiny_runs, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_rank_killed_part_way_leaves_no_results(tiny_runs, tmp_path):
-    r = _measure(tiny_runs["decoder"], tmp_path / "killed", 2, TEST_MEASURE,
-                 TANGENTLAB_FAULT="measure_checkpoint:4:1")
-    assert r.returncode != 0
-    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("tangentlab: error:")]
-    assert len(lines) == 1, r.stderr
-    # no run folder and no results anywhere; at most the hidden resume state of rank 0's
-    # finished checkpoints (as after a kill of one process: measure --resume continues it)
-    assert not (tmp_path / "killed").exists()
-    assert [p.name for p in tmp_path.iterdir()] in ([], [".killed.partial"])
-    assert not list(tmp_path.rglob("results.csv"))
-
-
-def test_killed_checkpoint_parallel_run_resumes_to_the_same_results(tiny_runs, tmp_path):
-    """Rank 1 killed at its last checkpoint: rank 0 has kept its finished checkpoints in the
+def test_a_killed_checkpoint_parallel_run_leaves_no_results_and_resumes_to_them(
+        tiny_runs, one_decoder, tmp_path):
+    """Rank 1 killed at its last checkpoint ends every rank with one error line and leaves no
+    run folder and no results anywhere, only rank 0's finished checkpoints in the hidden
     partial folder; ``--resume`` on 2 ranks gives one process's results.csv byte for byte."""
     from tangentlab.empirical.measurement.partial import partial_dir
 
-    run = tiny_runs["decoder"]
-    one = _single(run, tmp_path / "one", TEST_MEASURE)
+    run, one = tiny_runs["decoder"], one_decoder
     out = tmp_path / "two"
     # rank 1 dies only once rank 0 has finished a checkpoint (ordered, not timed)
     r = _measure(run, out, 2, TEST_MEASURE, TANGENTLAB_FAULT="measure_checkpoint:5:1",
                  TANGENTLAB_FAULT_AFTER=str(partial_dir(out) / "checkpoint_*.json"))
     assert r.returncode != 0 and not out.exists()
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("tangentlab: error:")]
+    assert len(lines) == 1, r.stderr
+    assert [p.name for p in tmp_path.iterdir()] == [partial_dir(out).name]
+    assert not list(tmp_path.rglob("results.csv"))
     assert sorted(p.name for p in partial_dir(out).glob("checkpoint_*.json"))  # rank 0's, kept
     sets = [x for k, v in TEST_MEASURE.items() for x in ("--set", f"{k}={v}")]
     cmd = [sys.executable, "-m", "tangentlab", "empirical", "measure", str(run), "--out", str(out),
