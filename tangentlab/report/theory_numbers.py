@@ -137,7 +137,8 @@ def _fmt(v: tuple[float, float, float], status: str) -> str:
 #: Table order of the quantities (others after them, by name).
 _QUANTITY_ORDER = {q: i for i, q in enumerate((
     "attenuation_raw", "attenuation_direction", "relative_visibility", "bucket_visibility",
-    "zipf_s", "zipf_s_eval", "pinning_beta_raw", "pinning_beta_direction", "local_dimension_m",
+    "zipf_s", "zipf_s_eval", "pinning_beta_raw", "pinning_beta_direction",
+    "pinning_curvature_raw", "pinning_curvature_direction", "local_dimension_m",
     "ii_norm_sq", "rankme", "alpha_req", "twonn", "gride", "isoscore"))}
 
 
@@ -380,6 +381,10 @@ def _interval(x: tuple[float, float, float]) -> str:
     return f"{x[0]:.3g} [{x[1]:.3g}, {x[2]:.3g}]"
 
 
+#: What a ``pinning_curvature`` line's note says when its interval excludes 0.
+POWER_LAW_REJECTED = "one power law rejected"
+
+
 def findings(verdicts: Sequence[Any], lines: Sequence[Line]) -> list[str]:
     """Every place where measurement disagrees with the account, one short entry each.
 
@@ -390,7 +395,9 @@ def findings(verdicts: Sequence[Any], lines: Sequence[Line]) -> list[str]:
       gated prediction, its raw verdict, marked as not validated end to end), or, where the row
       as a whole did not, each of its (model, site) units that did, with its estimate and
       interval; the external units likewise;
-    - each theory-against-measurement line that disagrees, predicted and measured intervals.
+    - each theory-against-measurement line that disagrees, predicted and measured intervals;
+    - each pinning curvature line whose interval rejects one power law of rank (the closed
+      forms assume one: :mod:`tangentlab.empirical.bridge.pinning_form`).
 
     A failure of the instrument's calibration is not listed: it says the method is off, not
     that the account is.
@@ -417,10 +424,14 @@ def findings(verdicts: Sequence[Any], lines: Sequence[Line]) -> list[str]:
                 out.append(f"{v.title}, {'external ' if external else ''}{unit.label}: not "
                            f"supported, {unit.estimate} ({unit.at}) [{', '.join(mine) or where}]")
     for ln in lines:
+        at = f"{ln.model} {ln.site}, {ln.phase} step {ln.step}"
         if ln.status == "disagree":
-            out.append(f"{ln.name} ({ln.model} {ln.site}, {ln.phase} step {ln.step}): predicted "
-                       f"{_interval(ln.predicted)}, measured {_interval(ln.measured)}: disagree "
-                       f"[{ln.source}]")
+            out.append(f"{ln.name} ({at}): predicted {_interval(ln.predicted)}, measured "
+                       f"{_interval(ln.measured)}: disagree [{ln.source}]")
+        elif ln.quantity.startswith("pinning_curvature") and POWER_LAW_REJECTED in ln.note:
+            out.append(f"{ln.name} ({at}): the closed forms' single pinning law t_r ∝ r^β does "
+                       f"not describe the spreads, curvature {_interval(ln.measured)} (0 under "
+                       f"one power law) [{ln.source}]")
     return out
 
 

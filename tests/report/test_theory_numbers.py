@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from tangentlab.empirical.bridge.run import BRIDGE_NAME, write_bridge_csv
 from tangentlab.report import theory_numbers as TN
 from tangentlab.report.load import RunData
@@ -181,8 +183,15 @@ def test_the_findings_list_names_what_disagrees_with_its_numbers_and_stages(tmp_
     line = TN.Line("measure/decoder", "decoder", "blocks.0.resid_post", "peak", "126",
                    "attenuation_raw", "all", "comparison", (0.9, 0.85, 0.95), (0.5, 0.4, 0.6),
                    "disagree", "")
-    got = TN.findings(rows, [line, replace(line, status="agree")])
-    assert len(got) == 3, got
+    bent = replace(line, quantity="pinning_curvature_raw", role="input", status="measured",
+                   predicted=(math.nan,) * 3, measured=(-0.012, -0.02, -0.004),
+                   note=f"slope 0.17 over the head, 0.05 over the tail; {TN.POWER_LAW_REJECTED}")
+    kept = replace(bent, measured=(-0.002, -0.01, 0.006), note="slope 0.1 over the head")
+    got = TN.findings(rows, [line, replace(line, status="agree"), kept, bent])
+    assert len(got) == 4, got
+    assert got[3] == ("pinning_curvature_raw (decoder blocks.0.resid_post, peak step 126): the "
+                      "closed forms' single pinning law t_r ∝ r^β does not describe the spreads, "
+                      "curvature -0.012 [-0.02, -0.004] (0 under one power law) [measure/decoder]")
     assert got[0].startswith(f"{enr.title}, {unit.label}: not supported, 0.66 [CI 0.56, 0.76]")
     assert "[measure/decoder]" in got[0]
     assert "not validated end to end" in got[1] and got[1].endswith(
@@ -190,4 +199,4 @@ def test_the_findings_list_names_what_disagrees_with_its_numbers_and_stages(tmp_
     assert got[2] == ("attenuation_raw (decoder blocks.0.resid_post, peak step 126): predicted "
                       "0.9 [0.85, 0.95], measured 0.5 [0.4, 0.6]: disagree [measure/decoder]")
     page = replace(build(data, rows), findings=got)
-    assert f"{TN.FINDINGS_TITLE}** (3;" in render_markdown(page, {})
+    assert f"{TN.FINDINGS_TITLE}** (4;" in render_markdown(page, {})

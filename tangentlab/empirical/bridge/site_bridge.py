@@ -169,6 +169,9 @@ def _zipf(a: SiteArrays, st: BridgeSettings):
     return out, rows
 
 
+#: The note a ``pinning_curvature`` row carries when one power law is rejected (the report's
+#: findings list reads it: ``report.theory_numbers.POWER_LAW_REJECTED``, the same words).
+POWER_LAW_REJECTED = "one power law rejected"
 #: The rank ranges (the R most frequent training ranks) beta is also fitted over (issue 36):
 #: pinning concentrated in the most frequent tokens makes one power law a range-dependent summary.
 PINNING_RANK_RANGES = (100, 300, 1000)
@@ -206,7 +209,26 @@ def _pinning(a: SiteArrays, ranks: np.ndarray, st: BridgeSettings):
                              note=note))
             if not why:
                 out[key] = p
+            if top is None:
+                rows.append(_power_law_form(p, kind, why, st))
     return out, rows
+
+
+def _power_law_form(p, kind: str, why: str, st: BridgeSettings) -> dict[str, Any]:
+    """The ``pinning_curvature_KIND`` input row: does one power law describe the spreads?"""
+    from tangentlab.empirical.bridge.pinning_form import power_law_curvature
+
+    try:
+        f = None if why else power_law_curvature(p.ranks, p.spreads, n_boot=max(st.n_boot, 20),
+                                                 confidence=st.confidence, seed=st.seed)
+    except (InsufficientSamplesError, ValidationError) as exc:
+        why, f = str(exc), None
+    note = ("c of log t = a + b x + c x², x = log rank centred: 0 under one power law, < 0 where "
+            "the slope flattens with rank" + ("" if f is None else
+            f"; slope {f.slope_head:.3g} over the head, {f.slope_tail:.3g} over the tail"
+            f"{'; ' + POWER_LAW_REJECTED if f.power_law_rejected else ''}"))
+    return _row(f"pinning_curvature_{kind}", "input", measured=why or (
+        f.curvature, f.ci_low, f.ci_high), n=p.n_tokens, note=note)
 
 
 def _attenuation_by_range(zipf, pins: dict, kind: str, V: int, st: BridgeSettings) -> list:

@@ -8,7 +8,12 @@ import numpy as np
 import pytest
 
 from tangentlab.claims.bridge_rules import NOT_MEASURABLE, agreement, trust
-from tangentlab.empirical.bridge.site_bridge import BridgeSettings, _theory_pool, site_bridge
+from tangentlab.empirical.bridge.site_bridge import (
+    POWER_LAW_REJECTED,
+    BridgeSettings,
+    _theory_pool,
+    site_bridge,
+)
 
 S, BETA, V = 1.1, 0.4, 20
 
@@ -32,6 +37,16 @@ def test_inputs_recover_the_planted_law(rows):
     b = rows[("pinning_beta_raw", "all")]
     assert b["status"] == "measured" and b["measured_low"] <= BETA <= b["measured_high"]
     assert rows[("local_dimension_m", "all")]["measured"] == 2
+    # the planted spread is one power law of rank: its curvature interval covers 0
+    c = rows[("pinning_curvature_raw", "all")]
+    assert c["status"] == "measured" and c["measured_low"] <= 0.0 <= c["measured_high"], c
+    assert POWER_LAW_REJECTED not in c["note"]
+
+
+def test_the_power_law_note_is_the_one_the_report_reads():
+    from tangentlab.report.theory_numbers import POWER_LAW_REJECTED as READ
+
+    assert POWER_LAW_REJECTED == READ
 
 
 def test_predictions_agree_with_measurement_where_the_theory_holds(rows):
