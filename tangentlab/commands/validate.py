@@ -80,7 +80,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _register_verbs(p: argparse.ArgumentParser) -> None:
-    """The verbs after ``validate``: ``merge`` (shards into one run) and ``certify``."""
+    """The verbs after ``validate``: ``merge`` (shards into one run), ``certify``, ``status``."""
     verbs = p.add_subparsers(dest="verb", metavar="<verb>", parser_class=type(p))
     pm = verbs.add_parser(
         "merge", help="assemble end-to-end shards (--shard K/N) into one end-to-end run",
@@ -110,6 +110,17 @@ def _register_verbs(p: argparse.ArgumentParser) -> None:
     pc.add_argument("run", metavar="RUN", help="a finished end-to-end run directory")
     pc.add_argument("--out", metavar="FILE", required=True, help="the certificate to write")
     pc.set_defaults(func=_certify)
+    ps = verbs.add_parser(
+        "status", help="how far end-to-end directories got, and whether they are stale",
+        description=(
+            "For each end-to-end directory (a run, a shard, an extension or a merged run, "
+            "finished or not): its part and commit, the simulations recorded of those it runs "
+            "(per scenario, with the wrong statuses so far), the mean seconds per simulation "
+            "and the process-hours left at that rate, and whether this checkout's verdict path "
+            "(tangentlab.claims.fingerprints) still equals that of the commit its simulations "
+            "run at: a stale one would certify nothing today. Exit code 0, 2 on bad input."))
+    ps.add_argument("dirs", nargs="+", metavar="DIR", help="end-to-end directories")
+    ps.set_defaults(func=_status)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -299,6 +310,48 @@ def _certify(args: argparse.Namespace) -> int:
           f"{', '.join(ok) or 'none'}; {len(cert['fingerprints'])} modules fingerprinted; "
           f"wrote {path}")
     return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    """``validate status DIR...``: three lines per directory (see the verb's description)."""
+    from tangentlab.errors import ConfigError
+    from tangentlab.validate.end_to_end_records import progress
+
+    given = _parent_flags(args)
+    if given:
+        raise ConfigError(f"status reads end-to-end directories; drop {' and '.join(given)}")
+    for d in args.dirs:
+        p = progress(d)
+        done, total = sum(p.done.values()), sum(p.total.values())
+        rate = (f"{sum(p.seconds) / len(p.seconds):.0f} s per simulation (mean of "
+                f"{len(p.seconds)}), about {p.core_hours_left():.1f} process-hours left"
+                if p.seconds else "no simulation recorded yet")
+        print(f"{d}: {p.part} at commit {p.commit[:12]}{' (dirty)' if p.dirty else ''}, "
+              f"{'finished' if p.finished else 'unfinished'}: {done} of {total} simulations; "
+              f"{rate}; {p.errors} raised")
+        print("  " + ", ".join(f"{n} {p.done[n]}/{p.total[n]}"
+                               + (f" ({p.wrong[n]} wrong)" if p.wrong[n] else "")
+                               for n in p.total))
+        print("  " + _verdict_path_state(p.commit))
+    return 0
+
+
+def _verdict_path_state(commit: str) -> str:
+    """Whether this checkout's verdict path equals ``commit``'s, in one line."""
+    from tangentlab.claims.fingerprints import stale_modules
+    from tangentlab.errors import DataError
+    from tangentlab.validate.certificate import fingerprints_at
+
+    try:
+        stale = stale_modules(fingerprints_at(commit))
+    except DataError as exc:
+        return f"verdict path: not compared with this checkout ({exc})"
+    if not stale:
+        return (f"verdict path: this checkout's equals commit {commit[:12]}'s (a certificate "
+                "from these simulations would be current)")
+    return (f"verdict path: STALE against this checkout, {len(stale)} module(s) differ: "
+            + ", ".join(stale[:4]) + (", ..." if len(stale) > 4 else "")
+            + " (a certificate from these simulations would read 'certificate stale')")
 
 
 def _merge(args: argparse.Namespace) -> int:

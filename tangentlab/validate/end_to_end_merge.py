@@ -137,15 +137,14 @@ def merge_end_to_end(dirs: Sequence[str | Path], out: str | Path) -> tuple[Path,
 def wrong_statuses(run_dir: str | Path) -> dict[str, int]:
     """Scenario → how many (row, simulation) statuses of the finished run ``run_dir`` are wrong.
 
-    Wrong, as the checks count it: "supported" where the scenario's truth for the row is null or
-    negative, "not supported" where it is null. Every scenario of the run is listed (0: none).
+    Wrong, as the checks count it (:func:`~tangentlab.validate.end_to_end_records.wrong_status`).
+    Every scenario of the run is listed (0: none).
     DataError for a directory without a finished end-to-end run's statuses.
     """
     import csv
 
-    from tangentlab.claims.rules import NOT_SUPPORTED, SUPPORTED
     from tangentlab.runs import MANIFEST_NAME
-    from tangentlab.validate.end_to_end_records import STATUSES_NAME, read_settings
+    from tangentlab.validate.end_to_end_records import STATUSES_NAME, read_settings, wrong_status
     from tangentlab.validate.planted_scenarios import scenario
 
     run = Path(run_dir)
@@ -160,9 +159,7 @@ def wrong_statuses(run_dir: str | Path) -> dict[str, int]:
         for r in csv.DictReader(f):
             if r.get("metric") != "status":
                 continue
-            truth = scenario(r["null"]).truth.get(r["row"])
-            bad = ((r["value"] == SUPPORTED and truth in ("null", "negative"))
-                   or (r["value"] == NOT_SUPPORTED and truth == "null"))
+            bad = wrong_status(r["value"], scenario(r["null"]).truth.get(r["row"]))
             wrong[r["null"]] = wrong.get(r["null"], 0) + bad
     return wrong
 

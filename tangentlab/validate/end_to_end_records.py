@@ -39,7 +39,8 @@ __all__ = ["SimulationResult", "SETTINGS_NAME", "SETTINGS_KIND", "SIMULATIONS_DI
            "record_path", "write_record", "read_record", "find_records", "settings_for",
            "write_settings", "read_settings", "is_end_to_end_dir", "settings_mismatch",
            "state_text", "read_records", "require_finished", "read_statuses", "format_table",
-           "ENRICHMENT_FIGURE", "enrichment_calibration", "write_enrichment_figure"]
+           "ENRICHMENT_FIGURE", "enrichment_calibration", "write_enrichment_figure",
+           "wrong_status", "Progress", "progress"]
 
 #: The run's settings file (written first; marks the folder as an end-to-end run).
 SETTINGS_NAME = "end_to_end.json"
@@ -388,3 +389,108 @@ def write_enrichment_figure(run_dir: str | Path) -> Path | None:
     fig.savefig(buf, format="png", dpi=100)
     plt.close(fig)
     return atomic_write_bytes(Path(run_dir) / ENRICHMENT_FIGURE, buf.getvalue())
+
+
+def wrong_status(status: str, truth: str | None) -> bool:
+    """Whether a row's ``status`` is wrong under its scenario's ``truth``, as the checks count it.
+
+    "supported" under a null or negative truth, "not supported" under a null
+    (:func:`tangentlab.validate.end_to_end_checks.summarize`); never under a positive truth,
+    where a miss is a lack of power, not a wrong status.
+    """
+    from tangentlab.claims.rules import NOT_SUPPORTED, SUPPORTED
+
+    return ((status == SUPPORTED and truth in ("null", "negative"))
+            or (status == NOT_SUPPORTED and truth == "null"))
+
+
+@dataclass(frozen=True)
+class Progress:
+    """How far one end-to-end directory got (``tangentlab validate status``).
+
+    Attributes:
+        path: the directory; commit, dirty: the git state its simulations run at.
+        part: ``"whole run"``, ``"shard K/N"``, ``"extension FIRST:LAST@..."`` or ``"merged"``.
+        finished: whether its manifest is written.
+        total, done, wrong: per scenario, in the config's order: the simulations it runs, those
+            recorded, and the wrong statuses among them (:func:`wrong_status`).
+        errors: recorded simulations that raised.
+        seconds: each recorded simulation's seconds (its own process's wall time).
+    """
+
+    path: Path
+    commit: str
+    dirty: bool
+    part: str
+    finished: bool
+    total: dict[str, int]
+    done: dict[str, int]
+    wrong: dict[str, int]
+    errors: int
+    seconds: tuple[float, ...]
+
+    @property
+    def remaining(self) -> int:
+        """Simulations still to run."""
+        return sum(self.total.values()) - sum(self.done.values())
+
+    def core_hours_left(self) -> float:
+        """The remaining simulations at the mean recorded seconds, in hours of one process."""
+        if not self.seconds:
+            return float("nan")
+        return self.remaining * sum(self.seconds) / len(self.seconds) / 3600.0
+
+
+def progress(out: str | Path) -> Progress:
+    """The :class:`Progress` of end-to-end directory ``out`` (finished or not).
+
+    DataError for a directory without an end-to-end settings file, or with a bad record.
+    """
+    from tangentlab.config import config_from_mapping
+    from tangentlab.runs import MANIFEST_NAME
+    from tangentlab.validate.end_to_end_config import (
+        EndToEndConfig,
+        Extension,
+        Shard,
+        jobs,
+        merged_jobs,
+    )
+    from tangentlab.validate.planted_scenarios import scenario
+
+    out = Path(out)
+    if not is_end_to_end_dir(out):
+        raise DataError(f"{str(out)!r} holds no end-to-end run ({SETTINGS_NAME}); pass a "
+                        "directory written by `tangentlab validate --end-to-end`")
+    st = read_settings(out)
+    cfg = config_from_mapping(EndToEndConfig, st["config"])
+    if st.get("extension"):
+        part, mine = f"extension {st['extension']}", Extension.parse(st["extension"]).jobs(cfg)
+    elif st.get("extensions"):
+        part = "merged"
+        mine = merged_jobs(cfg, [Extension.parse(e) for e in st["extensions"]])
+    else:
+        part, mine = "whole run", jobs(cfg)
+    if st.get("shard"):
+        part = f"shard {st['shard']}" + ("" if part == "whole run" else f" of the {part}")
+        mine = Shard.parse(st["shard"]).take(mine)
+    total = {n: 0 for n in cfg.scenarios}
+    for n, _ in mine:
+        total[n] += 1
+    done, wrong = dict.fromkeys(total, 0), dict.fromkeys(total, 0)
+    seconds, errors = [], 0
+    wanted = set(mine)
+    for key, path in find_records(out).items():
+        if key not in wanted:
+            continue
+        res, _ = read_record(path)
+        done[res.scenario] += 1
+        seconds.append(res.seconds)
+        errors += bool(res.error)
+        truth = scenario(res.scenario).truth
+        wrong[res.scenario] += sum(wrong_status(s, truth.get(row))
+                                   for row, s in res.statuses.items())
+    git = st.get("git") or {}
+    return Progress(out, str(git.get("commit") or "unknown"), bool(git.get("dirty")), part,
+                    (out / MANIFEST_NAME).is_file(), {n: k for n, k in total.items() if k},
+                    {n: done[n] for n in total if total[n]},
+                    {n: wrong[n] for n in total if total[n]}, errors, tuple(seconds))

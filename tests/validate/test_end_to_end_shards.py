@@ -18,7 +18,7 @@ import tangentlab.validate.end_to_end as e2e
 from tangentlab.runs import CHECKS_NAME, MANIFEST_NAME, RESULTS_NAME
 from tangentlab.validate.end_to_end import STATUSES_NAME, EndToEndConfig
 from tangentlab.validate.end_to_end_merge import merge_end_to_end
-from tangentlab.validate.end_to_end_records import find_records, read_record
+from tangentlab.validate.end_to_end_records import find_records, progress, read_record
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 
@@ -94,6 +94,9 @@ def test_a_run_killed_inside_a_simulation_resumes_with_nproc_2_to_the_same_bytes
         with pytest.raises(KeyboardInterrupt):
             e2e.write_end_to_end(part, CFG, quick=True)
     assert sorted(find_records(part)) == [("effect", 0)] and not (part / MANIFEST_NAME).exists()
+    half = progress(part)  # what `validate status` prints of it
+    assert (half.part, half.finished, half.remaining) == ("whole run", False, 2)
+    assert half.done == {"effect": 1, "no-effect": 0, "short-eval": 0} and len(half.seconds) == 1
     assert any((part / "simulations" / "no-effect" / "sim000").iterdir())  # its half-done work
     e2e.write_end_to_end(part, CFG, quick=True, nproc=2, resume=True)
     assert _summary(part) == _summary(one)
@@ -128,7 +131,7 @@ def test_the_enrichment_figure_reads_the_intervals_against_the_planted_truth(who
 
 
 def test_an_extension_merged_with_its_run_is_a_run_of_that_many_simulations(whole, text,
-                                                                            monkeypatch):
+                                                                            monkeypatch, capsys):
     """Issue 35, item 3: more simulations for one null, run apart and merged, are those a run
     of that many simulations holds (a simulation's seed is its scenario and index only)."""
     import dataclasses
@@ -157,6 +160,16 @@ def test_an_extension_merged_with_its_run_is_a_run_of_that_many_simulations(whol
     wrong = wrong_statuses(one)
     assert set(wrong) == set(CFG.scenarios) and wrong["effect"] == 0  # a positive truth
     assert scenarios_to_extend(one) == tuple(n for n in CFG.scenarios if wrong[n])
+    # validate status: the part each directory runs, per scenario, and the wrong statuses so far
+    pe, pm = progress(ext), progress(merged)
+    assert (pe.part, pe.total, pe.done, pe.finished) == ("extension 1:2@no-effect",
+                                                         {"no-effect": 1}, {"no-effect": 1}, True)
+    assert pm.part == "merged" and pm.total == {"effect": 1, "no-effect": 2, "short-eval": 1}
+    assert pm.remaining == 0 and pm.wrong == wrong_statuses(merged)
+    assert main(["validate", "status", str(ext), str(merged)]) == 0
+    printed = capsys.readouterr().out
+    assert "extension 1:2@no-effect at commit ffffffffffff, finished: 1 of 1" in printed
+    assert "no-effect 2/2" in printed and "verdict path: not compared" in printed  # no such commit
     # refused: settings --extend takes from the run, a merged run, nothing above its sims
     base = ["validate", "--end-to-end", "--extend", str(one), "--out", str(root / "no")]
     assert main([*base, "--quick"]) == 2
