@@ -186,10 +186,12 @@ def _run_end_to_end(args: argparse.Namespace) -> int:
         raise ConfigError("--like RUN sets every setting from the run; drop --quick/--setting")
     shard = Shard.parse(args.shard) if args.shard is not None else None
     name = "quick" if args.quick else setting or "full"
-    extension = None
+    extension, quick = None, args.quick
     if getattr(args, "extend", None) is not None:
-        cfg, extension = _extension(args, like=like, setting=setting)
+        cfg, extension, quick = _extension(args, like=like, setting=setting)
         name = "extension"
+    elif getattr(args, "extend_to", 200) != 200:
+        raise ConfigError("--extend-to applies only with --extend RUN; add --extend, or drop it")
     elif like is not None:
         from tangentlab.validate.twin import twin_setting
 
@@ -204,7 +206,7 @@ def _run_end_to_end(args: argparse.Namespace) -> int:
     out = args.out if args.out is not None else Path("runs") / "validate-end-to-end"
     # write_end_to_end checks --out and holds its run lock itself (so API callers get both too)
     path, passed = write_end_to_end(
-        Path(out), cfg, quick=name == "quick", nproc=int(args.nproc), resume=args.resume,
+        Path(out), cfg, quick=quick, nproc=int(args.nproc), resume=args.resume,
         shard=shard, extension=extension,
         on_result=lambda r: log(f"end-to-end {r.scenario} #{r.sim}: "
                                 + ", ".join(f"{k} {v}" for k, v in r.statuses.items())))
@@ -232,16 +234,20 @@ def _run_end_to_end(args: argparse.Namespace) -> int:
 
 
 def _extension(args: argparse.Namespace, *, like, setting):
-    """``--extend RUN``: RUN's own config and the :class:`Extension` its wrong statuses ask for.
+    """``--extend RUN``: RUN's config, the :class:`Extension` it asks for, RUN's quick flag.
 
-    ConfigError with the settings --extend takes from RUN (--like, --quick, --setting, --sims,
-    --mutant), for a RUN that is itself merged with an extension, or when no scenario of RUN
-    needs more simulations (none wrong, or --extend-to not above RUN's simulations).
+    The extension runs the scenarios in which a row got a wrong status. ConfigError, before any simulation runs: with the settings --extend takes from RUN (--like,
+    --quick, --setting, --sims, --mutant, --seed); for a RUN that is itself merged with an
+    extension; when this checkout's commit or RUN's config hash (read back by today's code)
+    differs from RUN's, since merge would refuse the extension after it ran; or when no
+    scenario of RUN needs more simulations (none wrong, or --extend-to not above its
+    simulations).
     """
     from pathlib import Path
 
-    from tangentlab.config import config_from_mapping
+    from tangentlab.config import config_from_mapping, config_hash
     from tangentlab.errors import ConfigError
+    from tangentlab.runs import git_commit
     from tangentlab.validate.end_to_end import EndToEndConfig
     from tangentlab.validate.end_to_end_config import Extension
     from tangentlab.validate.end_to_end_merge import scenarios_to_extend
@@ -249,7 +255,7 @@ def _extension(args: argparse.Namespace, *, like, setting):
 
     given = [f for f, on in (("--like", like is not None), ("--quick", args.quick),
                              ("--setting", setting is not None), ("--sims", args.sims),
-                             ("--mutant", args.mutant)) if on]
+                             ("--mutant", args.mutant), ("--seed", args.seed != 0)) if on]
     if given:
         raise ConfigError(f"--extend RUN runs RUN's own config; drop {' and '.join(given)}")
     run = Path(args.extend)
@@ -259,12 +265,19 @@ def _extension(args: argparse.Namespace, *, like, setting):
         raise ConfigError(f"{str(run)!r} is already merged with extensions "
                           f"({', '.join(settings['extensions'])}); extend the base run instead")
     cfg = config_from_mapping(EndToEndConfig, settings["config"])
+    theirs, ours = (settings.get("git") or {}).get("commit"), git_commit().get("commit")
+    if theirs != ours or config_hash(cfg) != settings["config_hash"]:
+        why = (f"its simulations ran at commit {str(theirs)[:12]}, this checkout is at "
+               f"{str(ours)[:12]}" if theirs != ours else
+               "its config no longer hashes to its config_hash with today's code")
+        raise ConfigError(f"cannot extend {str(run)!r}: {why}; merge would refuse the "
+                          "extension, so run it from a checkout (a worktree) of the run's commit")
     if not names or args.extend_to <= cfg.sims:
         raise ConfigError(f"nothing to extend in {str(run)!r}: "
                           + ("no row got a wrong status in any scenario" if not names else
                              f"--extend-to {args.extend_to} is not above its {cfg.sims} "
                              "simulations per scenario"))
-    return cfg, Extension(cfg.sims, int(args.extend_to), names)
+    return cfg, Extension(cfg.sims, int(args.extend_to), names), bool(settings.get("quick"))
 
 
 def _print_checks(path, *, note: str, what: str, passed: bool) -> int:

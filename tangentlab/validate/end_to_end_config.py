@@ -304,7 +304,7 @@ def jobs(cfg) -> list[tuple[str, int]]:
 # named scenarios under the base run's own config: a simulation's seed depends on its scenario
 # and index only, so an extended run equals one run with LAST simulations of those scenarios.
 
-_EXTENSION = re.compile(r"\s*(\d+)\s*:\s*(\d+)\s*@\s*([\w.,\s-]+?)\s*")
+_EXTENSION = re.compile(r"\s*(\d+)\s*:\s*(\d+)\s*@\s*([^@:]+?)\s*")  # names hold "/": rd-1/64
 
 
 @dataclass(frozen=True)

@@ -255,6 +255,10 @@ def require_finished(run_dir: Path) -> None:
         raise DataError(f"{str(run_dir)!r} holds shard {settings['shard']} of an end-to-end run, "
                         "which judges nothing alone; merge the shards with `tangentlab validate "
                         "merge`")
+    if settings.get("extension"):
+        raise DataError(f"{str(run_dir)!r} holds extension {settings['extension']} of an "
+                        "end-to-end run, which judges nothing alone; merge it with its run with "
+                        "`tangentlab validate merge RUN EXTENSION --out MERGED`")
     state = state_text(run_dir, settings)
     if state != "finished":
         raise DataError(f"{str(run_dir)!r} holds an end-to-end run that is not finished "
@@ -394,14 +398,15 @@ def write_enrichment_figure(run_dir: str | Path) -> Path | None:
 def wrong_status(status: str, truth: str | None) -> bool:
     """Whether a row's ``status`` is wrong under its scenario's ``truth``, as the checks count it.
 
-    "supported" under a null or negative truth, "not supported" under a null
-    (:func:`tangentlab.validate.end_to_end_checks.summarize`); never under a positive truth,
-    where a miss is a lack of power, not a wrong status.
+    "supported" under a null or negative truth, "not supported" under a null or positive one
+    (the per-scenario ``wrong_supported`` and ``wrong_not_supported`` checks of
+    :func:`tangentlab.validate.end_to_end_checks.summarize`); "inconclusive" is never wrong
+    (under a positive truth it is a lack of power, judged by the power check).
     """
     from tangentlab.claims.rules import NOT_SUPPORTED, SUPPORTED
 
     return ((status == SUPPORTED and truth in ("null", "negative"))
-            or (status == NOT_SUPPORTED and truth == "null"))
+            or (status == NOT_SUPPORTED and truth in ("null", "positive")))
 
 
 @dataclass(frozen=True)

@@ -225,7 +225,8 @@ def _hash_normals(keys, n: int, salt: int):
     base = base + ((salt * 97 + 1) * 40503 + torch.arange(2 * n, device=keys.device) * 69069)
     u = _uniform(_mix(base.remainder_(_M31)))
     u1, u2 = u[..., :n], u[..., n:]  # disjoint halves: each transformed in place
-    return u1.log_().mul_(-2.0).sqrt_().mul_(u2.mul_(2.0 * math.pi).cos_())
+    # a fresh (..., n) product: the cache keeps n numbers per key, not a view of all 2n
+    return torch.mul(u1.log_().mul_(-2.0).sqrt_(), u2.mul_(2.0 * math.pi).cos_())
 
 
 # ---------------------------------------------------------------------------------- modules

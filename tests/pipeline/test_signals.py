@@ -65,7 +65,8 @@ def _group_alive(pgid: int) -> bool:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
-def test_a_signal_stops_reproduce_with_its_exit_code_and_the_run_resumes(tmp_path, sig, code):
+def test_a_signal_stops_reproduce_with_its_exit_code_and_leaves_the_run_resumable(tmp_path, sig,
+                                                                                  code):
     out = tmp_path / "run"
     proc = _start(out)
     _wait_for(proc, out / "logs" / "train__decoder.log")  # the training worker has started
@@ -85,8 +86,9 @@ def test_a_signal_stops_reproduce_with_its_exit_code_and_the_run_resumes(tmp_pat
     while _group_alive(proc.pid) and time.monotonic() < deadline:  # workers are gone too
         time.sleep(0.05)
     assert not _group_alive(proc.pid), "a stage worker outlived the stopped reproduce"
-    # recorded as interrupted: the state a SIGKILL leaves, from which
-    # tests/pipeline/test_kill_resume.py resumes a run to the uninterrupted one's results (a
-    # rerun to the end here repeated that at 30-40 s of the unit tier)
+    # the stage recorded as interrupted ("running") and the lock released: the stage state a
+    # SIGKILL leaves too, from which tests/pipeline/test_kill_resume.py resumes a run to the
+    # uninterrupted one's results (a rerun to the end here, 30-40 s of the unit tier, resumed
+    # from the same stage state after a graceful stop)
     assert _stages(out)["train/decoder"] == "running"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]  # the run lock is released

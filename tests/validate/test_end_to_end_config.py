@@ -129,6 +129,9 @@ def test_an_extension_names_its_simulations_and_merged_jobs_have_no_gap():
                         ("1:3@effect,effect", "each scenario once"), ("x", "FIRST:LAST@")):
         with pytest.raises(ConfigError, match=words):
             Extension.parse(text)
+    for name in SCENARIOS:  # every name survives its settings text, "/" included (rd-1/64)
+        e = Extension(50, 200, (name, "no-effect") if name != "no-effect" else (name,))
+        assert Extension.parse(str(e)) == e
     with pytest.raises(ConfigError, match="does not simulate"):
         Extension(1, 3, ("bursty",)).jobs(cfg)
     with pytest.raises(ConfigError, match="already simulated"):

@@ -15,10 +15,16 @@ import pytest
 
 import tangentlab.runs as runs
 import tangentlab.validate.end_to_end as e2e
+from tangentlab.errors import DataError
 from tangentlab.runs import CHECKS_NAME, MANIFEST_NAME, RESULTS_NAME
 from tangentlab.validate.end_to_end import STATUSES_NAME, EndToEndConfig
 from tangentlab.validate.end_to_end_merge import merge_end_to_end
-from tangentlab.validate.end_to_end_records import find_records, progress, read_record
+from tangentlab.validate.end_to_end_records import (
+    find_records,
+    progress,
+    read_record,
+    require_finished,
+)
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 
@@ -156,10 +162,15 @@ def test_an_extension_merged_with_its_run_is_a_run_of_that_many_simulations(whol
     assert settings["jobs"] == 4 and "extension" not in settings
     statuses = (merged / STATUSES_NAME).read_text()
     assert statuses.count(",no-effect,") == 2 * statuses.count(",effect,")
-    # which nulls an extension takes: those with a wrong status, counted as the checks count
+    # which nulls an extension takes: those with a wrong status, counted as the checks count it
     wrong = wrong_statuses(one)
-    assert set(wrong) == set(CFG.scenarios) and wrong["effect"] == 0  # a positive truth
+    checks = json.loads((one / CHECKS_NAME).read_text())
+    assert wrong == {n: sum(round(c["measured"] * c["n"]) for c in checks if c["null"] == n
+                            and c["metric"] in ("wrong_supported", "wrong_not_supported"))
+                     for n in CFG.scenarios}
     assert scenarios_to_extend(one) == tuple(n for n in CFG.scenarios if wrong[n])
+    with pytest.raises(DataError, match="merge it with its run"):
+        require_finished(ext)  # an extension judges nothing alone
     # validate status: the part each directory runs, per scenario, and the wrong statuses so far
     pe, pm = progress(ext), progress(merged)
     assert (pe.part, pe.total, pe.done, pe.finished) == ("extension 1:2@no-effect",
@@ -172,8 +183,17 @@ def test_an_extension_merged_with_its_run_is_a_run_of_that_many_simulations(whol
     assert "no-effect 2/2" in printed and "verdict path: not compared" in printed  # no such commit
     # refused: settings --extend takes from the run, a merged run, nothing above its sims
     base = ["validate", "--end-to-end", "--extend", str(one), "--out", str(root / "no")]
-    assert main([*base, "--quick"]) == 2
-    assert main([*base, "--extend-to", "1"]) == 2
+    capsys.readouterr()
+    for extra, words in ((["--quick"], "drop --quick"), (["--seed", "3"], "drop --seed"),
+                         (["--extend-to", "1"], "nothing to extend")):
+        assert main([*base, *extra]) == 2
+        assert words in capsys.readouterr().err
     assert main(["validate", "--end-to-end", "--extend", str(merged), "--out",
                  str(root / "no")]) == 2
+    assert "already merged with extensions" in capsys.readouterr().err
+    assert main(["validate", "--end-to-end", "--quick", "--extend-to", "300"]) == 2
+    assert "only with --extend" in capsys.readouterr().err
+    monkeypatch.setattr(runs, "git_commit", lambda *a, **k: {"commit": "e" * 40, "dirty": False})
+    assert main(base) == 2  # another commit: merge would refuse it after it ran
+    assert "ran at commit ffffffffffff, this checkout is at eeeeeeeeeeee" in capsys.readouterr().err
     assert not (root / "no").exists()

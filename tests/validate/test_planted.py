@@ -115,7 +115,9 @@ def test_hash_normals_are_the_plain_formula_bit_for_bit():
     g = torch.Generator().manual_seed(3)
     for shape, n, salt in (((4, 16), 1, 0), ((2, 3, 5), 7, 12345), ((8,), 64, 9)):
         keys = torch.randint(0, _M31, shape, generator=g)
-        assert torch.equal(_hash_normals(keys, n, salt), plain(keys, n, salt))
+        got = _hash_normals(keys, n, salt)
+        assert torch.equal(got, plain(keys, n, salt))
+        assert got.is_contiguous() and got.untyped_storage().nbytes() == got.numel() * 8
         assert torch.equal(hash_normals(keys, n, salt), hash_normals(keys, n, salt))
     assert not torch.equal(_hash_normals(keys, n, salt), _hash_normals(keys, n, salt + 1))
 

@@ -64,8 +64,12 @@ class PowerLawCurvature:
 
     @property
     def power_law_rejected(self) -> bool:
-        """Whether the interval excludes 0 (one power law does not describe the spreads)."""
-        return not (self.ci_low <= 0.0 <= self.ci_high)
+        """Whether the interval excludes 0 (one power law does not describe the spreads).
+
+        False where the interval is not finite (fewer than 2 bootstrap fits): no evidence.
+        """
+        finite = np.isfinite(self.ci_low) and np.isfinite(self.ci_high)
+        return bool(finite and not (self.ci_low <= 0.0 <= self.ci_high))
 
 
 def _quadratic(x: np.ndarray, y: np.ndarray) -> float:

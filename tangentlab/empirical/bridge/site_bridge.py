@@ -223,6 +223,8 @@ def _power_law_form(p, kind: str, why: str, st: BridgeSettings) -> dict[str, Any
                                                  confidence=st.confidence, seed=st.seed)
     except (InsufficientSamplesError, ValidationError) as exc:
         why, f = str(exc), None
+    if f is not None and not (math.isfinite(f.ci_low) and math.isfinite(f.ci_high)):
+        why, f = "fewer than 2 bootstrap fits of the curvature succeeded (no interval)", None
     note = ("c of log t = a + b x + c x², x = log rank centred: 0 under one power law, < 0 where "
             "the slope flattens with rank" + ("" if f is None else
             f"; slope {f.slope_head:.3g} over the head, {f.slope_tail:.3g} over the tail"

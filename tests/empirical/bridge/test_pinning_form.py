@@ -56,3 +56,11 @@ def test_bad_input_is_named():
         power_law_curvature(r, t, confidence=1.0)
     with pytest.raises(InsufficientSamplesError, match=f"{MIN_TOKENS} tokens"):
         power_law_curvature(r[: MIN_TOKENS - 1], t[: MIN_TOKENS - 1])
+
+
+def test_no_interval_is_no_rejection():
+    """Fewer than 2 bootstrap fits leave the interval NaN: that is no evidence against the law."""
+    r, t = _tokens(0, head=0.17, tail=0.0)
+    f = power_law_curvature(r, t, n_boot=1)
+    assert np.isnan(f.ci_low) and not f.power_law_rejected
+    assert power_law_curvature(r, t, n_boot=200).power_law_rejected  # the same law, with one
