@@ -323,6 +323,8 @@ class Extension:
         if not self.scenarios or len(set(self.scenarios)) != len(self.scenarios):
             raise ConfigError(f"an extension names each scenario once and at least one; got "
                               f"{list(self.scenarios)}")
+        # one spelling per extension (sorted names), so a resume matches however it was written
+        object.__setattr__(self, "scenarios", tuple(sorted(self.scenarios)))
 
     @classmethod
     def parse(cls, text: str) -> Extension:

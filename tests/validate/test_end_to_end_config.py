@@ -121,6 +121,7 @@ def test_an_extension_names_its_simulations_and_merged_jobs_have_no_gap():
     cfg = EndToEndConfig.quick(0)  # 3 scenarios x 1 simulation
     ext = Extension.parse(" 1:3 @ no-effect ")
     assert (ext, str(ext)) == (Extension(1, 3, ("no-effect",)), "1:3@no-effect")
+    assert str(Extension.parse("1:3@short-eval,effect")) == "1:3@effect,short-eval"  # one spelling
     assert ext.jobs(cfg) == [("no-effect", 1), ("no-effect", 2)]
     assert merged_jobs(cfg, []) == jobs(cfg)
     assert merged_jobs(cfg, [ext]) == [("effect", 0), ("no-effect", 0), ("no-effect", 1),
