@@ -112,7 +112,9 @@ def merge_end_to_end(dirs: Sequence[str | Path], out: str | Path) -> tuple[Path,
     exts = [Extension.parse(s["extension"]) for s in settings if s.get("extension")]
     wanted = merged_jobs(cfg, exts)
     owner = _gather(paths, wanted)
-    merged = {k: v for k, v in settings[0].items() if k != "extension"}
+    # the settings of a base-run input (not an extension's), whichever order the inputs came in
+    base = next((st for st in settings if not st.get("extension")), settings[0])
+    merged = {k: v for k, v in base.items() if k != "extension"}
     merged.update({"shard": None, "jobs": len(wanted), "merged_from": [str(p) for p in paths]})
     if exts:
         merged["extensions"] = sorted({str(e) for e in exts})
