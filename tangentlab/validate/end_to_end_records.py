@@ -478,9 +478,7 @@ def progress(out: str | Path) -> Progress:
     if st.get("shard"):
         part = f"shard {st['shard']}" + ("" if part == "whole run" else f" of the {part}")
         mine = Shard.parse(st["shard"]).take(mine)
-    total = {n: 0 for n in cfg.scenarios}
-    for n, _ in mine:
-        total[n] += 1
+    total = {n: sum(m == n for m, _ in mine) for n in cfg.scenarios}
     done, wrong = dict.fromkeys(total, 0), dict.fromkeys(total, 0)
     seconds, errors = [], 0
     wanted = set(mine)

@@ -28,16 +28,21 @@ Example::
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from tangentlab.errors import InsufficientSamplesError, ValidationError
 
-__all__ = ["MIN_TOKENS", "PowerLawCurvature", "power_law_curvature"]
+__all__ = ["MIN_TOKENS", "POWER_LAW_REJECTED", "PowerLawCurvature", "power_law_curvature",
+           "curvature_row"]
 
 #: Tokens a curvature fit needs (three coefficients, and a head and a tail of five each).
 MIN_TOKENS = 10
+#: The note a ``pinning_curvature`` row carries when one power law is rejected (the report's
+#: findings list reads it: ``report.theory_numbers.POWER_LAW_REJECTED``, the same words).
+POWER_LAW_REJECTED = "one power law rejected"
 
 
 @dataclass(frozen=True)
@@ -124,3 +129,31 @@ def power_law_curvature(ranks: ArrayLike, spreads: ArrayLike, *, n_boot: int = 2
                              slope_head=_slope(x[head], y[head]),
                              slope_tail=_slope(x[~head], y[~head]), n_tokens=int(r.size),
                              confidence=float(confidence), replicates=reps)
+
+
+def curvature_row(fit, kind: str, why: str, *, n_boot: int, confidence: float,
+                  seed: int) -> dict[str, Any]:
+    """The ``pinning_curvature_KIND`` input row of ``bridge.csv`` for a pinning fit.
+
+    ``fit``: a :class:`~tangentlab.measure.pinning.PinningFit` (its per-token ranks and
+    spreads), or None where the pinning fit itself failed; ``why``: the reason the fit is not
+    trusted or failed ("" when it is trusted), which the row carries instead of a number. A fit the test cannot run, or whose interval has fewer than 2 bootstrap
+    fits, is not measurable, with the reason.
+    """
+    from tangentlab.empirical.bridge.rows import bridge_row
+
+    f = None
+    if not why:
+        try:
+            f = power_law_curvature(fit.ranks, fit.spreads, n_boot=n_boot,
+                                    confidence=confidence, seed=seed)
+        except (InsufficientSamplesError, ValidationError) as exc:
+            why = str(exc)
+    if f is not None and not (np.isfinite(f.ci_low) and np.isfinite(f.ci_high)):
+        why, f = "fewer than 2 bootstrap fits of the curvature succeeded (no interval)", None
+    note = ("c of log t = a + b x + c x², x = log rank centred: 0 under one power law, < 0 where "
+            "the slope flattens with rank" + ("" if f is None else
+            f"; slope {f.slope_head:.3g} over the head, {f.slope_tail:.3g} over the tail"
+            f"{'; ' + POWER_LAW_REJECTED if f.power_law_rejected else ''}"))
+    return bridge_row(f"pinning_curvature_{kind}", "input", measured=why or (
+        f.curvature, f.ci_low, f.ci_high), n=None if fit is None else fit.n_tokens, note=note)

@@ -39,7 +39,7 @@ PHASES = ("step0", "peak", "last")
 
 
 def _columns() -> tuple[str, ...]:
-    from tangentlab.empirical.bridge.site_bridge import COLUMNS
+    from tangentlab.empirical.bridge.rows import COLUMNS
 
     return ("model", "arch", "site", "phase", "checkpoint", "step", *COLUMNS)
 

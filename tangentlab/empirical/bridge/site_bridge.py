@@ -47,18 +47,15 @@ import numpy as np
 
 from tangentlab.claims.bridge_rules import (
     MIN_BUCKET_TOKENS,
-    NOT_MEASURABLE,
     OUTSIDE_DOMAIN,
-    agreement,
     trust,
 )
+from tangentlab.empirical.bridge.rows import bridge_row, interval
 from tangentlab.errors import InsufficientSamplesError, ValidationError
 
-__all__ = ["COLUMNS", "BridgeSettings", "SiteArrays", "site_bridge", "zipf_inputs"]
+__all__ = ["BridgeSettings", "SiteArrays", "site_bridge", "zipf_inputs"]
 
-#: Columns of a bridge row (``bridge.csv`` adds model, arch, site, phase, checkpoint, step).
-COLUMNS = ("quantity", "bucket", "role", "predicted", "predicted_low", "predicted_high",
-           "measured", "measured_low", "measured_high", "status", "n", "note")
+
 
 
 @dataclass(frozen=True)
@@ -99,31 +96,6 @@ class SiteArrays:
     sample: np.ndarray
 
 
-def _row(quantity: str, role: str, *, bucket: str = "all", measured=None, predicted=None,
-         status: str = "", n: int | None = None, note: str = "") -> dict[str, Any]:
-    nan = float("nan")
-    m = measured if isinstance(measured, tuple) else (nan, nan, nan)
-    p = predicted if isinstance(predicted, tuple) else (nan, nan, nan)
-    reasons = [x for x in (measured, predicted) if isinstance(x, str) and x]
-    if role == "comparison":
-        status = agreement(*p, *m)
-    elif not status:
-        status = "measured" if isinstance(measured, tuple) and math.isfinite(m[0]) else NOT_MEASURABLE
-    note = "; ".join([*([f"{NOT_MEASURABLE}: " + r for r in reasons]), *([note] if note else [])])
-    return {"quantity": quantity, "bucket": bucket, "role": role,
-            "predicted": p[0], "predicted_low": p[1], "predicted_high": p[2],
-            "measured": m[0], "measured_low": m[1], "measured_high": m[2],
-            "status": status, "n": n, "note": note}
-
-
-def _interval(value: float, reps: np.ndarray, confidence: float) -> tuple[float, float, float]:
-    reps = np.asarray(reps, dtype=np.float64)
-    reps = reps[np.isfinite(reps)]
-    if reps.size < 2 or not math.isfinite(value):
-        return (float(value), float("nan"), float("nan"))
-    a = (1 - confidence) / 2
-    lo, hi = np.quantile(reps, [a, 1 - a])
-    return (float(value), float(lo), float(hi))
 
 
 #: Tokens of the training table the Zipf fit reads at most (binomial thinning above).
@@ -159,19 +131,16 @@ def _zipf(a: SiteArrays, st: BridgeSettings):
             z = fit_zipf(toks, docs, min_count=st.zipf_min_count, n_boot=max(st.n_boot, 20),
                          confidence=st.confidence, seed=st.seed)
         except InsufficientSamplesError as exc:
-            rows.append(_row(name, "input", measured=str(exc), note=note))
+            rows.append(bridge_row(name, "input", measured=str(exc), note=note))
             continue
         why = trust("zipf_s", n_ranks=z.r_max - z.r_min + 1)
-        rows.append(_row(name, "input", measured=why or (z.s, z.ci_low, z.ci_high), n=z.n_fit,
+        rows.append(bridge_row(name, "input", measured=why or (z.s, z.ci_low, z.ci_high), n=z.n_fit,
                          note=f"{note}; {z.rule}; {z.n_units} units"))
         if name == "zipf_s" and not why:
             out = z
     return out, rows
 
 
-#: The note a ``pinning_curvature`` row carries when one power law is rejected (the report's
-#: findings list reads it: ``report.theory_numbers.POWER_LAW_REJECTED``, the same words).
-POWER_LAW_REJECTED = "one power law rejected"
 #: The rank ranges (the R most frequent training ranks) beta is also fitted over (issue 36):
 #: pinning concentrated in the most frequent tokens makes one power law a range-dependent summary.
 PINNING_RANK_RANGES = (100, 300, 1000)
@@ -184,6 +153,7 @@ def _pinning(a: SiteArrays, ranks: np.ndarray, st: BridgeSettings):
     (:data:`PINNING_RANK_RANGES`, those below the largest rank) are inputs shown beside it, and
     :func:`_attenuation_by_range` shows how far the predicted attenuation moves with them.
     """
+    from tangentlab.empirical.bridge.pinning_form import curvature_row
     from tangentlab.measure.pinning import pinning_exponent
 
     out, rows = {}, []
@@ -198,39 +168,24 @@ def _pinning(a: SiteArrays, ranks: np.ndarray, st: BridgeSettings):
                                      confidence=st.confidence, seed=st.seed,
                                      keep=None if top is None else ranks[a.tokens] <= top)
             except (InsufficientSamplesError, ValidationError) as exc:
-                rows.append(_row(f"pinning_beta_{kind}", "input", bucket=bucket,
-                                 measured=str(exc)))
+                rows.append(bridge_row(f"pinning_beta_{kind}", "input", bucket=bucket,
+                                       measured=str(exc)))
+                if top is None:  # the curvature row says why too
+                    rows.append(curvature_row(None, kind, str(exc), n_boot=0, confidence=0.95,
+                                              seed=st.seed))
                 continue
             why = trust("pinning_beta", n_tokens=p.n_tokens)
             note = f"k = {p.k} documents per token" + ("" if top is None else (
                 f"; the {top} most frequent training ranks only (the predictions use every rank)"))
-            rows.append(_row(f"pinning_beta_{kind}", "input", bucket=bucket,
+            rows.append(bridge_row(f"pinning_beta_{kind}", "input", bucket=bucket,
                              measured=why or (p.beta, p.ci_low, p.ci_high), n=p.n_tokens,
                              note=note))
             if not why:
                 out[key] = p
             if top is None:
-                rows.append(_power_law_form(p, kind, why, st))
+                rows.append(curvature_row(p, kind, why, n_boot=max(st.n_boot, 20),
+                                          confidence=st.confidence, seed=st.seed))
     return out, rows
-
-
-def _power_law_form(p, kind: str, why: str, st: BridgeSettings) -> dict[str, Any]:
-    """The ``pinning_curvature_KIND`` input row: does one power law describe the spreads?"""
-    from tangentlab.empirical.bridge.pinning_form import power_law_curvature
-
-    try:
-        f = None if why else power_law_curvature(p.ranks, p.spreads, n_boot=max(st.n_boot, 20),
-                                                 confidence=st.confidence, seed=st.seed)
-    except (InsufficientSamplesError, ValidationError) as exc:
-        why, f = str(exc), None
-    if f is not None and not (math.isfinite(f.ci_low) and math.isfinite(f.ci_high)):
-        why, f = "fewer than 2 bootstrap fits of the curvature succeeded (no interval)", None
-    note = ("c of log t = a + b x + c x², x = log rank centred: 0 under one power law, < 0 where "
-            "the slope flattens with rank" + ("" if f is None else
-            f"; slope {f.slope_head:.3g} over the head, {f.slope_tail:.3g} over the tail"
-            f"{'; ' + POWER_LAW_REJECTED if f.power_law_rejected else ''}"))
-    return _row(f"pinning_curvature_{kind}", "input", measured=why or (
-        f.curvature, f.ci_low, f.ci_high), n=p.n_tokens, note=note)
 
 
 def _attenuation_by_range(zipf, pins: dict, kind: str, V: int, st: BridgeSettings) -> list:
@@ -243,7 +198,7 @@ def _attenuation_by_range(zipf, pins: dict, kind: str, V: int, st: BridgeSetting
             continue
         pr = predict_attenuation(measured(zipf, "s"), measured(p, "beta"), n_types=V,
                                  confidence=st.confidence)
-        rows.append(_row(f"attenuation_{kind}", "input", bucket="beta from " + key.split(" ", 1)[1],
+        rows.append(bridge_row(f"attenuation_{kind}", "input", bucket="beta from " + key.split(" ", 1)[1],
                          measured=(pr.value, pr.ci_low, pr.ci_high), n=p.n_tokens,
                          note="the closed form at the beta of these ranks only: how far the "
                               "prediction moves with the rank range" + _outside_domain(p)))
@@ -319,7 +274,7 @@ def _curvature_rows(a: SiteArrays, ranks: np.ndarray, order: np.ndarray, zipf, p
     rows: list[dict] = []
     labels = list(a.labels)
     m, why, cand, ms = _dimension(a, order, st)
-    rows.append(_row("local_dimension_m", "input", measured=why or (
+    rows.append(bridge_row("local_dimension_m", "input", measured=why or (
         float(m), float(np.quantile(ms, 0.025)), float(np.quantile(ms, 0.975))), n=len(ms),
         note="median of per-token multiscale local PCA; interval: 2.5-97.5% of the tokens' m"))
     fits: dict = {}
@@ -353,7 +308,7 @@ def _curvature_rows(a: SiteArrays, ranks: np.ndarray, order: np.ndarray, zipf, p
                             else np.nan for j in J])
         if not ii_ok.any():
             ii_why = ii_why or "no token's ‖II‖² passed its own markers"
-        rows.append(_row("ii_norm_sq", "input", measured=ii_why or _interval(
+        rows.append(bridge_row("ii_norm_sq", "input", measured=ii_why or interval(
             ii_mean, ii_reps, st.confidence), n=int(ii_ok.sum()),
             note=f"mean over tokens, k = {neighbourhood_size(m)} occurrences each; m = {m}"))
         V = max(int(r.max()), 2)
@@ -368,7 +323,7 @@ def _curvature_rows(a: SiteArrays, ranks: np.ndarray, order: np.ndarray, zipf, p
                 pr = predict_attenuation(measured(zipf, "s"), measured(p, "beta"), n_types=V,
                                          confidence=st.confidence)
                 pred = (pr.value, pr.ci_low, pr.ci_high)
-            rows += [_row(f"attenuation_{kind}", "comparison", measured=meas_att,
+            rows += [bridge_row(f"attenuation_{kind}", "comparison", measured=meas_att,
                           predicted=pred, n=int(toks.size), note=f"V = {V} (largest training "
                           f"rank measured); beta {kind}" + _outside_domain(p)),
                      *_attenuation_by_range(zipf, pins, kind, V, st)]
@@ -383,15 +338,15 @@ def _curvature_rows(a: SiteArrays, ranks: np.ndarray, order: np.ndarray, zipf, p
             bwhy = trust("pooled_visibility", n_tokens=n_b)
             pool = _pooled(np.vstack([ones, W]), nv, tv, mk)
             rel = pool / all_pool
-            meas_rel = bwhy or _interval(rel[0], rel[1:], st.confidence)
-            meas_abs = bwhy or _interval(pool[0], pool[1:], st.confidence)
+            meas_rel = bwhy or interval(rel[0], rel[1:], st.confidence)
+            meas_abs = bwhy or interval(pool[0], pool[1:], st.confidence)
             pred_rel: Any = "beta or s is not measurable"
             pred_abs: Any = ii_why or "beta or s is not measurable"
             if p is not None and zipf is not None and not bwhy:
                 cols = [(zipf.s, p.beta)] + list(zip(zipf.replicates[:nb], p.replicates[:nb]))
                 vals = np.array([np.divide(*_theory_pool(r, s_, b_, V, [mk, all_mask]))
                                  for s_, b_ in cols])
-                pred_rel = _interval(vals[0], vals[1:], st.confidence)
+                pred_rel = interval(vals[0], vals[1:], st.confidence)
                 if not ii_why:  # t_r from the theory's total tangent variance m t_r²
                     lt = np.log(np.sqrt(tv / float(tangent_variance(1.0, m))))
                     lr = np.log(r)
@@ -406,22 +361,22 @@ def _curvature_rows(a: SiteArrays, ranks: np.ndarray, order: np.ndarray, zipf, p
                         Measured(p.beta, p.replicates[:nb]), t0,
                         Measured(ii_mean, ii_reps[:nb]), m, V, confidence=st.confidence)
                     pred_abs = (pa.value, pa.ci_low, pa.ci_high)
-            rows.append(_row("relative_visibility", "comparison", bucket=lab, measured=meas_rel,
+            rows.append(bridge_row("relative_visibility", "comparison", bucket=lab, measured=meas_rel,
                              predicted=pred_rel, n=n_b,
                              note="bucket type-pooled over all tokens' type-pooled visibility"
                                   + _outside_domain(p)))
-            rows.append(_row("bucket_visibility", "comparison", bucket=lab, measured=meas_abs,
+            rows.append(bridge_row("bucket_visibility", "comparison", bucket=lab, measured=meas_abs,
                              predicted=pred_abs, n=n_b, note=f"m = {m}, beta raw"))
     else:
         reason = why or "no token was measured"
-        rows.append(_row("ii_norm_sq", "input", measured=reason))
+        rows.append(bridge_row("ii_norm_sq", "input", measured=reason))
         for kind in ("raw", "direction"):
-            rows.append(_row(f"attenuation_{kind}", "comparison", measured=reason,
+            rows.append(bridge_row(f"attenuation_{kind}", "comparison", measured=reason,
                              predicted=None if (pins.get(kind) and zipf) else
                              "beta or s is not measurable"))
         for lab in labels:
             for q in ("relative_visibility", "bucket_visibility"):
-                rows.append(_row(q, "comparison", bucket=lab, measured=reason))
+                rows.append(bridge_row(q, "comparison", bucket=lab, measured=reason))
     return rows
 
 
@@ -441,10 +396,10 @@ def _baselines(sample: np.ndarray, with_id: bool = True) -> list[dict]:
             continue
         try:
             v = float(fn())
-            out.append(_row(name, "baseline", measured=(v, float("nan"), float("nan")),
+            out.append(bridge_row(name, "baseline", measured=(v, float("nan"), float("nan")),
                             status="context", n=n, note=note))
         except Exception as exc:  # noqa: BLE001 - a peer baseline that cannot run is context only
-            out.append(_row(name, "baseline", measured=" ".join(str(exc).split())[:160], n=n,
+            out.append(bridge_row(name, "baseline", measured=" ".join(str(exc).split())[:160], n=n,
                             note=note))
     return out
 
@@ -485,4 +440,8 @@ def site_bridge(arrays: SiteArrays, settings: BridgeSettings | None = None,
     rows += prows
     rows += _curvature_rows(a, ranks, order, zipf, pins, st)
     rows += _baselines(a.sample, st.intrinsic_dimension)
+    if st.intrinsic_dimension:
+        from tangentlab.empirical.bridge.frequency_control import frequency_control_rows
+
+        rows += frequency_control_rows(a.H, a.tokens, seed=st.seed)
     return rows

@@ -65,6 +65,9 @@ def test_measurement_writes_bridge_csv(measured):
         rows = list(csv.DictReader((out / BRIDGE_NAME).open()))
         assert {r["phase"] for r in rows} == set(PHASES), arch
         assert {r["role"] for r in rows} == {"input", "comparison", "baseline"}
+        got = {r["quantity"] for r in rows}  # this session's rows reach a real measurement
+        assert {"pinning_curvature_raw", "pinning_curvature_direction", "twonn_per_type",
+                "twonn_by_frequency"} <= got, arch
         for r in rows:  # a cell is a number or 'not measurable here' with its reason, never both
             if r["status"] == "not measurable here" and r["role"] != "baseline":
                 assert r["note"].startswith("not measurable here") or "not measurable" in r["note"]

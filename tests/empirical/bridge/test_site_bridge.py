@@ -8,12 +8,8 @@ import numpy as np
 import pytest
 
 from tangentlab.claims.bridge_rules import NOT_MEASURABLE, agreement, trust
-from tangentlab.empirical.bridge.site_bridge import (
-    POWER_LAW_REJECTED,
-    BridgeSettings,
-    _theory_pool,
-    site_bridge,
-)
+from tangentlab.empirical.bridge.pinning_form import POWER_LAW_REJECTED
+from tangentlab.empirical.bridge.site_bridge import BridgeSettings, _theory_pool, site_bridge
 
 S, BETA, V = 1.1, 0.4, 20
 
