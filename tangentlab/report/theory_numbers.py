@@ -139,7 +139,8 @@ _QUANTITY_ORDER = {q: i for i, q in enumerate((
     "attenuation_raw", "attenuation_direction", "relative_visibility", "bucket_visibility",
     "zipf_s", "zipf_s_eval", "pinning_beta_raw", "pinning_beta_direction",
     "pinning_curvature_raw", "pinning_curvature_direction", "local_dimension_m",
-    "ii_norm_sq", "rankme", "alpha_req", "twonn", "gride", "isoscore"))}
+    "ii_norm_sq", "rankme", "alpha_req", "twonn", "gride", "twonn_per_type",
+    "twonn_by_frequency", "isoscore"))}
 
 
 def _order(line: Line) -> tuple:
@@ -221,6 +222,17 @@ def table_rows(lines: list[Line]) -> list[tuple[str, str, str, str, str, str, st
     return out
 
 
+#: Baseline quantities that are our own controls, not peers' estimators.
+_CONTROLS = ("twonn_per_type", "twonn_by_frequency")
+
+
+def _context_label(ln: Line) -> str:
+    """`` (peer baseline)``, `` (frequency control)`` or nothing (an input)."""
+    if ln.role != "baseline":
+        return ""
+    return " (frequency control)" if ln.quantity in _CONTROLS else " (peer baseline)"
+
+
 def context_rows(lines: list[Line]) -> list[tuple[str, str, str, str, str, str]]:
     """(model, site, phase, quantity, value [interval], note) of the inputs and peer baselines.
 
@@ -233,7 +245,7 @@ def context_rows(lines: list[Line]) -> list[tuple[str, str, str, str, str, str]]
         for ln in sorted((x for x in mine if not _unmeasurable(x)), key=_order):
             val = _fmt(ln.measured, ln.status) if math.isfinite(ln.measured[0]) else NOT_MEASURABLE
             out.append((ln.source, ln.site, f"{ln.phase} (step {ln.step})",
-                        ln.name + (" (peer baseline)" if ln.role == "baseline" else ""), val, ln.note))
+                        ln.name + _context_label(ln), val, ln.note))
         out += [(m, site, phase, cells, NOT_MEASURABLE, why)
                 for m, site, phase, cells, why in _collapsed([x for x in mine if _unmeasurable(x)])]
     return out

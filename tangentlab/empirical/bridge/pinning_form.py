@@ -137,12 +137,15 @@ def curvature_row(fit, kind: str, why: str, *, n_boot: int, confidence: float,
 
     ``fit``: a :class:`~tangentlab.measure.pinning.PinningFit` (its per-token ranks and
     spreads), or None where the pinning fit itself failed; ``why``: the reason the fit is not
-    trusted or failed ("" when it is trusted), which the row carries instead of a number. A fit the test cannot run, or whose interval has fewer than 2 bootstrap
-    fits, is not measurable, with the reason.
+    trusted or failed ("" when it is trusted), which the row carries instead of a number. A
+    fit the test cannot run, or whose interval has fewer than 2 bootstrap fits, is not
+    measurable, with the reason.
     """
     from tangentlab.empirical.bridge.rows import bridge_row
 
     f = None
+    if fit is None:
+        why = why or "the pinning fit failed"
     if not why:
         try:
             f = power_law_curvature(fit.ranks, fit.spreads, n_boot=n_boot,

@@ -3,7 +3,7 @@
 :func:`site_bridge` takes the geometry occurrences a measurement already collects (at most one
 per document and token: ``SiteStats.geo_rows``, ``geo_tokens``, ``geo_docs``), the training
 frequency table, the eval stream's tokens and documents, and the fixed activation sample, and
-returns tidy rows (:data:`COLUMNS`):
+returns tidy rows (:data:`~tangentlab.empirical.bridge.rows.COLUMNS`):
 
 - **inputs** (``role = "input"``): the Zipf exponent s of the training frequency table (the
   predictions' s; tokens resampled) and of the eval text (documents resampled), both by the
@@ -56,8 +56,6 @@ from tangentlab.errors import InsufficientSamplesError, ValidationError
 __all__ = ["BridgeSettings", "SiteArrays", "site_bridge", "zipf_inputs"]
 
 
-
-
 @dataclass(frozen=True)
 class BridgeSettings:
     """Knobs of :func:`site_bridge` (the measure config's ``bridge_*`` keys)."""
@@ -94,8 +92,6 @@ class SiteArrays:
     stream_tokens: np.ndarray
     stream_docs: np.ndarray
     sample: np.ndarray
-
-
 
 
 #: Tokens of the training table the Zipf fit reads at most (binomial thinning above).
@@ -171,8 +167,8 @@ def _pinning(a: SiteArrays, ranks: np.ndarray, st: BridgeSettings):
                 rows.append(bridge_row(f"pinning_beta_{kind}", "input", bucket=bucket,
                                        measured=str(exc)))
                 if top is None:  # the curvature row says why too
-                    rows.append(curvature_row(None, kind, str(exc), n_boot=0, confidence=0.95,
-                                              seed=st.seed))
+                    rows.append(curvature_row(None, kind, str(exc), n_boot=0,
+                                              confidence=st.confidence, seed=st.seed))
                 continue
             why = trust("pinning_beta", n_tokens=p.n_tokens)
             note = f"k = {p.k} documents per token" + ("" if top is None else (
@@ -423,7 +419,7 @@ def site_bridge(arrays: SiteArrays, settings: BridgeSettings | None = None,
         zipf: :func:`zipf_inputs` of the same tables, to skip refitting it (None: fit here).
 
     Returns:
-        Rows with the keys :data:`COLUMNS` (module docstring).
+        Rows with the keys :data:`~tangentlab.empirical.bridge.rows.COLUMNS` (module docstring).
     """
     from tangentlab.measure.pinning import token_ranks
 

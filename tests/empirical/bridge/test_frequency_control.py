@@ -32,7 +32,7 @@ def _occurrences(seed: int, *, frequent_dim: int, rare_dim: int, n_types: int = 
 def test_the_frequency_weighting_shows_as_a_gap():
     X, t = _occurrences(0, frequent_dim=2, rare_dim=8)
     w = dimension_by_type(X, t, draws=6)
-    assert w.n_points == 300 and w.draws == 6
+    assert w.n_points == 300 and w.draws == 6 and 0.0 <= w.same_type_neighbour <= 1.0
     assert w.per_type_low <= w.per_type <= w.per_type_high
     # the stream is mostly the 2-dimensional frequent types; one per type is mostly 8-dimensional
     assert w.by_frequency_high < w.per_type_low
@@ -44,6 +44,26 @@ def test_no_gap_where_every_type_samples_the_same_manifold():
     w = dimension_by_type(X, t, draws=6)
     assert abs(w.per_type - w.by_frequency) < 1.0
     assert max(w.per_type_low, w.by_frequency_low) <= min(w.per_type_high, w.by_frequency_high)
+
+
+def test_within_type_spread_shows_as_a_gap_too_and_the_share_says_so():
+    """The control's known confound: every type on one 3-dimensional manifold, each type's
+    occurrences spread a little in 2 other dimensions. The weighted draw repeats frequent types,
+    TwoNN reads their within-type spread, and a gap appears with no frequency-dependent geometry;
+    the share of same-type nearest neighbours is what tells the reader."""
+    rng = np.random.default_rng(3)
+    n_types = 300
+    counts = np.maximum(2, (2000 / np.arange(1, n_types + 1)).astype(int))
+    tokens = np.repeat(np.arange(n_types), counts)
+    centre = np.zeros((n_types, 32))
+    centre[:, :3] = rng.normal(size=(n_types, 3))
+    X = centre[tokens]
+    X[:, 3:5] += 0.01 * rng.normal(size=(tokens.size, 2))
+    w = dimension_by_type(X, tokens, draws=4)
+    assert w.by_frequency < w.per_type - 0.5  # a gap, although every type shares the manifold
+    assert w.same_type_neighbour > 0.3  # ... and the share shows where it comes from
+    flat = dimension_by_type(*_occurrences(1, frequent_dim=5, rare_dim=5), draws=4)
+    assert flat.same_type_neighbour < 0.05  # occurrences without a type signature: no share
 
 
 def test_rows_and_bad_input():

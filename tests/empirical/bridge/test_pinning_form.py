@@ -64,3 +64,15 @@ def test_no_interval_is_no_rejection():
     f = power_law_curvature(r, t, n_boot=1)
     assert np.isnan(f.ci_low) and not f.power_law_rejected
     assert power_law_curvature(r, t, n_boot=200).power_law_rejected  # the same law, with one
+
+
+def test_the_curvature_row_of_a_failed_pinning_fit_says_why():
+    from tangentlab.empirical.bridge.pinning_form import curvature_row
+
+    row = curvature_row(None, "raw", "only 3 tokens reach 8 documents", n_boot=0,
+                        confidence=0.95, seed=0)
+    assert row["quantity"] == "pinning_curvature_raw" and row["n"] is None
+    assert row["status"] == "not measurable here" and "only 3 tokens" in row["note"]
+    assert np.isnan(row["measured"])
+    assert "the pinning fit failed" in curvature_row(None, "raw", "", n_boot=0, confidence=0.95,
+                                                     seed=0)["note"]
