@@ -5,8 +5,9 @@ The inputs are finished end-to-end directories holding records
 any finished runs that together hold each simulation once, and any extensions of it
 (``--extend``: more simulations of the scenarios in which a row got a wrong status). They must
 share the settings fingerprint (config hash and git commit); together they must hold every
-simulation of the config and of every extension exactly once. ``OUT`` then receives a settings file (``shard`` null, ``merged_from`` the
-inputs), a copy of every record and the summary a one-process run writes
+simulation of the config and of every extension exactly once (a merged run can be merged again
+with a further extension). ``OUT`` then receives a settings file (``shard`` null,
+``merged_from`` the inputs), a copy of every record and the summary a one-process run writes
 (:func:`~tangentlab.validate.end_to_end.write_summary`, records in job order), so that its
 ``results.csv``, ``checks.json`` and ``statuses.csv`` are those of the one-process run, byte
 for byte.
@@ -109,7 +110,10 @@ def merge_end_to_end(dirs: Sequence[str | Path], out: str | Path) -> tuple[Path,
     if config_hash(cfg) != settings[0]["config_hash"]:
         raise DataError(f"{str(paths[0])!r}: its config does not hash to its config_hash; "
                         "it was edited by hand")
-    exts = [Extension.parse(s["extension"]) for s in settings if s.get("extension")]
+    # the extensions the inputs ran, and those an already merged input holds
+    exts = [Extension.parse(e) for st in settings
+            for e in [*([st["extension"]] if st.get("extension") else []),
+                      *(st.get("extensions") or [])]]
     wanted = merged_jobs(cfg, exts)
     owner = _gather(paths, wanted)
     # the settings of a base-run input (not an extension's), whichever order the inputs came in

@@ -160,6 +160,13 @@ def test_an_extension_merged_with_its_run_is_a_run_of_that_many_simulations(whol
     settings = json.loads((merged / "end_to_end.json").read_text())
     assert manifest["extensions"] == settings["extensions"] == ["1:2@no-effect"]
     assert settings["jobs"] == 4 and "extension" not in settings
+    # a merged run merges again with a further extension
+    more, _ = e2e.write_end_to_end(root / "ext2", CFG, quick=True, extension="2:3@no-effect")
+    twice, _ = merge_end_to_end([merged, more], root / "twice")
+    assert sorted(k for k in find_records(twice) if k[0] == "no-effect") == [
+        ("no-effect", 0), ("no-effect", 1), ("no-effect", 2)]
+    assert json.loads((twice / MANIFEST_NAME).read_text())["extensions"] == [
+        "1:2@no-effect", "2:3@no-effect"]
     statuses = (merged / STATUSES_NAME).read_text()
     assert statuses.count(",no-effect,") == 2 * statuses.count(",effect,")
     # which nulls an extension takes: those with a wrong status, counted as the checks count it
