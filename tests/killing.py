@@ -18,14 +18,14 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import tangentlab
 from tangentlab._faults import PAUSE_AT_ENV, PAUSE_FILE_ENV, PAUSE_SECONDS_ENV
 
 __all__ = ["tangentlab_cmd", "subprocess_env", "start_paused", "kill_at", "alive",
-           "SMALL_REPRODUCE"]
+           "worker_outlives_killed_parent", "SMALL_REPRODUCE"]
 
 #: ``reproduce`` options for the smallest run that still has every kind of stage: one
 #: architecture, one derivation, one synthetic experiment, no validation battery.
@@ -104,3 +104,38 @@ def alive(pid: int) -> bool:
             return f.read().split(")")[-1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+def worker_outlives_killed_parent(parent_script: str, folder: Path, *,
+                                  after_kill: Callable[[], None] | None = None) -> bool:
+    """Whether a worker outlives its parent: run ``parent_script`` (``python SCRIPT FOLDER``, from
+    the repository root), wait for its worker to write its pid to ``FOLDER/started``, SIGKILL the
+    parent, call ``after_kill``, and give the worker 10 s to die. The worker is killed at the end
+    whatever happened (Linux: reads ``/proc``)."""
+    script = Path(folder) / "parent.py"
+    script.write_text(parent_script)
+    started = Path(folder) / "started"
+    parent = subprocess.Popen([sys.executable, str(script), str(folder)], env=subprocess_env(),
+                              cwd=Path(__file__).resolve().parents[1])
+    try:
+        deadline = time.monotonic() + 120
+        while not started.exists():
+            if parent.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError("no worker started")
+            time.sleep(0.05)
+        worker = int(started.read_text())
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(10)
+        if after_kill is not None:
+            after_kill()
+        deadline = time.monotonic() + 10
+        while alive(worker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return alive(worker)
+    finally:
+        parent.kill()
+        if started.exists():
+            try:
+                os.kill(int(started.read_text()), signal.SIGKILL)
+            except ProcessLookupError:
+                pass

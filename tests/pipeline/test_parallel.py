@@ -146,33 +146,10 @@ if __name__ == "__main__":
 @pytest.mark.skipif(not sys.platform.startswith("linux"),
                     reason="the parent-death signal is Linux's (elsewhere the worker is not tied)")
 def test_a_worker_whose_parent_died_before_it_asked_to_die_with_it_kills_itself(tmp_path):
-    import signal
-    import subprocess
+    from tests.killing import worker_outlives_killed_parent
 
-    from tests.killing import alive, subprocess_env
-
-    script = tmp_path / "parent.py"
-    script.write_text(_PARENT)
-    parent = subprocess.Popen([sys.executable, str(script), str(tmp_path)],
-                              env=subprocess_env(), cwd=Path(__file__).resolve().parents[2])
-    try:
-        deadline = time.monotonic() + 120
-        while not (tmp_path / "started").exists():
-            assert parent.poll() is None and time.monotonic() < deadline, "no worker started"
-            time.sleep(0.05)
-        worker = int((tmp_path / "started").read_text())
-        parent.send_signal(signal.SIGKILL)
-        parent.wait(10)
-        (tmp_path / "parent-killed").write_text("")
-        deadline = time.monotonic() + 10
-        while alive(worker) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not alive(worker), "the worker outlived its parent"
-        assert not (tmp_path / "survived").exists()
-    finally:
-        parent.kill()
-        if (tmp_path / "started").exists():
-            try:
-                os.kill(int((tmp_path / "started").read_text()), signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+    marker = tmp_path / "parent-killed"
+    assert not worker_outlives_killed_parent(_PARENT, tmp_path,
+                                             after_kill=lambda: marker.write_text("")), (
+        "the worker outlived its parent")
+    assert not (tmp_path / "survived").exists()

@@ -343,34 +343,7 @@ if __name__ == "__main__":
                     reason="the parent-death signal is Linux's (elsewhere the worker is not tied)")
 def test_a_killed_end_to_end_run_leaves_no_simulation_running(tmp_path):
     """`validate --end-to-end --nproc N` killed: its simulation workers die with it."""
-    import os
-    import signal
-    import subprocess
-    import time
-    from pathlib import Path
+    from tests.killing import worker_outlives_killed_parent
 
-    from tests.killing import alive, subprocess_env
-
-    script = tmp_path / "parent.py"
-    script.write_text(_POOL_PARENT)
-    parent = subprocess.Popen([sys.executable, str(script), str(tmp_path)],
-                              env=subprocess_env(), cwd=Path(__file__).resolve().parents[2])
-    try:
-        deadline = time.monotonic() + 120
-        while not (tmp_path / "started").exists():
-            assert parent.poll() is None and time.monotonic() < deadline, "no worker started"
-            time.sleep(0.05)
-        worker = int((tmp_path / "started").read_text())
-        parent.send_signal(signal.SIGKILL)
-        parent.wait(10)
-        deadline = time.monotonic() + 10
-        while alive(worker) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not alive(worker), "a simulation worker outlived the killed run"
-    finally:
-        parent.kill()
-        if (tmp_path / "started").exists():
-            try:
-                os.kill(int((tmp_path / "started").read_text()), signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+    assert not worker_outlives_killed_parent(_POOL_PARENT, tmp_path), (
+        "a simulation worker outlived the killed run")
