@@ -9,6 +9,7 @@ commit between two runs of a test would otherwise be refused, rightly, as a mism
 
 from __future__ import annotations
 
+import csv
 import json
 
 import pytest
@@ -144,6 +145,7 @@ def test_an_extension_merged_with_its_run_is_a_run_of_that_many_simulations(whol
 
     from tangentlab.cli import main
     from tangentlab.validate.end_to_end_merge import scenarios_to_extend, wrong_statuses
+    from tangentlab.validate.planted_scenarios import PREDICTION_ROWS
 
     root, one = whole
     monkeypatch.setattr(e2e, "_shared_text", lambda cfg: text)
@@ -188,6 +190,22 @@ def test_an_extension_merged_with_its_run_is_a_run_of_that_many_simulations(whol
     printed = capsys.readouterr().out
     assert "extension 1:2@no-effect at commit ffffffffffff, finished: 1 of 1" in printed
     assert "no-effect 2/2" in printed and "verdict path: not compared" in printed  # no such commit
+    # --statuses: the table of one directory, its rows equal to the merged statuses.csv's
+    table = root / "status-table.csv"
+    assert main(["validate", "status", str(merged), "--statuses", str(table)]) == 0
+    rows = list(csv.DictReader(table.open()))
+    assert len(rows) == 4 * len(PREDICTION_ROWS)
+    assert sum(int(r["wrong"]) for r in rows) == sum(wrong_statuses(merged).values())
+    want = {(r["null"], r["sim"], r["row"]): r["value"]
+            for r in csv.DictReader((merged / STATUSES_NAME).open()) if r["metric"] == "status"}
+    assert {(r["scenario"], r["sim"], r["row"]): r["status"] for r in rows} == want
+    assert main(["validate", "status", str(merged), "--statuses", str(table)]) == 0  # replaced
+    for target, words in ((root, "is a directory"), (root / "ext" / "end_to_end.json",
+                                                     "not a status table")):
+        assert main(["validate", "status", str(merged), "--statuses", str(target)]) == 2
+        assert words in capsys.readouterr().err
+    assert main(["validate", "status", str(ext), str(merged), "--statuses", str(table)]) == 2
+    assert "one directory" in capsys.readouterr().err
     # refused: settings --extend takes from the run, a merged run, nothing above its sims
     base = ["validate", "--end-to-end", "--extend", str(one), "--out", str(root / "no")]
     capsys.readouterr()
