@@ -37,7 +37,6 @@ MODEL_MODULES = (
     "tests/empirical/measurement/test_protocol.py",
     "tests/empirical/measurement/test_validity.py",
     "tests/empirical/test_cli.py",
-    "tests/pipeline/test_jobs_equivalence.py",
     "tests/pipeline/test_kill_resume.py",
     "tests/pipeline/test_reproduce.py",
     "tests/pipeline/test_parallel.py",
@@ -126,35 +125,29 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def quick_reproduce(tmp_path_factory):
-    """A real ``tangentlab reproduce --quick --jobs N``, run at most once per (N, small) per session.
+    """A real ``tangentlab reproduce --quick --jobs N``, run at most once per N per session.
 
-    Returns ``run(jobs, small=False) -> (run_dir, exit_code, stderr_text, seconds)``.
-    ``small=False`` is the whole quick reproduce (the report, contract, synthetic and validation
-    tests read the ``--jobs 2`` one); ``small=True`` adds ``tests.killing.SMALL_REPRODUCE`` (the
-    decoder, one derivation, one experiment): the ``--jobs`` equivalence test compares its stages
-    with the whole ``--jobs 2`` run's, and the kill-and-resume test takes it as the uninterrupted
-    run.
+    Returns ``run(jobs) -> (run_dir, exit_code, stderr_text, seconds)``: the report, contract,
+    synthetic and validation tests read the ``--jobs 2`` one, and the kill-and-resume test holds
+    a small ``--jobs 1`` run, killed and resumed, to its stages' bytes.
     """
     import contextlib
     import io
     import time
 
     from tangentlab.cli import main
-    from tests.killing import SMALL_REPRODUCE
 
-    runs: dict[tuple[int, bool], tuple] = {}
+    runs: dict[int, tuple] = {}
 
-    def run(jobs: int, small: bool = False):
-        if (jobs, small) not in runs:
-            name = f"quick-jobs{jobs}" + ("-small" if small else "")
-            out = tmp_path_factory.mktemp(name) / "run"
+    def run(jobs: int):
+        if jobs not in runs:
+            out = tmp_path_factory.mktemp(f"quick-jobs{jobs}") / "run"
             err = io.StringIO()
             start = time.perf_counter()
-            extra = SMALL_REPRODUCE if small else []
             with contextlib.redirect_stderr(err):
                 rc = main(["reproduce", "--quick", "--out", str(out), "--device", "cpu",
-                           "--jobs", str(jobs), *extra])
-            runs[jobs, small] = (out, rc, err.getvalue(), time.perf_counter() - start)
-        return runs[jobs, small]
+                           "--jobs", str(jobs)])
+            runs[jobs] = (out, rc, err.getvalue(), time.perf_counter() - start)
+        return runs[jobs]
 
     return run
