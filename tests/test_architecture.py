@@ -359,7 +359,6 @@ LONG_FUNCTIONS = {
     "tangentlab/report/figures.py::_draw": 86,
     "tangentlab/config.py::_coerce": 85,
     "tangentlab/synthetic/experiments/river_valley.py::RiverValleyExperiment.run": 82,
-    "tangentlab/pipeline/reproduce.py::producers": 82,  # one Producer row per stage
     "tangentlab/measure/zipf.py::fit_zipf": 82,
 }
 

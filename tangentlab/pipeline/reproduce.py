@@ -11,7 +11,10 @@ with the critical path first:
 4. ``theory``: ``verify(seed)`` of every derivation (``theory/verify.json``, with its checks in
    ``checks.json`` and residuals in ``results.csv``).
 5. ``synthetic/<name>``: every registered synthetic experiment, one run directory each.
-6. ``report``: ``report.html``, ``report.md`` and ``figures/`` at the top of the run directory,
+6. ``bridge/<arch>``: three checkpoints measured again on ``bridge_text`` (default the Bible's
+   chapters), so that the closed forms meet numbers in a default run (depends on 1; not with
+   --quick; :mod:`tangentlab.empirical.bridge.text_stage`). ``pretrained/smollm2`` when named.
+7. ``report``: ``report.html``, ``report.md`` and ``figures/`` at the top of the run directory,
    from the stored results (always rerun, after every other stage, whatever their status).
 
 Independent stages run at once in up to ``jobs`` worker processes (default: the usable cores);
@@ -132,6 +135,10 @@ class ReproduceConfig(Config):
             the end-to-end run).
         external_measures: ``"NAME=DIR"`` measurement run directories (``tangentlab empirical
             measure`` outputs, e.g. a public checkpoint suite) that the report shows beside ours.
+        bridge_text: the eval text of the ``bridge/<arch>`` stages (a corpus name or a path,
+            as ``measure``'s ``eval_text`` takes it), which measure three checkpoints of each
+            trajectory again on enough documents for the closed forms' per-token fits
+            (:mod:`tangentlab.empirical.bridge.text_stage`); empty: no such stage (``--quick``).
     """
 
     seed: int = 0
@@ -147,6 +154,7 @@ class ReproduceConfig(Config):
     measure_overrides: tuple[str, ...] = ()
     external_measures: tuple[str, ...] = option((), unique=True)
     validate: bool = True
+    bridge_text: str = "bible"
 
     def relations(self) -> list[tuple[bool, str]]:
         """The device spelling and the ``[scope:]key=value`` form of every override."""
@@ -193,7 +201,7 @@ QUICK_MEASURE_OVERRIDES: tuple[str, ...] = _quick_measure_overrides()
 #: The ``--quick`` variant: ``tiny`` models, quick synthetic settings, a lighter measurement
 #: (a smoke run of a few minutes).
 QUICK = dataclasses.replace(DEFAULT, quick=True, preset="tiny",
-                            measure_overrides=QUICK_MEASURE_OVERRIDES)
+                            measure_overrides=QUICK_MEASURE_OVERRIDES, bridge_text="")
 
 
 def resolve_config(
@@ -287,20 +295,41 @@ def producers(cfg: ReproduceConfig) -> list[Producer]:
         check={"kind": synthetic_stage(name)},
         description=f"synthetic experiment {name}{quick}",
     ) for name in synthetic]
-    from tangentlab.empirical.bridge import pretrained as BP  # optional stage (issue 20)
-
-    if (smol := BP.configured_path()) is not None:  # SmolLM2 through the bridge, when named
-        table.append(Producer(
-            name=BP.STAGE, target="tangentlab.empirical.bridge.pretrained:run_pretrained",
-            params={"seed": cfg.seed, "model_path": smol, "measure": BP.PRETRAINED_MEASURE},
-            runtime=device, check={"rows": False},
-            description="SmolLM2-135M through the theory-against-measurement table"))
+    table += _bridge_producers(cfg, device)
     table.append(Producer(
         name=REPORT, target="tangentlab.report.render:produce", out_arg=None,
         inputs={"run_dir": "."}, output="report.html", after_all=True,
         check={"manifest": False, "rows": False, "needs": ("report.html", "report.md")},
         description="render report.html and report.md",
     ))
+    return table
+
+
+def _bridge_producers(cfg: ReproduceConfig, device: dict[str, str]) -> list[Producer]:
+    """The stages that only feed the theory-against-measurement table (no verdict reads them).
+
+    ``bridge/<arch>`` (when ``cfg.bridge_text`` names a text) and ``pretrained/smollm2`` (when
+    its environment variable names the model).
+    """
+    from tangentlab.contract import train_stage
+    from tangentlab.empirical.bridge import pretrained as BP  # optional stage (issue 20)
+    from tangentlab.empirical.bridge import text_stage as BT  # closed forms in numbers (issue 36)
+
+    table = [Producer(
+        name=BT.text_stage(arch), target=f"{BT.__name__}:run_text_bridge",
+        inputs={"trajectory": f"{train_stage(arch)}/checkpoints",
+                "frequency_table": f"{train_stage(arch)}/frequency.csv"},
+        depends=(train_stage(arch),), runtime=device,
+        params={"seed": cfg.seed, "text": cfg.bridge_text, "measure": BT.TEXT_MEASURE},
+        check={"kind": "empirical/measure"},
+        description=f"measure the {arch} again on {cfg.bridge_text} for the closed forms",
+    ) for arch in cfg.archs if cfg.bridge_text]
+    if (smol := BP.configured_path()) is not None:  # SmolLM2 through the bridge, when named
+        table.append(Producer(
+            name=BP.STAGE, target="tangentlab.empirical.bridge.pretrained:run_pretrained",
+            params={"seed": cfg.seed, "model_path": smol, "measure": BP.PRETRAINED_MEASURE},
+            runtime=device, check={"rows": False},
+            description="SmolLM2-135M through the theory-against-measurement table"))
     return table
 
 

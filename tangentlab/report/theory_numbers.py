@@ -80,8 +80,10 @@ NO_PRETRAINED = ("SmolLM2-135M: not run (the optional stage pretrained/smollm2 i
 
 def _stages(names: Sequence[str]) -> list[tuple[str, str]]:
     own = [s for s in names if s.startswith("measure/")]
+    text = [s for s in names if s.startswith("bridge/")]
     pre = [s for s in names if s.startswith("pretrained/")]
     return ([(s, s.split("/", 1)[1]) for s in own]
+            + [(s, f"{s.split('/', 1)[1]} (bridge text)") for s in text]
             + [(s, f"{s.split('/', 1)[1]} (pretrained)") for s in pre]
             + [(s, f"{s.split('/', 1)[1]} (external)") for s in names
                if s.startswith(EXTERNAL_PREFIX)])

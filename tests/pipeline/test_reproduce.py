@@ -24,7 +24,9 @@ from tangentlab.pipeline.reproduce import (
 def test_quick_variant_differs_only_where_it_should():
     assert DEFAULT.preset == "small" and not DEFAULT.quick
     assert QUICK.preset == "tiny" and QUICK.quick
-    assert dataclasses.replace(QUICK, preset="small", quick=False, measure_overrides=()) == DEFAULT
+    assert not QUICK.bridge_text and DEFAULT.bridge_text == "bible"  # no bridge-text stages
+    assert dataclasses.replace(QUICK, preset="small", quick=False, measure_overrides=(),
+                               bridge_text="bible") == DEFAULT
 
 
 def test_quick_measure_overrides_come_from_the_empirical_quick_preset():
@@ -43,10 +45,12 @@ def test_real_stage_graph_trains_first_and_reports_after_everything():
     names = [s.name for s in build_stages(DEFAULT)]
     assert names == [
         "train/encoder", "train/decoder", "measure/encoder", "measure/decoder", "validate",
-        "theory", *[f"synthetic/{n}" for n in synthetic_names()], "report",
+        "theory", *[f"synthetic/{n}" for n in synthetic_names()], "bridge/encoder",
+        "bridge/decoder", "report",
     ]
     by = {s.name: s for s in build_stages(DEFAULT)}
     assert by["measure/decoder"].depends == ("train/decoder",)
+    assert by["bridge/decoder"].depends == ("train/decoder",)
     assert by["train/encoder"].resumable and by["report"].always
     assert set(by["report"].after) == set(names[:-1]) and by["report"].depends == ()
     assert by["report"].output_path == "report.html"
