@@ -8,6 +8,7 @@ tangentlab empirical measure --model ORG/NAME [--revisions step0,step1000|log:12
                              [--dtype float32|bfloat16|float16] [--eval-text FILE]
                              [--eval-fraction F] [--text-column C] [--frequency-table FILE]
                              [--proxy SITE=basis:PATH ...]
+tangentlab empirical arms RUN --out DIR [--quick] [--set step=N] [--set optimizer=sgd] ...
 tangentlab empirical fetch smollm2 --out DIR
 tangentlab empirical revisions ORG/NAME [--revisions log:12]   (list what would be measured)
 ```
@@ -171,6 +172,31 @@ def _revisions(args: argparse.Namespace) -> int:
     return 0
 
 
+def _arms(args: argparse.Namespace) -> int:
+    """``empirical arms RUN``: the long-horizon learning arms (onto/away, Q_T and controls)."""
+    import dataclasses
+
+    from tangentlab.config import load_config, parse_overrides
+    from tangentlab.empirical.loading.models import resolve_device
+    from tangentlab.empirical.training.arms_study import (
+        ARMS_KIND,
+        ArmsStudyConfig,
+        write_arms_study,
+    )
+
+    base = ArmsStudyConfig.quick() if args.quick else ArmsStudyConfig()
+    cfg = load_config(ArmsStudyConfig, args.config, parse_overrides(args.overrides), base=base,
+                      section="arms")
+    if args.seed is not None:
+        cfg = dataclasses.replace(cfg, seed=args.seed)
+    with writing_run(args.out, kind=ARMS_KIND, command="empirical arms"):
+        out, verdict = write_arms_study(args.run, args.out, cfg,
+                                        device=resolve_device(args.device))
+    print(f"{out}: {verdict} (onto Q_T against onto controls, away from Q_T against away from "
+          f"controls; {cfg.optimizer}, {cfg.steps} steps, {cfg.n_controls} controls)")
+    return 0
+
+
 def _fetch(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -189,7 +215,7 @@ def _fetch(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    """Add the ``empirical`` area (train, measure, fetch, revisions) to the CLI's subparsers."""
+    """Add the ``empirical`` area (train, measure, arms, fetch, revisions) to the CLI's subparsers."""
     p = sub.add_parser("empirical", help="train small Transformers and measure real gradients")
     p.set_defaults(func=require_subcommand(p))
     verbs = p.add_subparsers(dest="verb", metavar="<verb>", parser_class=type(p))
@@ -273,6 +299,31 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"step0,step1000 | log:K | all (default: {DEFAULT_REVISIONS}, as for "
                         "measure, so this lists what `measure --model` would take)")
     r.set_defaults(func=_revisions)
+
+    a = verbs.add_parser(
+        "arms", help="continue a training run in learning arms: onto / away from Q_T and from "
+                     "rank-matched random subspaces, read on the held-out loss curve",
+        description=(
+            "Continue checkpoint STEP (--set step=N; default the last) of the training run RUN "
+            "for --set steps=N steps (default 500) on the run's own training stream, with the "
+            "site's activation gradient projected onto or away from Q_T (the rank-r PCA basis "
+            "of the site's activations there) and from m rank-matched random subspaces of its "
+            "complement, with AdamW or SGD (--set optimizer=sgd --set lr=...). Writes OUT: every "
+            "arm's held-out loss curve and the two gaps between curves (onto-controls minus "
+            "onto-Q_T, away-Q_T minus away-controls, mean over the horizon) with bootstrap "
+            "intervals over the eval batches, and the stated rule's verdict (both above 0: "
+            "supported). Keys: step, site, steps, optimizer, lr, weight_decay, rank, n_controls, "
+            "batch_size, seq_len, eval_batches, eval_every, fit_batches, n_boot, confidence, "
+            "seed. Exit code 0 when written, 2 on bad input."))
+    a.add_argument("run", metavar="RUN", help="a training run directory (empirical train, or a "
+                                              "reproduce run's train/<arch>)")
+    a.add_argument("--out", required=True, help="run directory to create")
+    a.add_argument("--quick", action="store_true",
+                   help="a smoke setting: 20 steps, 2 controls, a read every 5 steps")
+    a.add_argument("--seed", type=int, default=None, help="the study's seed (default 0)")
+    add_device_args(a)
+    add_common_run_args(a)
+    a.set_defaults(func=_arms)
 
     f = verbs.add_parser("fetch", help="fetch an offline pretrained model (smollm2)")
     f.add_argument("model", choices=["smollm2"])
