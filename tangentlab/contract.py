@@ -22,7 +22,7 @@ of the records' ``to_dict`` methods.
 
 The stage names of the reproduce pipeline, which the report reads back, live here too
 (:data:`THEORY`, :data:`VALIDATE`, :data:`REPORT`, :func:`train_stage`, :func:`measure_stage`,
-:func:`synthetic_stage`).
+:func:`synthetic_stage`, :func:`bridge_stage`).
 """
 
 from __future__ import annotations
@@ -46,6 +46,8 @@ __all__ = [
     "train_stage",
     "measure_stage",
     "synthetic_stage",
+    "BRIDGE",
+    "bridge_stage",
     "jsonable",
     "RunOutput",
     "write_run",
@@ -70,6 +72,8 @@ TRAIN = "train"
 MEASURE = "measure"
 #: The prefix of the synthetic-experiment stages (``synthetic/<name>``).
 SYNTHETIC = "synthetic"
+#: The prefix of the bridge-text stages (``bridge/<arch>``: theory against measurement only).
+BRIDGE = "bridge"
 
 
 def train_stage(arch: str) -> str:
@@ -85,6 +89,11 @@ def measure_stage(arch: str) -> str:
 def synthetic_stage(name: str) -> str:
     """The stage of synthetic experiment ``name`` (``"synthetic/visibility"``)."""
     return f"{SYNTHETIC}/{name}"
+
+
+def bridge_stage(arch: str) -> str:
+    """The bridge-text stage of ``arch`` (``"bridge/decoder"``)."""
+    return f"{BRIDGE}/{arch}"
 
 
 def jsonable(value: Any) -> Any:

@@ -378,6 +378,13 @@ def _status_table_path(path: str):
     if out.is_dir():
         raise OutputPathError(f"--statuses {path!r} is a directory; give a file name, e.g. "
                               f"{str(out / 'statuses.csv')!r}")
+    parent = next((p for p in out.parents if p.exists()), None)
+    if parent is not None and not parent.is_dir():
+        raise OutputPathError(f"--statuses {path!r} lies under {str(parent)!r}, which is a file, "
+                              "not a folder; give a path in a folder")
+    if out.exists() and not out.is_file():
+        raise OutputPathError(f"--statuses {path!r} exists and is not a regular file (a device "
+                              "or a pipe?); give a new file name")
     if out.exists():
         with open(out, encoding="utf-8", errors="replace") as fh:
             if fh.readline().strip() != STATUS_TABLE_HEADER:

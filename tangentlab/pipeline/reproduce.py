@@ -69,6 +69,8 @@ __all__ = [
     "build_stages",
     "new_run_dir",
     "check_external_measures",
+    "bridge_text_stages",
+    "check_bridge_text",
     "reproduce",
 ]
 
@@ -138,7 +140,8 @@ class ReproduceConfig(Config):
         bridge_text: the eval text of the ``bridge/<arch>`` stages (a corpus name or a path,
             as ``measure``'s ``eval_text`` takes it), which measure three checkpoints of each
             trajectory again on enough documents for the closed forms' per-token fits
-            (:mod:`tangentlab.empirical.bridge.text_stage`); empty: no such stage (``--quick``).
+            (:mod:`tangentlab.empirical.bridge.text_stage`); empty: no such stage (``--quick``);
+            none either when it is the training ``corpus`` (:func:`bridge_text_stages`).
     """
 
     seed: int = 0
@@ -323,7 +326,7 @@ def _bridge_producers(cfg: ReproduceConfig, device: dict[str, str]) -> list[Prod
         params={"seed": cfg.seed, "text": cfg.bridge_text, "measure": BT.TEXT_MEASURE},
         check={"kind": "empirical/measure"},
         description=f"measure the {arch} again on {cfg.bridge_text} for the closed forms",
-    ) for arch in cfg.archs if cfg.bridge_text]
+    ) for arch in cfg.archs if bridge_text_stages(cfg)]
     if (smol := BP.configured_path()) is not None:  # SmolLM2 through the bridge, when named
         table.append(Producer(
             name=BP.STAGE, target="tangentlab.empirical.bridge.pretrained:run_pretrained",
@@ -341,6 +344,34 @@ def build_stages(cfg: ReproduceConfig) -> list[Stage]:
     table = producers(cfg)
     before = tuple(p.name for p in table if not p.after_all)
     return [stage(p, after=before if p.after_all else ()) for p in table]
+
+
+def bridge_text_stages(cfg: ReproduceConfig) -> bool:
+    """Whether ``cfg`` has ``bridge/<arch>`` stages: a ``bridge_text`` other than the corpus.
+
+    Trained on the bridge text itself, the measure stages' own held-out split is already that
+    text's, and the bridge-text split (its own seeded hash of the documents) would hold
+    documents the models were trained on.
+    """
+    return bool(cfg.bridge_text) and cfg.bridge_text != cfg.corpus
+
+
+def check_bridge_text(cfg: ReproduceConfig) -> None:
+    """Refuse a ``bridge_text`` that names no readable text, before anything runs.
+
+    Raises:
+        ConfigError: naming the key, what was wrong and how to leave the stages out.
+    """
+    if not bridge_text_stages(cfg):
+        return
+    from tangentlab.empirical.loading.corpus import load_texts
+    from tangentlab.errors import DataError, UnknownNameError
+
+    try:
+        load_texts(cfg.bridge_text)
+    except (DataError, UnknownNameError) as exc:
+        raise ConfigError(f"config key 'bridge_text' ({cfg.bridge_text!r}) cannot be read: "
+                          f"{exc}; `--set bridge_text=` leaves the bridge-text stages out") from None
 
 
 def check_external_measures(cfg: ReproduceConfig, run_dir: str | Path) -> None:
@@ -417,6 +448,8 @@ def reproduce(
                      existing="resume")  # the path as given: '' is refused, not read as '.'
     run_dir = Path(out) if out is not None else new_run_dir(runs_root)
     check_external_measures(cfg, run_dir)  # before any stage runs, not in the report at the end
+    if stages is None:
+        check_bridge_text(cfg)  # not after the trainings, when its stages start
     stage_list = stages if stages is not None else build_stages(cfg)
     jobs = jobs if jobs is not None else usable_cores()
     log(f"tangentlab reproduce -> {run_dir} ({len(stage_list)} stages, config {config_hash(cfg)}"

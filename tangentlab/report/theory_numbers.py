@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from tangentlab.claims.bridge_rules import AGREEMENT_RULE, NOT_MEASURABLE, OUTSIDE_DOMAIN
+from tangentlab.contract import BRIDGE
 from tangentlab.report.load import BRIDGE_FILE, EXTERNAL_PREFIX
 
 __all__ = ["TITLE", "AGREEMENT_RULE", "BRIDGE_FILE", "Line", "read_lines", "table_rows",
@@ -80,7 +81,7 @@ NO_PRETRAINED = ("SmolLM2-135M: not run (the optional stage pretrained/smollm2 i
 
 def _stages(names: Sequence[str]) -> list[tuple[str, str]]:
     own = [s for s in names if s.startswith("measure/")]
-    text = [s for s in names if s.startswith("bridge/")]
+    text = [s for s in names if s.startswith(BRIDGE + "/")]
     pre = [s for s in names if s.startswith("pretrained/")]
     return ([(s, s.split("/", 1)[1]) for s in own]
             + [(s, f"{s.split('/', 1)[1]} (bridge text)") for s in text]
@@ -413,6 +414,9 @@ def findings(verdicts: Sequence[Any], lines: Sequence[Line]) -> list[str]:
     - each pinning curvature line whose interval rejects one power law of rank (the closed
       forms assume one: :mod:`tangentlab.empirical.bridge.pinning_form`).
 
+    A line repeated under a second phase of the same checkpoint (the peak is the last step) is
+    listed once, under the first phase.
+
     A failure of the instrument's calibration is not listed: it says the method is off, not
     that the account is.
     """
@@ -437,15 +441,22 @@ def findings(verdicts: Sequence[Any], lines: Sequence[Line]) -> list[str]:
                         and s.stage.split("/")[-1] == unit.model]
                 out.append(f"{v.title}, {'external ' if external else ''}{unit.label}: not "
                            f"supported, {unit.estimate} ({unit.at}) [{', '.join(mine) or where}]")
+    seen = set()  # one checkpoint under two phases (the peak is the last step): listed once
     for ln in lines:
         at = f"{ln.model} {ln.site}, {ln.phase} step {ln.step}"
         if ln.status == "disagree":
-            out.append(f"{ln.name} ({at}): predicted {_interval(ln.predicted)}, measured "
-                       f"{_interval(ln.measured)}: disagree [{ln.source}]")
+            entry = (f"{ln.name} ({at}): predicted {_interval(ln.predicted)}, measured "
+                     f"{_interval(ln.measured)}: disagree [{ln.source}]")
         elif ln.quantity.startswith("pinning_curvature") and POWER_LAW_REJECTED in ln.note:
-            out.append(f"{ln.name} ({at}): the closed forms' single pinning law t_r ∝ r^β does "
-                       f"not describe the spreads, curvature {_interval(ln.measured)} (0 under "
-                       f"one power law) [{ln.source}]")
+            entry = (f"{ln.name} ({at}): the closed forms' single pinning law t_r ∝ r^β does "
+                     f"not describe the spreads, curvature {_interval(ln.measured)} (0 under "
+                     f"one power law) [{ln.source}]")
+        else:
+            continue
+        key = entry.replace(f", {ln.phase} step ", ", step ")
+        if key not in seen:
+            seen.add(key)
+            out.append(entry)
     return out
 
 

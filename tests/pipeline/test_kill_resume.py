@@ -1,19 +1,20 @@
-"""Kill `tangentlab reproduce --jobs 1` inside a training stage and inside a measure stage, resume,
-and get the bytes the whole `--jobs 2` run wrote (slow; real tiny models, real worker processes).
+"""Kill `tangentlab reproduce` inside a training stage and inside a measure stage, resume, and
+get the bytes the whole `--jobs 2` run wrote (slow; real tiny models, real worker processes).
 
 One small run answers two questions, each of which needs a run of its own otherwise:
 
-- **kill and resume**: a run killed twice (``SIGKILL`` to the reproduce process only: its stage
-  workers must die with it) and resumed ends with the results of an uninterrupted run;
+- **kill and resume**: a run killed twice (``SIGKILL`` to the reproduce process only, while it
+  runs two stage workers: they must die with it) and resumed ends with the results of an
+  uninterrupted run;
 - **``--jobs`` equivalence**: a stage's results do not depend on how many stages ran at once,
-  nor on which: the ``--jobs 1`` side is the small quick reproduce (decoder, one derivation, one
-  experiment, one stage at a time), the ``--jobs 2`` side the session's whole quick reproduce,
-  where every stage runs next to others.
+  nor on which: the small quick reproduce (decoder, one derivation, one experiment) is resumed to
+  its end with ``--jobs 1`` (so its measurement runs alone), and the session's whole quick
+  reproduce ran ``--jobs 2``, every stage next to others.
 
-Each stage the small run has must give the same ``results.csv`` and ``checks.json`` bytes, and the
-final decoder checkpoint the same weights, as the whole run. A failure names the file; it can
-come from either property (the test that held them apart cost a second small reproduce, about
-40 s of every ``make test``).
+The small run's stages must write the same files (``results.csv``, ``checks.json``,
+``bridge.csv``) with the same bytes as the whole run's, and the final decoder checkpoint the
+same weights. A failure names the file; it can come from either property (the test that held
+them apart cost a second small reproduce, about 40 s of every ``make test``).
 """
 
 from __future__ import annotations
@@ -32,9 +33,9 @@ import pytest
 from tests.killing import SMALL_REPRODUCE
 
 # one architecture, one derivation and one synthetic experiment keep the run short
-ARGS = ["reproduce", "--quick", "--jobs", "1", "--device", "cpu", *SMALL_REPRODUCE]
+ARGS = ["reproduce", "--quick", "--device", "cpu", *SMALL_REPRODUCE]
 # the files whose bytes must not depend on how many stages ran at once, nor on a kill
-_COMPARED = ("results.csv", "checks.json")
+_COMPARED = ("results.csv", "checks.json", "bridge.csv")
 # stages whose results depend on which other stages ran (the theory table lists the derivations
 # that ran, the report renders every stage): compared below by derivation, or not at all
 _WHOLE_RUN = ("theory", "report")
@@ -42,9 +43,10 @@ _VOLATILE = re.compile(r"\d+(\.\d+)? ?s\b|seconds|time|/|\d{4}-\d{2}-\d{2}|reuse
                        r"CPU|jobs|resum|commit|command|pid", re.IGNORECASE)
 
 
-def _start(out: Path) -> subprocess.Popen:
+def _start(out: Path, jobs: int) -> subprocess.Popen:
     env = dict(os.environ, TANGENTLAB_QUIET="1", PYTHONUNBUFFERED="1")
-    return subprocess.Popen([sys.executable, "-m", "tangentlab", *ARGS, "--out", str(out)],
+    return subprocess.Popen([sys.executable, "-m", "tangentlab", *ARGS, "--jobs", str(jobs),
+                             "--out", str(out)],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             start_new_session=True)
 
@@ -88,8 +90,9 @@ def test_jobs_1_killed_twice_and_resumed_equals_the_whole_jobs_2_run(tmp_path, q
     assert rc2 == 0, err2[-3000:]
     killed = tmp_path / "killed"
 
-    # 1. kill while train/decoder runs and has saved at least one complete checkpoint
-    proc = _start(killed)
+    # 1. kill while train/decoder runs (beside theory and river-valley: --jobs 2) and has saved
+    # at least one complete checkpoint
+    proc = _start(killed, 2)
     ckpts = killed / "train" / "decoder" / "checkpoints"
     _kill_when(proc, lambda: _stage(killed, "train/decoder") == "running"
                and len(list(ckpts.glob("step_*/train_state.json"))) >= 2, "a training checkpoint")
@@ -100,13 +103,13 @@ def test_jobs_1_killed_twice_and_resumed_equals_the_whole_jobs_2_run(tmp_path, q
     assert _stage(killed, "train/decoder") == "running"
 
     # 2. resume; kill again while the measurement runs
-    proc = _start(killed)
+    proc = _start(killed, 2)
     _kill_when(proc, lambda: _stage(killed, "measure/decoder") == "running", "the measurement")
     assert _stage(killed, "train/decoder") == "done"
     assert not (killed / "measure" / "decoder" / "results.csv").exists()
 
-    # 3. resume to the end
-    proc = _start(killed)
+    # 3. resume to the end, one stage at a time: the measurement runs with --jobs 1
+    proc = _start(killed, 1)
     assert proc.wait() == 0, proc.stderr.read().decode()[-3000:]
     m1, m2 = (json.loads((r / "manifest.json").read_text()) for r in (killed, two))
     assert m1["stages"]["train/decoder"]["reused"] is True
@@ -114,17 +117,18 @@ def test_jobs_1_killed_twice_and_resumed_equals_the_whole_jobs_2_run(tmp_path, q
     assert all(s["status"] == "done" for s in m2["stages"].values())
     assert set(m1["stages"]) < set(m2["stages"])  # the small run's stages, all in the whole run
 
-    compared = set()
-    for path in sorted(killed.rglob("*")):
-        rel = path.relative_to(killed)
-        if path.name not in _COMPARED or rel.parts[0] in _WHOLE_RUN:
-            continue
-        twin = two / rel
-        assert twin.is_file(), f"{twin} missing with --jobs 2"
-        assert path.read_bytes() == twin.read_bytes(), (
-            f"{rel} differs: --jobs 1, killed twice and resumed, against the whole --jobs 2 run")
-        compared.add(str(rel))
-    assert {"measure/decoder/results.csv", "synthetic/river-valley/results.csv"} <= compared
+    def compared_files(run: Path) -> set[str]:  # of the small run's stages, both ways
+        return {str(p.relative_to(run)) for stage in m1["stages"] if stage not in _WHOLE_RUN
+                for p in (run / stage).rglob("*") if p.name in _COMPARED}
+
+    compared = compared_files(killed)
+    assert compared == compared_files(two), "the killed run and the whole run wrote other files"
+    for rel in sorted(compared):
+        assert (killed / rel).read_bytes() == (two / rel).read_bytes(), (
+            f"{rel} differs: killed twice and resumed (the measurement at --jobs 1) against the "
+            "whole --jobs 2 run")
+    assert {"measure/decoder/results.csv", "measure/decoder/bridge.csv",
+            "synthetic/river-valley/results.csv", "synthetic/river-valley/checks.json"} <= compared
     final = sorted((two / "train/decoder/checkpoints").glob("step_*"))[-1].relative_to(two)
     final = f"{final}/model.safetensors"
     assert (two / final).read_bytes() == (killed / final).read_bytes()

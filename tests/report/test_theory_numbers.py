@@ -187,7 +187,8 @@ def test_the_findings_list_names_what_disagrees_with_its_numbers_and_stages(tmp_
                    predicted=(math.nan,) * 3, measured=(-0.012, -0.02, -0.004),
                    note=f"slope 0.17 over the head, 0.05 over the tail; {TN.POWER_LAW_REJECTED}")
     kept = replace(bent, measured=(-0.002, -0.01, 0.006), note="slope 0.1 over the head")
-    got = TN.findings(rows, [line, replace(line, status="agree"), kept, bent])
+    got = TN.findings(rows, [line, replace(line, status="agree"), kept, bent,
+                             replace(bent, phase="last")])  # the peak was the last step
     assert len(got) == 4, got
     assert got[3] == ("pinning_curvature_raw (decoder blocks.0.resid_post, peak step 126): the "
                       "closed forms' single pinning law t_r ∝ r^β does not describe the spreads, "

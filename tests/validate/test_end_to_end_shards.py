@@ -200,10 +200,14 @@ def test_an_extension_merged_with_its_run_is_a_run_of_that_many_simulations(whol
             for r in csv.DictReader((merged / STATUSES_NAME).open()) if r["metric"] == "status"}
     assert {(r["scenario"], r["sim"], r["row"]): r["status"] for r in rows} == want
     assert main(["validate", "status", str(merged), "--statuses", str(table)]) == 0  # replaced
-    for target, words in ((root, "is a directory"), (root / "ext" / "end_to_end.json",
-                                                     "not a status table")):
+    settings_file = root / "ext" / "end_to_end.json"
+    kept = settings_file.read_bytes()
+    for target, words in ((root, "is a directory"), (settings_file, "not a status table"),
+                          (settings_file / "x.csv", "which is a file"),
+                          ("/dev/null", "not a regular file")):
         assert main(["validate", "status", str(merged), "--statuses", str(target)]) == 2
         assert words in capsys.readouterr().err
+    assert settings_file.read_bytes() == kept  # a refused file is left as it was
     assert main(["validate", "status", str(ext), str(merged), "--statuses", str(table)]) == 2
     assert "one directory" in capsys.readouterr().err
     # refused: settings --extend takes from the run, a merged run, nothing above its sims

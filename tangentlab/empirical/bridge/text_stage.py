@@ -28,20 +28,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["STAGE_PREFIX", "TEXT_MEASURE", "text_stage", "run_text_bridge"]
+from tangentlab.contract import bridge_stage as text_stage
 
-#: The prefix of the stage names (``bridge/<arch>``).
-STAGE_PREFIX = "bridge"
+__all__ = ["TEXT_MEASURE", "text_stage", "run_text_bridge"]
+
 #: The measure overrides of the stage, the eval text aside (``bridge_text`` of the reproduce).
 TEXT_MEASURE: dict[str, Any] = {
     "eval_fraction": 0.3, "n_batches": 200, "max_checkpoints": 3, "causal": False,
     "learning_arms": False, "bridge": True,
 }
-
-
-def text_stage(arch: str) -> str:
-    """The stage of ``arch`` (``"bridge/decoder"``)."""
-    return f"{STAGE_PREFIX}/{arch}"
 
 
 def run_text_bridge(out: str | Path, trajectory: str | Path, frequency_table: str | Path, *,

@@ -23,12 +23,25 @@ def test_a_default_reproduce_has_one_bridge_stage_per_arch_and_quick_has_none():
                             "frequency_table": f"train/{arch}/frequency.csv"}
         assert p.params["text"] == "bible" and p.params["measure"] == TEXT_MEASURE
     assert not [n for n in map(lambda p: p.name, producers(QUICK)) if n.startswith("bridge/")]
-    off = resolve_config(overrides=["bridge_text="])
-    assert not [p.name for p in producers(off) if p.name.startswith("bridge/")]
+    for ov in (["bridge_text="], ["corpus=bible"]):  # off; or the training text itself
+        off = resolve_config(overrides=ov)
+        assert not [p.name for p in producers(off) if p.name.startswith("bridge/")]
     # the prediction rows never read it: their units are the measure stages
     from tangentlab.report.verdicts import _measure_stages
 
     assert _measure_stages(list(rows)) == ["measure/encoder", "measure/decoder"]
+
+
+def test_a_bridge_text_that_cannot_be_read_is_refused_before_anything_runs(tmp_path):
+    from tangentlab.cli import main
+    from tangentlab.errors import ConfigError
+    from tangentlab.pipeline.reproduce import check_bridge_text, resolve_config
+
+    with pytest.raises(ConfigError, match="'bridge_text' .*biblee.* leaves the bridge-text"):
+        check_bridge_text(resolve_config(overrides=["bridge_text=biblee"]))
+    check_bridge_text(resolve_config(overrides=["bridge_text=bible"]))  # readable: no error
+    assert main(["reproduce", "--out", str(tmp_path / "run"), "--set", "bridge_text=biblee"]) == 2
+    assert not (tmp_path / "run").exists()
 
 
 def test_the_report_labels_its_rows_as_the_bridge_texts():
@@ -47,6 +60,9 @@ def test_the_report_labels_its_rows_as_the_bridge_texts():
 @pytest.mark.slow
 def test_the_stage_measures_three_spread_checkpoints_with_the_training_frequencies(tiny_runs,
                                                                                   tmp_path):
+    from tangentlab.pipeline.producers import check_output
+    from tangentlab.pipeline.reproduce import DEFAULT, producers
+
     run = tiny_runs["decoder"]
     small = dict(TEXT_MEASURE, n_batches=8, batch_size=4, sample_rows=256, n_boot=20,
                  n_controls=5, control_pool=20, bridge_boot=20, bridge_tokens=20)
@@ -62,5 +78,8 @@ def test_the_stage_measures_three_spread_checkpoints_with_the_training_frequenci
     with open(out / "bridge.csv", newline="") as fh:
         phases = {r["phase"] for r in csv.DictReader(fh)}
     assert phases == {"step0", "peak", "last"}
-    metrics = {r["metric"] for r in csv.DictReader(open(out / "results.csv", newline=""))}
+    with open(out / "results.csv", newline="") as fh:
+        metrics = {r["metric"] for r in csv.DictReader(fh)}
     assert not [x for x in metrics if x.startswith(("ablation", "learning"))]  # both off
+    # the reproduce stage's own output check accepts what the stage wrote
+    check_output(next(p for p in producers(DEFAULT) if p.name == "bridge/decoder"), out)
