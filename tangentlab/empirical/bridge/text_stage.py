@@ -17,9 +17,11 @@ This stage measures the same trajectory again with the protocol of
 
 Its rows feed the theory-against-measurement table and the findings only. The prediction rows
 read the measure stages (their units are ``measure/<arch>``), never this one, so no verdict and
-no certificate depends on it. About 2 minutes per architecture on 2 cores (the decoder's three
-checkpoints took 130 s on 2026-12-06: capture 68 s, bridge 51 s). The text is not the training
-distribution: read its numbers as the geometry of the trained model on other English.
+no certificate depends on it. About 2 minutes per architecture on 2 cores (the default run of
+2026-12-06: decoder 126 s, capture 56 s and bridge 57 s; encoder 135 s). The reproduce builds no
+such stage when the training corpus is the bridge text (its split would hold trained-on
+documents), so the text is never the training distribution: read its numbers as the geometry
+of the trained model on other English. ``measure_overrides`` do not apply here.
 """
 
 from __future__ import annotations
