@@ -192,7 +192,8 @@ def _train_arm(loaded, cfg: ArmsStudyConfig, kind: str, B, batch_at, evals, read
                                                             weight_decay=cfg.weight_decay))
     fn = _projector(torch, kind, B)
     sums, counts = [], []
-    with site_hooks(model, [cfg.site], make_leaf=False, edit={cfg.site: fn or (lambda h: h)}):
+    with site_hooks(model, [cfg.site], make_leaf=False,
+                    edit={cfg.site: fn or (lambda h: h)}) as captured:
         for t in range(cfg.steps + 1):
             if t in reads:
                 s, n = _held_out(arm, evals)
@@ -205,6 +206,7 @@ def _train_arm(loaded, cfg: ArmsStudyConfig, kind: str, B, batch_at, evals, read
             per_tok, valid = token_losses(model(input_ids=inputs).logits, labels, loaded.arch)
             (per_tok.sum() / valid.sum().clamp(min=1)).backward()
             opt.step()
+            captured[cfg.site].clear()  # the hook keeps every output (and its graph) otherwise
     return sums, counts
 
 
