@@ -223,6 +223,11 @@ def run_arms(run_dir: str | Path, cfg: ArmsStudyConfig, *, device: str = "cpu") 
 
     run_dir = Path(run_dir)
     cks = dict(list_checkpoints(run_dir))
+    if not cks or not (run_dir / "train_config.json").is_file():
+        raise ConfigError(f"{str(run_dir)!r} is not a training run: it needs train_config.json "
+                          "and checkpoints/step_*/ with train_state.json; pass a directory "
+                          "written by `tangentlab empirical train` (or a reproduce run's "
+                          "train/<arch>)")
     step = max(cks) if cfg.step == -1 else cfg.step
     if step not in cks:
         raise ConfigError(f"the run {str(run_dir)!r} has no checkpoint at step {cfg.step}; its "

@@ -111,9 +111,10 @@ def test_an_arm_given_q_t_as_its_control_trains_the_same_curve(tiny_runs, tmp_pa
     # the command: one line and exit 2 on bad input, nothing written
     from tangentlab.cli import main
 
-    for extra, words in ((["--set", "step=7"], "no checkpoint at step 7"),
-                         (["--set", "optimizer=adam"], "optimizer")):
-        assert main(["empirical", "arms", str(tiny_runs["decoder"]), "--out",
-                     str(tmp_path / "bad"), *extra]) == 2
+    for run, extra, words in ((tiny_runs["decoder"], ["--set", "step=7"],
+                               "no checkpoint at step 7"),
+                              (tiny_runs["decoder"], ["--set", "optimizer=adam"], "optimizer"),
+                              (tmp_path / "arms", [], "is not a training run")):
+        assert main(["empirical", "arms", str(run), "--out", str(tmp_path / "bad"), *extra]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and words in err[0] and not (tmp_path / "bad").exists()
