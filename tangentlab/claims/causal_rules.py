@@ -83,32 +83,59 @@ def ablation_excess_rule(excess: Interval | None, control: float | None, *,
 LEARNING_MARGIN = 0.1
 
 
+def _learning_leg(name: str, iv: Interval, bound: float) -> tuple[str, str]:
+    """One leg of the learning-arms rule: its status and its text (``bound`` = margin x D(U))."""
+    up, down = float(iv.lo) > 0, float(iv.hi) < bound
+    if up and not down:
+        return SUPPORTED, f"{name} {iv.text()} above 0"
+    if down and not up:
+        return NOT_SUPPORTED, f"{name} {iv.text()} below the bound"
+    return INCONCLUSIVE, f"{name} {iv.text()} " + ("above 0 but below the bound" if up
+                                                    else "spans the bound")
+
+
 def learning_arms_rule(excess: Interval | None, unmodified: float | None, *,
-                       margin: float = LEARNING_MARGIN) -> Outcome:
+                       onto: Interval | None = None, margin: float = LEARNING_MARGIN) -> Outcome:
     """Learning needs the tangent directions; see ``RULES["learning-arms"]``.
 
+    Two legs, each an excess with its interval, against the same equivalence bound:
+
     Args:
-        excess: X = mean D(away from a control) - D(away from Q_T), with its interval
-            (None: not stored).
+        excess: the away leg, X = mean D(away from a control) - D(away from Q_T) (None: not
+            stored).
         unmodified: D(U), the unmodified arm's held-out loss decrease (the margin's unit).
+        onto: the onto leg, Y = D(onto Q_T) - mean D(onto a control) (None: not stored, as in a
+            run from before the onto-control arms; then the row is inconclusive).
         margin: the equivalence margin as a fraction of D(U).
+
+    Supported when both legs' intervals lie above 0 (and neither below the bound); not
+    supported when either leg's interval lies below the bound (and not above 0): the claim is
+    the conjunction, so one leg shown absent refutes it; otherwise inconclusive.
     """
     if excess is None or not _ok(excess.value):
         return Outcome(INCONCLUSIVE, "no learning-arms excess stored (a run from before the "
                                      "learning-arms test, or no rank-r control exists)")
-    txt = f"{excess.text()}; unmodified decrease {_f(unmodified)}"
+    if onto is None or not _ok(onto.value):
+        return Outcome(INCONCLUSIVE, f"away leg {excess.text()}; no onto-control arms stored (a "
+                                     "run from before them: without them the random-subspace "
+                                     "objection is unanswered)")
+    txt = f"unmodified decrease {_f(unmodified)}"
     if not _ok(unmodified) or float(unmodified) <= 0:
         return Outcome(INCONCLUSIVE, txt + "; the unmodified arm did not lower the held-out "
                                            "loss, so there is no learning to compare")
-    if not excess.has_interval():
-        return Outcome(INCONCLUSIVE, txt + "; an interval is missing")
+    if not (excess.has_interval() and onto.has_interval()):
+        return Outcome(INCONCLUSIVE, f"away leg {excess.text()}; onto leg {onto.text()}; {txt}; "
+                                     "an interval is missing")
     bound = margin * float(unmodified)
-    txt += f"; equivalence bound {_f(margin)} x D(U) = {_f(bound)}"
-    up, down = float(excess.lo) > 0, float(excess.hi) < bound
-    if up and not down:
+    legs = [_learning_leg("away leg", excess, bound), _learning_leg("onto leg", onto, bound)]
+    txt = "; ".join(t for _, t in legs) + f"; {txt}; equivalence bound {_f(margin)} x D(U) = {_f(bound)}"
+    states = {s for s, _ in legs}
+    if states == {SUPPORTED}:
         return Outcome(SUPPORTED, txt + "; removing Q_T costs more learning than removing a "
-                                        "control, interval above 0")
-    if down and not up:
-        return Outcome(NOT_SUPPORTED, txt + "; the interval lies below the bound")
-    return Outcome(INCONCLUSIVE, txt + ("; a small excess: above 0 but below the bound"
-                                        if up else "; the interval spans the bound"))
+                                        "control, and training inside Q_T learns more than inside "
+                                        "a control")
+    if NOT_SUPPORTED in states and SUPPORTED not in states:
+        return Outcome(NOT_SUPPORTED, txt + "; a leg lies below the bound")
+    if NOT_SUPPORTED in states:
+        return Outcome(NOT_SUPPORTED, txt + "; the legs disagree, and the claim needs both")
+    return Outcome(INCONCLUSIVE, txt + "; a leg is undecided")

@@ -145,16 +145,20 @@ RULES: dict[str, str] = {
     "learning-arms": (
         "At the last causal checkpoint, from the checkpoint every arm trains for the same SGD "
         "steps on the same batches at one shared learning rate, with the site's activation "
-        "gradient projected away from Q_T (arm A), away from each of several rank-r Haar "
-        "controls drawn from the complement of Q_T (arms C_j), or left alone (arm U); D = the "
-        "held-out loss decrease (test-half batches, before minus after). X = mean_j D(C_j) - "
-        "D(A) (learning_excess): how much more learning survives removing a control than "
-        "removing Q_T; the interval's replicates resample the held-out batches and redraw the "
-        "controls. Supported if X's CI lower bound is above 0; not supported if X's CI upper "
-        "bound is below 0.1 D(U) (removing Q_T costs at most a tenth of the unmodified "
-        "learning beyond what removing a control costs: an equivalence claim); otherwise "
-        "(neither, or both) inconclusive; inconclusive too when the unmodified arm did not "
-        "lower the held-out loss (D(U) <= 0) or an interval is missing. " + COMBINED
+        "gradient projected away from Q_T (arm A) or onto it (arm O), away from or onto each "
+        "of several rank-r Haar controls drawn from the complement of Q_T (arms C_j and "
+        "O_j), or left alone (arm U); D = the held-out loss decrease (test-half batches, before "
+        "minus after). Two legs: X = mean_j D(C_j) - D(A) (learning_excess: how much more "
+        "learning survives removing a control than removing Q_T) and Y = D(O) - mean_j D(O_j) "
+        "(learning_excess_onto: how much more training inside Q_T learns than training inside "
+        "a control, the answer to \"any low-rank subspace helps\"); the intervals' replicates "
+        "resample the held-out batches and redraw the controls. A leg is up if its CI lower "
+        "bound is above 0 and down if its CI upper bound is below 0.1 D(U) (at most a tenth of "
+        "the unmodified learning: an equivalence claim). Supported if both legs are up (and "
+        "neither down); not supported if a leg is down and not up (the claim is the "
+        "conjunction, so one leg shown absent refutes it); otherwise inconclusive; "
+        "inconclusive too when the unmodified arm did not lower the held-out loss (D(U) <= 0), "
+        "an interval is missing, or the run stored no onto-control arms. " + COMBINED
     ),
 }
 

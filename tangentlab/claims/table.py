@@ -210,11 +210,13 @@ CLAIMS: tuple[Claim, ...] = (
     Claim(
         "learning-arms", "prediction", "Learning needs the tangent directions",
         "Continuing training with the site's activation gradient projected away from Q_T lowers "
-        "the held-out loss less than projecting away from rank-matched controls.",
+        "the held-out loss less than projecting away from rank-matched controls, and projected "
+        "onto Q_T lowers it more than projected onto the controls.",
         "learning-arms",
         "SGD arms from the last causal checkpoint with the site gradient projected onto / away "
-        "from Q_T or away from controls (Song, Ahn & Yun 2025)",
-        metrics=("learning_excess",), unplanted="negative",
+        "from Q_T or onto / away from controls (Song, Ahn & Yun 2025; the onto-control arms "
+        "answer arXiv 2604.25143's random-subspace finding)",
+        metrics=("learning_excess", "learning_excess_onto"), unplanted="negative",
         planted={s: "positive" for s in _ENRICHED if s != "drift"}),
 )
 

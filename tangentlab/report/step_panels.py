@@ -139,9 +139,10 @@ ablation_panel = StepPanel("ablation_loss_tangent", "loss increase on ablation",
 
 def _learning_series(t: ResultTable, site: str, lbl, steps, i: int) -> list[Series]:
     arms = (("unmodified", "unmodified"), ("away", "away from Q_T"),
-            ("away_control_mean", "away from controls"), ("onto", "onto Q_T"))
-    return [t.step_series(f"learning_loss_decrease_{arm}", site, lbl(name, site), color=4 * i + j)
-            for j, (arm, name) in enumerate(arms)]
+            ("away_control_mean", "away from controls"), ("onto", "onto Q_T"),
+            ("onto_control_mean", "onto controls"))
+    return [t.step_series(f"learning_loss_decrease_{arm}", site, lbl(name, site), color=5 * i + j)
+            for j, (arm, name) in enumerate(arms) if t.has(f"learning_loss_decrease_{arm}")]
 
 
 #: The held-out loss decrease of each learning arm against step, for one model.

@@ -36,7 +36,12 @@ bursty document vocabulary (a window-mean topic vector); convex (x + 0.5x²) and
 (log(1 + 0.5x)/0.5) loss–variance relations; a rogue dimension; a 150× position 0 excluded with
 ``exclude_positions = (0,)``; subspace drift (35°) at a constant relation; flat, plateau and slowly
 rising trajectories; r/d = 1/64, 1/16 and 1/4 (d = 64); heavy-tailed rows (a lognormal(0.5)
-scale per position), alone and with a convex or concave per-row cost (issue 33).
+scale per position), alone and with a convex or concave per-row cost (issue 33); training inside
+any rank-r subspace learns, with no direction preferred (``onto-anything``, issue 36: a 4x shared
+gradient offset learned at 10x the step; the learning-arms row's truth there is negative).
+Our planted family does not reproduce the regime of arXiv 2604.25143 in which training inside a
+random low-rank subspace learns *more* than unmodified training: on the planted model, steps of
+0.0005 to 0.2 nats never let an onto arm beat the unmodified one (docs/validation.md).
 """
 
 from __future__ import annotations
@@ -59,6 +64,12 @@ EFFECT: dict[str, Any] = {"curve": "weaken", "k_peak": 6.0, "k_end": 3.0, "x_pea
 
 #: The per-position lognormal scale of the heavy-tailed nulls (ς; E[s²] = 1).
 HEAVY_SIGMA = 0.5
+
+#: The shared gradient offset b and the learning arms' step (nats) of the ``onto-anything``
+#: null: with b = 4 on the default planted model (d = 32, r = 4) training onto a control learns
+#: about a tenth of what unmodified training learns (tests/validate/test_planted_scenarios.py).
+ANY_SUBSPACE_BIAS = 4.0
+ANY_SUBSPACE_STEP = 0.005
 
 #: The position-0 offset of the massive-activation null: 300 √m ≈ 150× the typical row norm
 #: (about 4 at the default spec: √(m (1 + t²) + d σ²)).
@@ -144,6 +155,13 @@ _LIST = (
              "0.5 x) / 0.5 of each row's displacement",
              spec={"row_scale_sigma": HEAVY_SIGMA, "cost_shape": "concave",
                    "cost_curvature": 0.5}),
+    # issue 36: training inside *any* rank-r subspace learns (a random one included), and no
+    # direction is preferred: the learning-arms row must not read it as "needs Q_T"
+    Scenario("onto-anything", "no preferred direction; a 4x shared gradient offset (b = 4) "
+             "learned at 10x the setting's step: training inside any rank-r subspace lowers the "
+             "held-out loss, inside Q_T no more than inside a control",
+             spec={"grad_bias": ANY_SUBSPACE_BIAS},
+             measure={"learning_step_loss": ANY_SUBSPACE_STEP}),
 )
 
 def _with_truths(sc: Scenario) -> Scenario:

@@ -82,9 +82,12 @@ STATUS_EXAMPLES = {
             None, None, both=_iv(0.1, -0.1, 0.5), control_both=1.0),
     },
     "learning-arms": {
-        R.SUPPORTED: lambda: CR.learning_arms_rule(_iv(0.2, 0.1, 0.3), 1.0),
-        R.NOT_SUPPORTED: lambda: CR.learning_arms_rule(_iv(0.0, -0.05, 0.05), 1.0),
-        R.INCONCLUSIVE: lambda: CR.learning_arms_rule(_iv(0.05, -0.05, 0.5), 1.0),
+        R.SUPPORTED: lambda: CR.learning_arms_rule(_iv(0.2, 0.1, 0.3), 1.0,
+                                                   onto=_iv(0.2, 0.1, 0.3)),
+        R.NOT_SUPPORTED: lambda: CR.learning_arms_rule(_iv(0.0, -0.05, 0.05), 1.0,
+                                                       onto=_iv(0.0, -0.05, 0.05)),
+        R.INCONCLUSIVE: lambda: CR.learning_arms_rule(_iv(0.05, -0.05, 0.5), 1.0,
+                                                      onto=_iv(0.2, 0.1, 0.3)),
     },
 }
 

@@ -343,16 +343,35 @@ class TestLearningArms:
     iv = R.Interval
 
     def test_statuses(self):
-        f = CR.learning_arms_rule
-        assert f(self.iv("X", 0.3, 0.1, 0.5), 1.0).status == R.SUPPORTED
-        assert f(self.iv("X", 0.0, -0.05, 0.08), 1.0).status == R.NOT_SUPPORTED  # below 0.1 D(U)
-        assert f(self.iv("X", 0.05, 0.01, 0.08), 1.0).status == R.INCONCLUSIVE  # small, > 0
-        assert f(self.iv("X", 0.05, -0.1, 0.3), 1.0).status == R.INCONCLUSIVE
-        assert f(self.iv("X", 0.3), 1.0).status == R.INCONCLUSIVE  # no interval
-        assert f(None, 1.0).status == R.INCONCLUSIVE
+        f, iv = CR.learning_arms_rule, self.iv
+        up, down = iv("Y", 0.3, 0.1, 0.5), iv("Y", 0.0, -0.05, 0.08)
+        small, wide = iv("Y", 0.05, 0.01, 0.08), iv("Y", 0.05, -0.1, 0.3)
+        assert f(iv("X", 0.3, 0.1, 0.5), 1.0, onto=up).status == R.SUPPORTED
+        assert f(iv("X", 0.0, -0.05, 0.08), 1.0, onto=down).status == R.NOT_SUPPORTED
+        assert f(iv("X", 0.05, 0.01, 0.08), 1.0, onto=up).status == R.INCONCLUSIVE  # small, > 0
+        assert f(iv("X", 0.05, -0.1, 0.3), 1.0, onto=up).status == R.INCONCLUSIVE
+        assert f(iv("X", 0.3), 1.0, onto=up).status == R.INCONCLUSIVE  # no interval
+        assert f(None, 1.0, onto=up).status == R.INCONCLUSIVE
+        # the claim is the conjunction: one leg shown below the bound refutes it ...
+        out = f(iv("X", 0.3, 0.1, 0.5), 1.0, onto=down)
+        assert out.status == R.NOT_SUPPORTED and "disagree" in out.reason
+        assert f(iv("X", 0.05, -0.1, 0.3), 1.0, onto=down).status == R.NOT_SUPPORTED
+        # ... and an undecided leg leaves it undecided
+        assert f(iv("X", 0.3, 0.1, 0.5), 1.0, onto=small).status == R.INCONCLUSIVE
+        assert f(iv("X", 0.3, 0.1, 0.5), 1.0, onto=wide).status == R.INCONCLUSIVE
+        assert f(iv("X", 0.3, 0.1, 0.5), 1.0, onto=iv("Y", 0.3)).status == R.INCONCLUSIVE
+
+    def test_without_onto_control_arms_the_away_leg_alone_decides_nothing(self):
+        """A run from before the onto-control arms: the random-subspace objection is open."""
+        out = CR.learning_arms_rule(self.iv("X", 0.3, 0.1, 0.5), 1.0)
+        assert out.status == R.INCONCLUSIVE and "no onto-control arms" in out.reason
+        out = CR.learning_arms_rule(self.iv("X", 0.3, 0.1, 0.5), 1.0,
+                                    onto=self.iv("Y", float("nan")))
+        assert out.status == R.INCONCLUSIVE and "no onto-control arms" in out.reason
 
     def test_no_learning_no_verdict(self):
-        out = CR.learning_arms_rule(self.iv("X", 0.3, 0.1, 0.5), -0.01)
+        out = CR.learning_arms_rule(self.iv("X", 0.3, 0.1, 0.5), -0.01,
+                                    onto=self.iv("Y", 0.3, 0.1, 0.5))
         assert out.status == R.INCONCLUSIVE and "did not lower" in out.reason
 
     def test_the_report_row_reads_the_stored_arms(self, tmp_path):
@@ -366,11 +385,26 @@ class TestLearningArms:
                                   ("learning_loss_decrease_unmodified", 0.02, 0.018, 0.022),
                                   ("learning_loss_decrease_away", 0.01, 0.009, 0.011),
                                   ("learning_loss_decrease_away_control_mean", 0.014, 0.012, 0.016),
-                                  ("learning_loss_decrease_onto", 0.005, 0.004, 0.006)):
+                                  ("learning_loss_decrease_onto", 0.01, 0.009, 0.011),
+                                  ("learning_loss_decrease_onto_control_mean", 0.006, 0.005,
+                                   0.007)):
             rows.append({**base, "step": 100, "checkpoint": "step_000100", "metric": metric,
                          "value": v, "ci_low": lo, "ci_high": hi})
-        run = write_run(tmp_path / "run", {"decoder": rows})
-        v = {x.key: x for x in build_verdicts(RunData.open(run))}["learning-arms"]
+
+        def verdict(name, extra):
+            run = write_run(tmp_path / name, {"decoder": rows + extra})
+            return {x.key: x for x in build_verdicts(RunData.open(run))}["learning-arms"]
+
+        onto = {**base, "step": 100, "checkpoint": "step_000100", "metric": "learning_excess_onto",
+                "value": 0.004, "ci_low": 0.003, "ci_high": 0.005}
+        v = verdict("run", [onto])
         assert v.status == R.SUPPORTED, v.reason
         assert "away from Q_T 0.01" in v.units[0].estimate and v.units[0].at.startswith("step 100")
+        assert "onto controls 0.006" in v.units[0].estimate
+        # onto a random subspace learns as much as onto Q_T: the onto leg refutes the claim
+        v = verdict("flat", [{**onto, "value": 0.0, "ci_low": -0.001, "ci_high": 0.001}])
+        assert v.status == R.NOT_SUPPORTED, v.reason
+        # a run without the onto-control arms reads inconclusive and says why
+        v = verdict("old", [])
+        assert v.status == R.INCONCLUSIVE and "no onto-control arms" in v.reason
 

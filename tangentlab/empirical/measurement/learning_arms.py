@@ -11,7 +11,9 @@ pass (an identity forward, a projection backward, on the site output):
 - ``onto``: g Q Qᵀ (training inside span(Q_T));
 - ``away``: g (I − Q Qᵀ) (training without Q_T);
 - ``away_control`` j: g (I − B_j B_jᵀ) for rank-r controls B_j (Haar draws from the complement
-  of span(Q_T); several draws).
+  of span(Q_T); several draws);
+- ``onto_control`` j: g B_j B_jᵀ (training inside a control's span: the random-subspace
+  objection, issue 36; restricting updates to *any* low-rank subspace can help, arXiv 2604.25143).
 
 Every parameter upstream of the site that is trainable (``requires_grad``) moves; those
 downstream get no gradient through the projection but still get their own (the head's loss
@@ -23,15 +25,22 @@ first-order regime) and shared by every arm, so a projection that removes gradie
 smaller step. The held-out loss (the causal test batches) is read before and after.
 
 :func:`learning_arms` returns the per-batch held-out loss sums as a matrix whose columns are
-``before``, ``unmodified``, ``onto``, ``away`` and the controls' ``away_control`` arms;
-:func:`learning_rows` turns it into result rows. The verdict's number is the paired excess
-``learning_excess`` = mean_j D(away_control_j) − D(away), with D = held-out loss before − after
-(per target): how much more the loss falls when a control is removed from the gradient than when
-Q_T is. Its interval resamples the held-out batches and redraws the controls
-(:func:`tangentlab.measure.paired_excess`, expanded percentile). Rule:
-``tangentlab.claims.rules.RULES["learning-arms"]``.
+``before``, ``unmodified``, ``onto``, ``away``, the controls' ``away_control`` arms and their
+``onto_control`` arms; :func:`learning_rows` turns it into result rows. The verdict reads two
+paired excesses, with D = held-out loss before − after (per target):
 
-Shapes: ``Q`` (d, r); ``controls`` (m, d, r); loss sums (n_eval, 4 + m).
+- ``learning_excess`` = mean_j D(away_control_j) − D(away): how much more the loss falls when a
+  control is removed from the gradient than when Q_T is;
+- ``learning_excess_onto`` = D(onto) − mean_j D(onto_control_j): how much more the loss falls
+  when training inside Q_T than inside a control.
+
+Their intervals resample the held-out batches and redraw the controls
+(:func:`tangentlab.measure.paired_excess`, expanded percentile). Rule:
+``tangentlab.claims.rules.RULES["learning-arms"]``. To first order in the step the two excesses
+are equal (D(away) = D(unmodified) − D(onto) for orthogonal projections); they part where the
+steps leave the first-order regime, which is where "any subspace helps" lives.
+
+Shapes: ``Q`` (d, r); ``controls`` (m, d, r); loss sums (n_eval, 4 + 2m).
 """
 
 from __future__ import annotations
@@ -52,9 +61,9 @@ class ArmLosses:
     """Held-out loss sums of every arm.
 
     Attributes:
-        loss_sums: (n_eval, 4 + m) summed held-out loss per batch; columns :data:`ARM_NAMES`
-            then one per control (``away_control`` j).
-        counts: (n_eval, 4 + m) targets behind each sum.
+        loss_sums: (n_eval, 4 + 2m) summed held-out loss per batch; columns :data:`ARM_NAMES`,
+            then one per control (``away_control`` j), then one per control (``onto_control`` j).
+        counts: (n_eval, 4 + 2m) targets behind each sum.
         steps: SGD steps per arm.
         lr: the shared learning rate (``step_loss / ||∇θ L||²`` on the first batch).
         step_loss: the unmodified arm's first-order training-loss decrease per step (nats).
@@ -70,8 +79,8 @@ class ArmLosses:
 
     @property
     def n_controls(self) -> int:
-        """Controls' arms."""
-        return int(self.loss_sums.shape[1]) - len(ARM_NAMES)
+        """Controls (each has an away and an onto arm)."""
+        return (int(self.loss_sums.shape[1]) - len(ARM_NAMES)) // 2
 
 
 def haar_complement_controls(Q, n: int, seed):
@@ -159,7 +168,8 @@ def learning_arms(lm, site: str, Q, controls, *, train_batches: Sequence, eval_b
     base = lm.model
     was_training = base.training
     dt = next(base.parameters()).dtype
-    arms = [("unmodified", None), ("onto", Q), ("away", Q)] + [("away", B) for B in controls]
+    arms = ([("unmodified", None), ("onto", Q), ("away", Q)] + [("away", B) for B in controls]
+            + [("onto", B) for B in controls])
     before_s, before_n = _held_out(torch, lm, eval_batches)
     cols_s, cols_n = [before_s], [before_n]
     lr = None
@@ -202,10 +212,11 @@ def learning_arms(lm, site: str, Q, controls, *, train_batches: Sequence, eval_b
 def learning_rows(al: ArmLosses, cfg, base) -> list[dict]:
     """Result rows of the learning arms (``cfg``: ``n_boot``, ``confidence``, ``seed``).
 
-    ``learning_loss_decrease_{unmodified,onto,away,away_control_mean}``: held-out loss before −
-    after, per target (ci: expanded percentile over held-out batch resamples; the controls' mean
-    also redraws the controls, band = min/max over controls); ``learning_excess``: the verdict's
-    paired excess (module docstring) with ``p_value``, ``n_controls``, ``steps``, ``lr``.
+    ``learning_loss_decrease_{unmodified,onto,away,away_control_mean,onto_control_mean}``:
+    held-out loss before − after, per target (ci: expanded percentile over held-out batch
+    resamples; the controls' means also redraw the controls, band = min/max over controls);
+    ``learning_excess`` and ``learning_excess_onto``: the verdict's paired excesses (module
+    docstring), each with ``p_value`` (two-sided), ``n_controls``, ``steps``, ``lr``.
     """
     import numpy as np
 
@@ -213,10 +224,12 @@ def learning_rows(al: ArmLosses, cfg, base) -> list[dict]:
 
     m = al.n_controls
     k0 = len(ARM_NAMES)
-    res = paired_excess(al.loss_sums, al.counts, np.array([[3] + list(range(k0, k0 + m)),
-                                                          [1] + list(range(k0, k0 + m)),
-                                                          [2] + list(range(k0, k0 + m))]),
-                        np.zeros(3), n_boot=cfg.n_boot, confidence=cfg.confidence,
+    away_c, onto_c = list(range(k0, k0 + m)), list(range(k0 + m, k0 + 2 * m))
+    # rows: 0 = away, 1 = unmodified, 2 = onto (against the away controls: only their tangent
+    # part is read), 3 = onto against the onto controls. One draw of the controls serves all.
+    res = paired_excess(al.loss_sums, al.counts,
+                        np.array([[3] + away_c, [1] + away_c, [2] + away_c, [2] + onto_c]),
+                        np.zeros(4), n_boot=cfg.n_boot, confidence=cfg.confidence,
                         seed=[cfg.seed, 37], clean=0)
     nb = al.loss_sums.shape[0]
     kw = {"bucket": "all", "n": int(al.counts[:, 0].sum()), "n_batches": nb, "steps": al.steps,
@@ -224,7 +237,7 @@ def learning_rows(al: ArmLosses, cfg, base) -> list[dict]:
     f = float
     with np.errstate(divide="ignore", invalid="ignore"):
         loss = al.loss_sums.sum(0) / al.counts.sum(0)
-    dec_c = loss[0] - loss[k0:]
+    dec_away, dec_onto = loss[0] - loss[away_c], loss[0] - loss[onto_c]
     rows = [
         base.row("learning_loss_before", f(loss[0]), **kw),
         # res rows: 0 = away, 1 = unmodified, 2 = onto (tangent = that arm; control = controls)
@@ -236,9 +249,15 @@ def learning_rows(al: ArmLosses, cfg, base) -> list[dict]:
                  ci_high=-f(res.tangent_lo[0]), **kw),
         base.row("learning_loss_decrease_away_control_mean", -f(res.control[0]),
                  ci_low=-f(res.control_hi[0]), ci_high=-f(res.control_lo[0]),
-                 band_low=f(dec_c.min()), band_high=f(dec_c.max()), **kw),
+                 band_low=f(dec_away.min()), band_high=f(dec_away.max()), **kw),
+        base.row("learning_loss_decrease_onto_control_mean", -f(res.control[3]),
+                 ci_low=-f(res.control_hi[3]), ci_high=-f(res.control_lo[3]),
+                 band_low=f(dec_onto.min()), band_high=f(dec_onto.max()), **kw),
         base.row("learning_excess", f(res.excess[0]), ci_low=f(res.excess_lo[0]),
                  ci_high=f(res.excess_hi[0]), p_value=f(res.p_value[0]), **kw),
+        # excess = increase(onto Q_T) - increase(onto controls) = D(controls) - D(onto): negated
+        base.row("learning_excess_onto", -f(res.excess[3]), ci_low=-f(res.excess_hi[3]),
+                 ci_high=-f(res.excess_lo[3]), p_value=f(res.p_value[3]), **kw),
     ]
     return rows
 
@@ -260,7 +279,7 @@ def measure_learning_arms(lm, site: str, Q, eval_data, cfg, base) -> list[dict]:
         controls = haar_complement_controls(Q, cfg.learning_controls, [cfg.seed, 41])
     except RankError as e:
         return [base.row(name, None, note=f"no learning arms: {e}") for name in (
-            "learning_excess", "learning_loss_decrease_unmodified")]
+            "learning_excess", "learning_excess_onto", "learning_loss_decrease_unmodified")]
     al = learning_arms(lm, site, Q, controls, train_batches=eval_data.fit_batches,
                        eval_batches=eval_data.test_batches, steps=cfg.learning_steps,
                        step_loss=cfg.learning_step_loss, seed=[cfg.seed, 43])

@@ -1,7 +1,8 @@
 """The learning arms (second causal test) on a planted model whose gradient's mean is known.
 
-Verdict rule (``RULES["learning-arms"]``): X = mean D(away from a control) − D(away from Q_T);
-supported if X's CI lies above 0; not supported if its upper bound is below 0.1 D(unmodified).
+Verdict rule (``RULES["learning-arms"]``): two legs, X = mean D(away from a control) − D(away
+from Q_T) and Y = D(onto Q_T) − mean D(onto a control); supported if both CIs lie above 0; not
+supported if either upper bound is below 0.1 D(unmodified) (and that CI is not above 0).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def _planted(k: float, cost_ratio: float = 1.0, grad_bias: float = 1.0):
     return lm, frame[:, :spec.m], [batch() for _ in range(4)], [batch() for _ in range(4)]
 
 
-def _run(k: float):
+def _run(k: float, grad_bias: float = 1.0, step_loss: float = 0.002):
     from tangentlab.claims import causal_rules as CR
     from tangentlab.claims import rules as R
     from tangentlab.empirical.measurement.learning_arms import (
@@ -56,13 +57,15 @@ def _run(k: float):
     from tangentlab.empirical.measurement.measure_config import MeasureConfig
     from tangentlab.empirical.measurement.records import RowBase
 
-    lm, Q, train, held = _planted(k)
+    lm, Q, train, held = _planted(k, grad_bias=grad_bias)
     al = learning_arms(lm, "blocks.-1.resid_post", Q, haar_complement_controls(Q, 4, 0),
-                       train_batches=train, eval_batches=held, steps=4, step_loss=0.002, seed=0)
+                       train_batches=train, eval_batches=held, steps=4, step_loss=step_loss,
+                       seed=0)
     rows = {r["metric"]: r for r in learning_rows(al, MeasureConfig(n_boot=200), RowBase(site="s"))}
-    ex = rows["learning_excess"]
+    ex, eo = rows["learning_excess"], rows["learning_excess_onto"]
     out = CR.learning_arms_rule(R.Interval("X", ex["value"], ex["ci_low"], ex["ci_high"]),
-                               rows["learning_loss_decrease_unmodified"]["value"])
+                               rows["learning_loss_decrease_unmodified"]["value"],
+                               onto=R.Interval("Y", eo["value"], eo["ci_low"], eo["ci_high"]))
     return al, rows, out
 
 
@@ -77,8 +80,11 @@ def test_the_projection_hook_moves_only_what_it_keeps():
     al = learning_arms(lm, "blocks.-1.resid_post", full, full[None], train_batches=train,
                        eval_batches=held[:1], steps=2, step_loss=0.002, seed=0)
     L = al.loss_sums
+    assert L.shape[1] == 6 and al.n_controls == 1  # before, U, onto, away, away_c, onto_c
     assert np.allclose(L[:, 2], L[:, 1], rtol=1e-6)  # onto (everything) == unmodified
     assert np.allclose(L[:, 3], L[:, 0], rtol=1e-7)  # away from everything == before
+    assert np.allclose(L[:, 4], L[:, 0], rtol=1e-7)  # away from a control (everything) == before
+    assert np.allclose(L[:, 5], L[:, 1], rtol=1e-6)  # onto a control (everything) == unmodified
     assert (L[:, 1] < L[:, 0]).all()  # the unmodified arm learns
     assert al.lr > 0 and al.n_params > 0
     # the checkpoint itself is untouched
@@ -95,8 +101,29 @@ def test_an_enriched_gradient_mean_is_found_and_a_null_is_not():
     _, rows, out = _run(4.0)
     assert out.status == R.SUPPORTED, out.reason
     assert rows["learning_loss_decrease_onto"]["value"] > 0
+    # both legs see the planted mean: inside S learns more than inside a control
+    assert rows["learning_excess_onto"]["ci_low"] > 0
+    assert (rows["learning_loss_decrease_onto"]["value"]
+            > rows["learning_loss_decrease_onto_control_mean"]["value"] > 0)
     _, rows0, out0 = _run(1.0)
     assert out0.status != R.SUPPORTED, out0.reason
+
+
+def test_the_onto_anything_null_is_not_supported_where_reading_the_onto_arm_alone_is():
+    """The end-to-end ``onto-anything`` null (no preferred direction, a 4x shared offset learned
+    at a 10x step): training inside a random rank-r subspace learns, so a rule that read "onto
+    Q_T learns" (its decrease's CI above 0) would say "supported"; both legs of the real rule sit
+    below the equivalence bound, so it says "not supported"."""
+    from tangentlab.claims import rules as R
+    from tangentlab.validate.planted_scenarios import SCENARIOS
+
+    sc = SCENARIOS["onto-anything"]
+    assert sc.truth["learning-arms"] == "negative"
+    _, rows, out = _run(1.0, grad_bias=sc.spec["grad_bias"],
+                        step_loss=sc.measure["learning_step_loss"])
+    onto, onto_c = rows["learning_loss_decrease_onto"], rows["learning_loss_decrease_onto_control_mean"]
+    assert onto["ci_low"] > 0 and onto_c["ci_low"] > 0  # inside Q_T and inside a control: learns
+    assert out.status == R.NOT_SUPPORTED, out.reason
 
 
 def test_bad_settings_are_refused():
