@@ -48,6 +48,8 @@ __all__ = [
     "synthetic_stage",
     "BRIDGE",
     "bridge_stage",
+    "arms_stage",
+    "ARMS",
     "jsonable",
     "RunOutput",
     "write_run",
@@ -74,6 +76,8 @@ MEASURE = "measure"
 SYNTHETIC = "synthetic"
 #: The prefix of the bridge-text stages (``bridge/<arch>``: theory against measurement only).
 BRIDGE = "bridge"
+#: The prefix of the learning-arms-over-a-horizon stages (``arms/<arch>``; no verdict reads them).
+ARMS = "arms"
 
 
 def train_stage(arch: str) -> str:
@@ -94,6 +98,11 @@ def synthetic_stage(name: str) -> str:
 def bridge_stage(arch: str) -> str:
     """The bridge-text stage of ``arch`` (``"bridge/decoder"``)."""
     return f"{BRIDGE}/{arch}"
+
+
+def arms_stage(arch: str) -> str:
+    """The learning-arms-over-a-horizon stage of ``arch`` (``"arms/decoder"``)."""
+    return f"{ARMS}/{arch}"
 
 
 def jsonable(value: Any) -> Any:

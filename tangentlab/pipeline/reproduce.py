@@ -142,6 +142,13 @@ class ReproduceConfig(Config):
             trajectory again on enough documents for the closed forms' per-token fits
             (:mod:`tangentlab.empirical.bridge.text_stage`); empty: no such stage (``--quick``);
             none either when it is the training ``corpus`` (:func:`bridge_text_stages`).
+        arms_steps: > 0 adds an ``arms/<arch>`` stage per architecture: the learning arms over
+            a training horizon (:mod:`tangentlab.empirical.training.arms_study`), that many
+            steps from the last checkpoint, onto and away from Q_T and 2 rank-matched random
+            subspaces, read on the held-out loss curve; 0 (the default): none (500 steps of
+            the small decoder cost about 30 minutes on 2 cores).
+        arms_optimizer: ``adamw`` or ``sgd`` for those arms.
+        arms_lr: their learning rate; 0: 1e-4 for AdamW, 0.05 for SGD.
     """
 
     seed: int = 0
@@ -158,6 +165,9 @@ class ReproduceConfig(Config):
     external_measures: tuple[str, ...] = option((), unique=True)
     validate: bool = True
     bridge_text: str = "bible"
+    arms_steps: int = option(0, ge=0, integer=True)
+    arms_optimizer: str = option("adamw", choices=("adamw", "sgd"))
+    arms_lr: float = option(0.0, ge=0)
 
     def relations(self) -> list[tuple[bool, str]]:
         """The device spelling and the ``[scope:]key=value`` form of every override."""
@@ -309,12 +319,12 @@ def producers(cfg: ReproduceConfig) -> list[Producer]:
 
 
 def _bridge_producers(cfg: ReproduceConfig, device: dict[str, str]) -> list[Producer]:
-    """The stages that only feed the theory-against-measurement table (no verdict reads them).
+    """The stages no verdict reads: theory against measurement, and the arms over a horizon.
 
-    ``bridge/<arch>`` (when ``cfg.bridge_text`` names a text) and ``pretrained/smollm2`` (when
-    its environment variable names the model).
+    ``bridge/<arch>`` (when ``cfg.bridge_text`` names a text), ``pretrained/smollm2`` (when
+    its environment variable names the model) and ``arms/<arch>`` (when ``cfg.arms_steps`` > 0).
     """
-    from tangentlab.contract import train_stage
+    from tangentlab.contract import arms_stage, train_stage
     from tangentlab.empirical.bridge import pretrained as BP  # optional stage (issue 20)
     from tangentlab.empirical.bridge import text_stage as BT  # closed forms in numbers (issue 36)
 
@@ -333,6 +343,14 @@ def _bridge_producers(cfg: ReproduceConfig, device: dict[str, str]) -> list[Prod
             params={"seed": cfg.seed, "model_path": smol, "measure": BP.PRETRAINED_MEASURE},
             runtime=device, check={"rows": False},
             description="SmolLM2-135M through the theory-against-measurement table"))
+    study = {"steps": cfg.arms_steps, "optimizer": cfg.arms_optimizer, "lr": cfg.arms_lr,
+             "n_controls": 2, "seed": cfg.seed}
+    table += [Producer(
+        name=arms_stage(arch), target="tangentlab.empirical.training.arms_study:run_arms_stage",
+        inputs={"run_dir": train_stage(arch)}, depends=(train_stage(arch),), runtime=device,
+        params={"study": study}, check={"kind": "empirical/arms"},
+        description=f"learning arms of the {arch} over {cfg.arms_steps} {cfg.arms_optimizer} steps",
+    ) for arch in cfg.archs if cfg.arms_steps > 0]
     return table
 
 

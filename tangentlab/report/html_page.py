@@ -73,6 +73,12 @@ def _verdict_cell(text: str) -> str:
     return badge + (f" {_e(rest)}" if rest else "")
 
 
+def _arms_html(arms: list[tuple[str, str]]) -> str:
+    """The learning arms over a horizon (``reproduce --set arms_steps=N``); none: empty."""
+    return (f"<p><b>{theory_numbers.ARMS_TITLE}</b> ({_e(theory_numbers.ARMS_NOTE)})</p><ul>"
+            + "".join(f"<li>{_e(x)}</li>" for _, x in arms) + "</ul>") if arms else ""
+
+
 def _end_to_end_html(rows: list[tuple[str, ...]]) -> list[str]:
     """The "validated end to end" table: one row per prediction (:mod:`tangentlab.report.gating`)."""
     if not rows:
@@ -161,7 +167,7 @@ def render_html(page: P.Page, pngs: dict[str, bytes], *, link_base: str = "") ->
         for k, v in page.facts) + "</table>")
     out.append("<p>" + " ".join(f"<b>{_e(t)}:</b> {_e(c)}." for t, c in page.counts)
                + "</p>")
-    out.append(theory_numbers.findings_html(page.findings))  # issue 36
+    out.append(theory_numbers.findings_html(page.findings) + _arms_html(page.arms))  # issue 36
     for sid, section, caption in P.VERDICT_SECTIONS:
         out.append(f'<h2 id="{sid}">{titles[sid]}</h2>')
         out.append(f'<p class="muted">{_e(caption)}</p>')

@@ -33,6 +33,12 @@ def _source_md(v: Verdict, base: str = "") -> str:
     return "; ".join(one(s) for s in v.sources)
 
 
+def _arms_md(arms: list[tuple[str, str]]) -> list[str]:
+    """The learning arms over a horizon (``reproduce --set arms_steps=N``); none: no lines."""
+    return [f"**{theory_numbers.ARMS_TITLE}** ({theory_numbers.ARMS_NOTE})", "",
+            *[f"- {_md(x)}" for _, x in arms], ""] if arms else []
+
+
 def _end_to_end_md(rows: list[tuple[str, ...]]) -> list[str]:
     """The "validated end to end" table: one row per prediction (:mod:`tangentlab.report.gating`)."""
     if not rows:
@@ -61,7 +67,7 @@ def render_markdown(page: P.Page, figures: dict[str, Path], *, link_base: str = 
             f"## {titles['summary']}", "", "| | |", "|---|---|"]
     out += [f"| {_md(k)} | {'`' + v + '`' if k == 'reproduce with' else _md(v)} |" for k, v in page.facts]
     out += ["", " ".join(f"**{t}:** {c}." for t, c in page.counts), ""]
-    out += theory_numbers.findings_markdown(page.findings)  # issue 36
+    out += theory_numbers.findings_markdown(page.findings) + _arms_md(page.arms)  # issue 36
     for sid, section, caption in P.VERDICT_SECTIONS:
         out += [f"## {titles[sid]}", "", caption, "",
                 "| # | row | status | per unit / checks | the paper reported | source |",

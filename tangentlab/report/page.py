@@ -84,6 +84,7 @@ class Page:
         theory_missing: why there are no theory checks (shown when ``theory`` is empty).
         limitations, findings: the limitations section; where measurement disagrees with the
             account (:func:`~tangentlab.report.theory_numbers.findings`).
+        arms: (status, line) per learning-arms study over a horizon (``arms/<arch>``).
         config, versions: the recorded config and library versions (provenance).
     """
 
@@ -100,6 +101,7 @@ class Page:
     theory_missing: str
     limitations: list[str]
     findings: list[str]
+    arms: list[tuple[str, str]]
     config: Any
     versions: dict[str, Any]
 
@@ -109,6 +111,7 @@ def build(data: RunData, verdicts: list[Verdict]) -> Page:
     m, records, stages = data.manifest, data.records, data.stages
     names = data.names
     bridge, missing = theory_numbers.read_lines(stages, names)
+    arms = theory_numbers.arms_lines(stages, names)
     devices = _devices(m, [stages[n] for n in names if n != REPORT])
     return Page(
         name=data.run_dir.name, verdicts=verdicts, banner=banner(m, records),
@@ -119,8 +122,8 @@ def build(data: RunData, verdicts: list[Verdict]) -> Page:
         theory=theory_rows(stages[THEORY]),
         theory_missing=stages[THEORY].problem or "none recorded",
         limitations=limitations(m, records, verdicts),
-        findings=theory_numbers.findings(verdicts, bridge), config=m.get("config", {}),
-        versions=m.get("versions") or {})
+        findings=theory_numbers.findings(verdicts, bridge, arms), arms=arms,
+        config=m.get("config", {}), versions=m.get("versions") or {})
 
 
 def _is_quick(manifest: dict[str, Any]) -> bool:
@@ -248,16 +251,10 @@ def _devices(manifest: dict[str, Any], stages: list[Stage]) -> str:
 
 
 def _wall_seconds(m: dict[str, Any]) -> float | None:
-    for key in ("wall_seconds", "wall_s"):
-        v = m.get(key)
+    t = m.get("timings_s") if isinstance(m.get("timings_s"), dict) else {}
+    for v in (m.get("wall_seconds"), m.get("wall_s"), t.get("wall"), t.get("total")):
         if isinstance(v, (int, float)) and not isinstance(v, bool):
             return float(v)
-    t = m.get("timings_s")
-    if isinstance(t, dict):
-        for key in ("wall", "total"):
-            v = t.get(key)
-            if isinstance(v, (int, float)) and not isinstance(v, bool):
-                return float(v)
     return None
 
 

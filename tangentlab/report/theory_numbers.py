@@ -28,18 +28,17 @@ from pathlib import Path
 from typing import Any
 
 from tangentlab.claims.bridge_rules import AGREEMENT_RULE, NOT_MEASURABLE, OUTSIDE_DOMAIN
-from tangentlab.contract import BRIDGE
+from tangentlab.contract import ARMS, BRIDGE
 from tangentlab.report.load import BRIDGE_FILE, EXTERNAL_PREFIX
 
 __all__ = ["TITLE", "AGREEMENT_RULE", "BRIDGE_FILE", "Line", "read_lines", "table_rows",
            "context_rows", "panels", "write_figures", "html_section", "markdown_section",
            "figure_key", "findings", "FINDINGS_TITLE", "FINDINGS_NOTE", "findings_markdown",
-           "findings_html"]
+           "findings_html", "arms_lines", "ARMS_TITLE", "ARMS_NOTE"]
 
 TITLE = "Theory against measurement, in numbers"
-#: The agreement rule, where the measurement decides it (``claims.bridge_rules``); a line whose
-#: note carries ``OUTSIDE_DOMAIN`` was predicted at beta = 0, the measured beta being negative.
-#: What the agreement cell adds for such a line.
+#: What the agreement cell adds for a line whose note carries ``OUTSIDE_DOMAIN`` (predicted at
+#: beta = 0, the measured beta being negative); the rule itself is ``claims.bridge_rules``'.
 OUTSIDE_DOMAIN_FLAG = " (measured β < 0, outside the closed form: predicted at β = 0)"
 _PHASE_ORDER = {"step0": 0, "peak": 1, "last": 2}
 
@@ -392,15 +391,42 @@ FINDINGS_NOTE = ("rows of the argument and predictions that read not supported, 
                  "the stages that show it")
 
 
+#: What a ``pinning_curvature`` line's note says when its interval excludes 0.
+POWER_LAW_REJECTED = "one power law rejected"
+#: The list of learning-arms studies over a training horizon (``arms/<arch>``): title, rule.
+ARMS_TITLE = "Learning arms over a training horizon"
+ARMS_NOTE = ("supported when training onto Q_T gains and training away from it costs, both "
+             "intervals above 0; not supported when either interval lies below 0")
+
+
 def _interval(x: tuple[float, float, float]) -> str:
     return f"{x[0]:.3g} [{x[1]:.3g}, {x[2]:.3g}]"
 
 
-#: What a ``pinning_curvature`` line's note says when its interval excludes 0.
-POWER_LAW_REJECTED = "one power law rejected"
+def arms_lines(stages: Any, names: Sequence[str]) -> list[tuple[str, str]]:
+    """(status, line) per finished ``arms/<arch>`` stage (``reproduce --set arms_steps=N``).
+
+    Optimizer, steps, the two gaps between held-out curves with their intervals, and the
+    study's own rule (:mod:`tangentlab.empirical.training.arms_study`). No verdict reads them.
+    """
+    out = []  # a line per finished arms stage
+    for name in (n for n in names if n.startswith(ARMS + "/")):
+        st = stages[name]
+        rows = {r["metric"]: r for r in (st.results.to_dict("records") if st.done and
+                                         st.has_results else ())}
+        if not {"arms_onto_gain", "arms_away_cost"} <= set(rows):
+            continue
+        g, c = rows["arms_onto_gain"], rows["arms_away_cost"]
+        gap = [_interval((x["value"], x["ci_low"], x["ci_high"])) for x in (g, c)]
+        out.append((str(g["rule"]), (
+            f"{name}: {g['optimizer']} at lr {float(g['lr']):.3g}, {int(g['steps'])} steps from "
+            f"the last checkpoint, {int(g['n_controls'])} random subspaces: onto gain {gap[0]}, "
+            f"away cost {gap[1]} (mean gaps between held-out curves, nats): {g['rule']}")))
+    return out
 
 
-def findings(verdicts: Sequence[Any], lines: Sequence[Line]) -> list[str]:
+def findings(verdicts: Sequence[Any], lines: Sequence[Line],
+             arms: Sequence[tuple[str, str]] = ()) -> list[str]:
     """Every place where measurement disagrees with the account, one short entry each.
 
     The summary's findings list (issue 36, item 6), read from the rows and lines the report
@@ -412,13 +438,12 @@ def findings(verdicts: Sequence[Any], lines: Sequence[Line]) -> list[str]:
       interval; the external units likewise;
     - each theory-against-measurement line that disagrees, predicted and measured intervals;
     - each pinning curvature line whose interval rejects one power law of rank (the closed
-      forms assume one: :mod:`tangentlab.empirical.bridge.pinning_form`).
+      forms assume one: :mod:`tangentlab.empirical.bridge.pinning_form`);
+    - each learning-arms study over a horizon (:func:`arms_lines`) that read not supported.
 
     A line repeated under a second phase of the same checkpoint (the peak is the last step) is
-    listed once, under the first phase.
-
-    A failure of the instrument's calibration is not listed: it says the method is off, not
-    that the account is.
+    listed once, under the first phase. A failure of the instrument's calibration is not
+    listed: it says the method is off, not that the account is.
     """
     from tangentlab.claims.rules import NOT_SUPPORTED
 
@@ -457,7 +482,7 @@ def findings(verdicts: Sequence[Any], lines: Sequence[Line]) -> list[str]:
         if key not in seen:
             seen.add(key)
             out.append(entry)
-    return out
+    return out + [f"{ARMS_TITLE}, {x}" for status, x in arms if status == NOT_SUPPORTED]
 
 
 def findings_markdown(items: Sequence[str]) -> list[str]:

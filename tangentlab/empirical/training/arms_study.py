@@ -49,10 +49,13 @@ from typing import Any
 from tangentlab.config import Config, option
 
 __all__ = ["ArmsStudyConfig", "ArmCurves", "run_arms", "arms_rows", "arms_verdict",
-           "write_arms_study", "ARMS_KIND"]
+           "write_arms_study", "run_arms_stage", "ARMS_KIND", "DEFAULT_LR"]
 
 #: The manifest ``kind`` of a study's run directory.
 ARMS_KIND = "empirical/arms"
+#: The learning rate per optimizer where none is stated: AdamW's is the small preset's final rate
+#: (1e-3 × 0.1); SGD's is the one the decoder's 500-step study used (docs/empirical.md).
+DEFAULT_LR = {"adamw": 1e-4, "sgd": 0.05}
 
 
 @dataclass(frozen=True)
@@ -328,3 +331,17 @@ def write_arms_study(run_dir: str | Path, out: str | Path, cfg: ArmsStudyConfig,
     path = write_run(out, kind=ARMS_KIND, config=cfg, produce=produce,
                      seeds={"arms": cfg.seed}, quick=False, device=device)
     return path, box["verdict"]
+
+
+def run_arms_stage(out: str | Path, run_dir: str | Path, *, study: dict[str, Any],
+                   device: str = "cpu") -> Path:
+    """The reproduce stage ``arms/<arch>``: the study on ``run_dir`` with ``study``'s keys.
+
+    ``study``: :class:`ArmsStudyConfig` keys (``lr`` 0 or absent: :data:`DEFAULT_LR` of the
+    optimizer). Returns ``out``.
+    """
+    keys = dict(study)
+    if not keys.get("lr"):
+        keys["lr"] = DEFAULT_LR[keys.get("optimizer", "adamw")]
+    path, _ = write_arms_study(run_dir, out, ArmsStudyConfig(**keys), device=device)
+    return path

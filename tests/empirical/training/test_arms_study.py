@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+from dataclasses import replace as dataclasses_replace
 
 import numpy as np
 import pytest
@@ -118,3 +119,45 @@ def test_an_arm_given_q_t_as_its_control_trains_the_same_curve(tiny_runs, tmp_pa
         assert main(["empirical", "arms", str(run), "--out", str(tmp_path / "bad"), *extra]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and words in err[0] and not (tmp_path / "bad").exists()
+
+
+@pytest.mark.slow
+def test_the_reproduce_stage_runs_the_masked_lm_and_the_report_lists_it(tiny_runs, tmp_path):
+    """``reproduce --set arms_steps=N`` builds ``arms/<arch>``; its function runs the study on
+    the encoder (the masked-LM path: labels only at masked positions) with the optimizer's
+    default rate, and the report lists it, and in the findings list when not supported."""
+    from tangentlab.claims.rules import NOT_SUPPORTED
+    from tangentlab.empirical.training.arms_study import DEFAULT_LR, run_arms_stage
+    from tangentlab.pipeline.reproduce import DEFAULT, producers
+    from tangentlab.report import page as P
+    from tangentlab.report.load import RunData
+    from tangentlab.report.render import produce
+    from tangentlab.report.verdicts import build_verdicts
+    from tests.report.fixtures import measure_rows, write_run
+
+    assert not [p for p in producers(DEFAULT) if p.name.startswith("arms/")]  # off by default
+    cfg = dataclasses_replace(DEFAULT, arms_steps=4, arms_optimizer="sgd")
+    arms = {p.name: p for p in producers(cfg) if p.name.startswith("arms/")}
+    assert set(arms) == {"arms/encoder", "arms/decoder"}
+    assert arms["arms/encoder"].depends == ("train/encoder",)
+    assert arms["arms/encoder"].params["study"]["steps"] == 4
+
+    run = tmp_path / "run"
+    out = run_arms_stage(run / "arms" / "encoder", tiny_runs["encoder"], device="cpu", study={
+        "steps": 4, "optimizer": "sgd", "lr": 0.0, "n_controls": 2, "eval_every": 2,
+        "eval_batches": 3, "fit_batches": 2, "n_boot": 100, "rank": 4, "seed": 0})
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["config"]["lr"] == DEFAULT_LR["sgd"] and manifest["read_steps"] == [0, 2, 4]
+    record = {"status": "done", "config_hash": "abc", "seconds": 1.0, "cpu_seconds": 1.0,
+              "outputs": ["arms/encoder"]}
+    write_run(run, {"decoder": measure_rows("decoder")}, stages={"arms/encoder": record})
+    data = RunData.open(run)
+    page = P.build(data, build_verdicts(data))
+    assert len(page.arms) == 1 and page.arms[0][0] == manifest["verdict"]
+    line = page.arms[0][1]
+    assert line.startswith("arms/encoder: sgd at lr 0.05, 4 steps") and "onto gain" in line
+    assert (any(f.endswith(line) for f in page.findings)
+            == (manifest["verdict"] == NOT_SUPPORTED))
+    produce(run)
+    assert line.split(":")[0] in (run / "report.md").read_text()
+    assert "Learning arms over a training horizon" in (run / "report.html").read_text()
