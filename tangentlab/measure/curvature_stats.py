@@ -25,9 +25,21 @@ bias by ``RSS / (k - n_par)``. So
 covariance S in place of the noise): ``Var = 4 tr(W C W Q̂ S Q̂ᵀ) + 2 tr(S²) tr((W C)²)``, and M
 in place of W for the normal variance. The visibility's interval adds the sampling of the chart
 coordinates: a delta method for the ratio of the per-point means of the fitted quadratic part's
-and the tangent part's squared norms. The frame's own uncertainty and the chart's higher-order terms are
-*not* in the interval: the calibration experiment ``estimator-calibration`` measures where that
-matters (``docs/bridge.md``).
+and the tangent part's squared norms. The frame's own uncertainty is *not* in the interval: the
+calibration experiment ``estimator-calibration`` measures where that matters (``docs/bridge.md``).
+
+**Two scales: extrapolation to radius 0** (issue 36, item 3). A quadratic fit absorbs the chart's
+higher-order terms: on a sphere the height is ``|u|²/2R + |u|⁴/8R³ + …``, and the quartic part
+leaks into the fitted quadratic coefficients, biasing ‖II‖² up (+4–8% at the calibration's
+radius, far beyond the interval). The leak is that of ``|u|⁴`` regressed on the fit's design:
+λ = the mean diagonal quadratic coefficient of ``|u|⁴ ~ G``, a number of the sampled chart
+coordinates alone. The fit is repeated on the inner ``scale_fraction`` of Y (nearest its mean),
+whose smaller radius leaks less (λ_in < λ), and the two are extrapolated to no leak (Richardson):
+``‖II‖²₀ = ‖II‖² + b (‖II‖²_in − ‖II‖²)``, ``b = λ / (λ − λ_in)``, with
+``se₀² = se² + b² (se_in² − se²)`` (nested fits: the difference's variance is
+``se_in² − se²``). It assumes the higher-order term is isotropic in u (exact for a sphere); the
+calibration measures the rest. ``extrapolate=False`` keeps the one-scale estimate and instead
+marks ‖II‖² "not measurable" where the two scales disagree beyond the noise.
 
 **Neighbourhood-size rule** (:func:`neighbourhood_size`): ``k = max(ceil(4 · n_par), 200)`` (four
 points per fitted parameter, at least 200), capped by the points available.
@@ -194,6 +206,8 @@ class LocalCurvature:
             raw tangent variance (the two "not measurable" criteria).
         k, m: points and dimension; measurable, reason: the marker (all values NaN);
         ii_measurable, ii_reason: the marker of ‖II‖² alone (also the two-scale check).
+        ii_one_scale: the one-scale noise-corrected ‖II‖² (before the extrapolation; equal to
+            ``ii_norm_sq`` with ``extrapolate=False``; NaN where not measurable).
     """
 
     ii_norm_sq: float
@@ -215,6 +229,7 @@ class LocalCurvature:
     reason: str = ""
     ii_measurable: bool = True
     ii_reason: str = ""
+    ii_one_scale: float = float("nan")
 
     def to_dict(self) -> dict[str, Any]:
         """All fields as plain values."""
@@ -231,10 +246,54 @@ def _quad_stat(Wm: np.ndarray, Qh: np.ndarray, C: np.ndarray, noise_tot: float,
     return raw, corr, math.sqrt(max(var, 0.0))
 
 
+def _leak(Y: np.ndarray, m: int, p: np.ndarray) -> float:
+    """λ: how much ``|u|⁴`` leaks into the diagonal quadratic coefficients of Y's fit design."""
+    _, vt = _spectrum(Y)
+    U = (Y - p) @ vt[:m].T
+    iu, ju = np.triu_indices(m)
+    G = np.hstack([np.ones((len(U), 1)), U, U[:, iu] * U[:, ju]])
+    coef, *_ = np.linalg.lstsq(G, np.einsum("km,km->k", U, U) ** 2, rcond=None)
+    return float(coef[1 + m:][iu == ju].mean())
+
+
+def _two_scales(Y: np.ndarray, m: int, p: np.ndarray, ii: float, ii_se: float, n_par: int, *,
+                scale_fraction: float, z_scale: float, extrapolate: bool
+                ) -> tuple[float, float, str] | None:
+    """(‖II‖², se, reason) from the fit on Y and on its inner part (module docstring).
+
+    None when the inner part is too small or all of Y. ``extrapolate``: the Richardson estimate
+    (reason set when the two scales do not separate the leak); else the one-scale estimate and
+    the two-scale check's reason.
+    """
+    k = Y.shape[0]
+    n_in = int(math.ceil(scale_fraction * k))
+    if not n_par + 3 <= n_in < k:
+        return None
+    dist = np.einsum("kd,kd->k", Y - Y.mean(axis=0), Y - Y.mean(axis=0))
+    inner = np.argsort(dist, kind="stable")[:n_in]
+    f_in = local_curvature(Y[inner], m, point=p, max_noise_share=1.0, max_tangent_noise=1.0,
+                           scale_check=False)
+    if extrapolate:
+        lam, lam_in = _leak(Y, m, p), _leak(Y[inner], m, p)
+        b = lam / (lam - lam_in) if lam > lam_in > 0 else float("nan")
+        if not 1.0 < b <= 20.0:
+            return ii, ii_se, (f"the two scales ({k} and {n_in} points) do not separate the "
+                               f"higher-order leak (lambda {lam:.3g}, inner {lam_in:.3g})")
+        var = ii_se**2 + b * b * max(f_in.ii_se**2 - ii_se**2, 0.0)
+        return ii + b * (f_in.ii_norm_sq - ii), math.sqrt(var), ""
+    sd = math.sqrt(max(f_in.ii_se**2 - ii_se**2, 0.25 * f_in.ii_se**2))
+    if abs(f_in.ii_norm_sq - ii) > max(z_scale * sd, 0.01 * abs(ii)):  # 1%: immaterial
+        return ii, ii_se, (f"||II||^2 changes with the neighbourhood size ({ii:.4g} on {k} "
+                           f"points, {f_in.ii_norm_sq:.4g} on the inner {n_in}): the chart's "
+                           "higher-order terms bias it beyond its interval")
+    return ii, ii_se, ""
+
+
 def local_curvature(Y: ArrayLike, m: int, point: ArrayLike | None = None, *,
                     confidence: float = 0.95, max_noise_share: float = 0.9,
                     max_tangent_noise: float = 0.05, scale_check: bool = True,
-                    scale_fraction: float = 0.6, z_scale: float = 1.96) -> LocalCurvature:
+                    scale_fraction: float = 0.6, z_scale: float = 1.96,
+                    extrapolate: bool = True) -> LocalCurvature:
     """Noise-corrected ‖II‖² and visibility of a neighbourhood Y ``(k, d)``, with intervals.
 
     Args:
@@ -252,7 +311,10 @@ def local_curvature(Y: ArrayLike, m: int, point: ArrayLike | None = None, *,
             than ``z_scale`` standard deviations of the difference (nested estimates:
             ``sqrt(se_inner² - se²)``) and by more than 1% of ‖II‖².
         scale_fraction: share of Y in the inner fit.
-        z_scale: threshold of the two-scale check.
+        z_scale: threshold of the two-scale check (``extrapolate=False`` only).
+        extrapolate: with ``scale_check``, extrapolate ‖II‖² across the two scales to radius 0
+            (module docstring) instead of checking that they agree; ‖II‖² alone is "not
+            measurable" where they do not separate the higher-order leak.
 
     Returns:
         :class:`LocalCurvature`.
@@ -314,19 +376,12 @@ def local_curvature(Y: ArrayLike, m: int, point: ArrayLike | None = None, *,
     # two-scale check of ||II||^2: the chart's higher-order terms bias a quadratic fit by
     # O(radius^2); the inner part of the neighbourhood has a smaller radius, so a difference
     # beyond the noise says that the bias is larger than the interval
-    ii_reason = ""
-    n_in = int(math.ceil(scale_fraction * k))
-    if scale_check and n_in >= n_par + 3 and n_in < k:
-        dist = np.einsum("kd,kd->k", Y - Y.mean(axis=0), Y - Y.mean(axis=0))
-        inner = np.argsort(dist, kind="stable")[:n_in]
-        f_in = local_curvature(Y[inner], m, point=p, confidence=confidence,
-                               max_noise_share=1.0, max_tangent_noise=1.0, scale_check=False)
-        sd = math.sqrt(max(f_in.ii_se**2 - ii_se**2, 0.25 * f_in.ii_se**2))
-        if abs(f_in.ii_norm_sq - ii) > max(z_scale * sd, 0.01 * abs(ii)):  # 1%: immaterial
-            ii_reason = (f"||II||^2 changes with the neighbourhood size ({ii:.4g} on {k} points, "
-                         f"{f_in.ii_norm_sq:.4g} on the inner {n_in}): the chart's higher-order "
-                         "terms bias it beyond its interval")
     share = 1.0 - ii / ii_raw if ii_raw > 0 else 1.0
+    ii_one, ii_reason = ii, ""
+    two = _two_scales(Y, m, p, ii, ii_se, n_par, scale_fraction=scale_fraction, z_scale=z_scale,
+                      extrapolate=extrapolate) if scale_check else None
+    if two is not None:
+        ii, ii_se, ii_reason = two
     tnoise = m * sig2 / tan_raw if tan_raw > 0 else float("inf")
     from scipy.stats import norm
 
@@ -349,7 +404,7 @@ def local_curvature(Y: ArrayLike, m: int, point: ArrayLike | None = None, *,
         visibility_ci=(vis - z * vis_se, vis + z * vis_se) if ok else (nan, nan),
         visibility_raw=vis_raw, noise_var=noise_tot, noise_share=share, tangent_noise=tnoise,
         k=k, m=m, measurable=ok, reason=reason, ii_measurable=ii_ok,
-        ii_reason=reason or ii_reason)
+        ii_reason=reason or ii_reason, ii_one_scale=ii_one if ok else nan)
 
 
 def local_curvature_at(X: ArrayLike, point: ArrayLike, m: int, k: int | None = None,

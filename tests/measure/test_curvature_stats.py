@@ -51,9 +51,9 @@ def test_noise_correction_removes_the_noise_bias():
     f = local_curvature(Y, 2)
     assert f.measurable
     assert f.ii_raw > 1.3 * ii
-    assert abs(f.ii_norm_sq / ii - 1) < 0.15
-    lo, hi = f.ii_ci
-    assert lo < f.ii_norm_sq < hi
+    assert abs(f.ii_one_scale / ii - 1) < 0.15  # the noise-corrected one-scale fit
+    lo, hi = f.ii_ci  # the two-scale extrapolation pays for its bias in variance here
+    assert lo < f.ii_norm_sq < hi and lo < ii < hi
 
 
 def test_visibility_matches_the_theory_with_noise():
@@ -99,11 +99,30 @@ def test_docstring_examples_run():
 
 def test_two_scale_check_marks_higher_order_bias():
     # little noise, radius 0.2 on a unit 2-sphere: the quadratic fit is biased by the chart's
-    # quartic terms (about +8%) far beyond its tiny interval; the check must say so
+    # quartic terms (about +8%) far beyond its tiny interval; without the extrapolation the
+    # check must say so
     Y, ii = _sphere_patch(2, 64, 0.2 / np.sqrt(2), 1e-4, 200, seed=0)
-    f = local_curvature(Y, 2)
+    f = local_curvature(Y, 2, extrapolate=False)
     assert f.measurable and not f.ii_measurable and np.isnan(f.ii_norm_sq)
     assert "neighbourhood size" in f.ii_reason
     assert np.isfinite(f.visibility)  # the visibility is not affected
     g = local_curvature(Y, 2, scale_check=False)
     assert g.ii_measurable and not g.ii_ci[0] <= ii <= g.ii_ci[1]
+
+
+@pytest.mark.parametrize("m", [2, 4, 8])
+def test_the_two_scale_extrapolation_removes_the_higher_order_bias(m):
+    """The same patches (radius 0.2): the one-scale estimate is 4-8% high in every replicate;
+    extrapolated across the two scales the mean is within 1% of the truth and most intervals
+    cover it (issue 36: the delta-method interval leaves out the frame's own uncertainty, so it
+    undercovers a little at this noise; the calibration experiment measures by how much)."""
+    one, two, hits = [], [], 0
+    for seed in range(12):
+        Y, ii = _sphere_patch(m, 64, 0.2 / np.sqrt(m), 1e-4, neighbourhood_size(m), seed=seed)
+        f = local_curvature(Y, m)
+        assert f.ii_measurable, f.ii_reason
+        one.append(f.ii_one_scale / ii - 1)
+        two.append(f.ii_norm_sq / ii - 1)
+        hits += f.ii_ci[0] <= ii <= f.ii_ci[1]
+    assert min(one) > 0.03  # the broken variant: the plain fit misses in every replicate
+    assert abs(np.mean(two)) < 0.01 and hits >= 8

@@ -111,9 +111,12 @@ def test_agreement_rule():
 
 
 def test_trust_rules_follow_the_calibration():
-    assert trust("ii_norm_sq", m=8, d=256) == "" and trust("ii_norm_sq", m=16, d=768) == ""
-    assert "m = 8-16" in trust("ii_norm_sq", m=4, d=768)
-    assert trust("ii_norm_sq", m=8, d=64)
+    # the calibrated range of the two-scale estimate (docs/bridge.md: 28 of 30 cells trusted)
+    assert trust("ii_norm_sq", m=8, d=256) == "" and trust("ii_norm_sq", m=2, d=64) == ""
+    assert trust("ii_norm_sq", m=32, d=768) == "" and trust("ii_norm_sq", m=4, d=128) == ""
+    assert "m = 2-32 in d = 64-768" in trust("ii_norm_sq", m=1, d=768)
+    assert trust("ii_norm_sq", m=64, d=256) and trust("ii_norm_sq", m=8, d=32)
+    assert trust("ii_norm_sq", m=8, d=1024) and trust("ii_norm_sq", m=None, d=256)
     assert trust("zipf_s", n_ranks=4) and not trust("zipf_s", n_ranks=5)
     assert trust("pinning_beta", n_tokens=19) and not trust("pinning_beta", n_tokens=20)
 
