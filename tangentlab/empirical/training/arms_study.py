@@ -314,8 +314,14 @@ def arms_rows(curves: ArmCurves, cfg: ArmsStudyConfig) -> tuple[list[dict], str]
 
 def write_arms_study(run_dir: str | Path, out: str | Path, cfg: ArmsStudyConfig, *,
                      device: str = "cpu") -> tuple[Path, str]:
-    """Run the study on ``run_dir`` and write ``out`` (results, manifest); (out, verdict)."""
+    """Run the study on ``run_dir`` and write ``out`` (results, manifest); (out, verdict).
+
+    ``device``: ``cpu``, ``cuda[:N]``, ``mps`` or ``auto`` (resolved here, as reproduce passes it).
+    """
     from tangentlab.contract import RunOutput, write_run
+    from tangentlab.empirical.loading.models import resolve_device
+
+    device = resolve_device(device)
 
     box: dict[str, str] = {}
 

@@ -143,11 +143,13 @@ def test_the_reproduce_stage_runs_the_masked_lm_and_the_report_lists_it(tiny_run
     assert arms["arms/encoder"].params["study"]["steps"] == 4
 
     run = tmp_path / "run"
-    out = run_arms_stage(run / "arms" / "encoder", tiny_runs["encoder"], device="cpu", study={
+    # reproduce hands its stages device "auto" (the stage failed on it before it was resolved)
+    out = run_arms_stage(run / "arms" / "encoder", tiny_runs["encoder"], device="auto", study={
         "steps": 4, "optimizer": "sgd", "lr": 0.0, "n_controls": 2, "eval_every": 2,
         "eval_batches": 3, "fit_batches": 2, "n_boot": 100, "rank": 4, "seed": 0})
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["config"]["lr"] == DEFAULT_LR["sgd"] and manifest["read_steps"] == [0, 2, 4]
+    assert manifest["device"] != "auto"
     record = {"status": "done", "config_hash": "abc", "seconds": 1.0, "cpu_seconds": 1.0,
               "outputs": ["arms/encoder"]}
     write_run(run, {"decoder": measure_rows("decoder")}, stages={"arms/encoder": record})
