@@ -83,13 +83,6 @@ def _one_thread_for_unit_tests(request):
             torch.set_num_threads(before)
 
 
-#: Model tests that read no session fixture but stay in the model tier, to balance the two tiers
-#: of ``make test`` (a fresh clone on 2 cores, 2026-12-06: model tier 398 s, unit tier 439 s
-#: with this 26 s test in the unit tier; the run's wall time is the longer tier's).
-MODEL_TIER_STANDALONE = (
-    "tests/empirical/training/test_distributed_train.py::test_ddp_kill_one_rank_then_resume",
-)
-
 #: Session fixtures that run a real model once for every test that reads them: the tests that
 #: read one share a process (``scripts/test_tiers.py``'s first tier).
 SESSION_MODEL_FIXTURES = frozenset({"quick_reproduce", "tiny_runs", "measured", "quick_runs"})
@@ -107,9 +100,8 @@ def pytest_collection_modifyitems(config, items):
 
     A model test is also ``standalone`` when it reads no session fixture
     (:data:`SESSION_MODEL_FIXTURES`) and no module-scoped fixture that a test reading one also
-    reads, and is not kept in the model tier for balance (:data:`MODEL_TIER_STANDALONE`):
-    ``make test`` runs the standalone tests beside the unit tests, in its second process, so
-    that the two processes take about as long, and no fixture runs twice.
+    reads: ``make test`` runs the standalone tests beside the unit tests, in its second process,
+    so that the two processes take about as long, and no fixture runs twice.
     """
     model_items = []
     for item in items:
@@ -126,8 +118,8 @@ def pytest_collection_modifyitems(config, items):
     shared_ids = {item.nodeid for item in shared}
     for item in model_items:
         module = item.nodeid.split("::")[0]
-        if (item.nodeid not in shared_ids and not item.nodeid.startswith(MODEL_TIER_STANDALONE)
-                and not any((module, name) in held for name in _module_fixtures(item))):
+        if item.nodeid not in shared_ids and not any(
+                (module, name) in held for name in _module_fixtures(item)):
             item.add_marker(pytest.mark.standalone)
 
 
