@@ -49,6 +49,7 @@ __all__ = [
     "alpha_req",
     "OptionalDependencyError",
     "intrinsic_dimension",
+    "gride_interval",
     "ID_METHODS",
 ]
 
@@ -197,3 +198,34 @@ def intrinsic_dimension(X: ArrayLike, method: str = "twonn", **kwargs: Any) -> f
     est = skdim.id.TwoNN(**kwargs) if method == "twonn" else skdim.id.GRIDE(**kwargs)
     est.fit(A)
     return float(est.dimension_)
+
+
+def gride_interval(X: ArrayLike, *, confidence: float = 0.95,
+                   **kwargs: Any) -> tuple[float, float, float]:
+    """GRIDE's intrinsic dimension of X ``(n, d)`` with its own interval: (value, low, high).
+
+    The interval is value ± z · ``error_``, scikit-dimension's standard error from the observed
+    Fisher information of GRIDE's likelihood (Denti et al. 2022), z the normal quantile of
+    ``confidence``. It is the estimator's sampling error under its model (locally homogeneous
+    points, independent neighbour ratios), not a check of that model: on points uniform on a
+    3-sphere or in a 3-cube (n = 400) the 95% interval covered 0.85 and 0.83 of 100 samples
+    (the ratios share neighbours). ``kwargs``: GRIDE's own (``n1``, ``n2``).
+
+    Raises:
+        OptionalDependencyError: scikit-dimension is not installed.
+    """
+    if not 0 < confidence < 1:
+        raise ValidationError(f"confidence must lie in (0, 1), got {confidence!r}")
+    A = as_points(X, min_rows=10)
+    try:
+        import skdim
+    except ImportError:
+        raise OptionalDependencyError(
+            "gride_interval needs scikit-dimension: pip install 'tangentlab[dimension]' (or "
+            "scikit-dimension==0.5.0)") from None
+    from scipy.stats import norm
+
+    est = skdim.id.GRIDE(**kwargs).fit(A)
+    v, se = float(est.dimension_), float(est.error_)
+    z = float(norm.ppf(0.5 + confidence / 2))
+    return v, v - z * se, v + z * se

@@ -378,21 +378,23 @@ def _curvature_rows(a: SiteArrays, ranks: np.ndarray, order: np.ndarray, zipf, p
 
 def _baselines(sample: np.ndarray, with_id: bool = True) -> list[dict]:
     from tangentlab.measure.isotropy import isoscore
-    from tangentlab.measure.spectrum import alpha_req, intrinsic_dimension, rankme
+    from tangentlab.measure.spectrum import alpha_req, gride_interval, intrinsic_dimension, rankme
 
     out = []
     n = int(sample.shape[0])
     jobs = (("rankme", lambda: rankme(sample), "Li et al. 2025: p ~ sigma^2, centred"),
             ("alpha_req", lambda: alpha_req(sample).alpha, "OLS of log lambda_k on log k, k = 11-99"),
             ("twonn", lambda: intrinsic_dimension(sample, "twonn"), "scikit-dimension TwoNN"),
-            ("gride", lambda: intrinsic_dimension(sample, "gride"), "scikit-dimension GRIDE"),
+            ("gride", lambda: gride_interval(sample),
+             "scikit-dimension GRIDE; interval: ± 1.96 its Fisher-information standard error"),
             ("isoscore", lambda: isoscore(sample), "IsoScore of the sample"))
     for name, fn, note in jobs:
         if not with_id and name in ("twonn", "gride"):
             continue
         try:
-            v = float(fn())
-            out.append(bridge_row(name, "baseline", measured=(v, float("nan"), float("nan")),
+            got = fn()
+            v, lo, hi = got if isinstance(got, tuple) else (got, float("nan"), float("nan"))
+            out.append(bridge_row(name, "baseline", measured=(float(v), float(lo), float(hi)),
                             status="context", n=n, note=note))
         except Exception as exc:  # noqa: BLE001 - a peer baseline that cannot run is context only
             out.append(bridge_row(name, "baseline", measured=" ".join(str(exc).split())[:160], n=n,
