@@ -246,10 +246,12 @@ def _quad_stat(Wm: np.ndarray, Qh: np.ndarray, C: np.ndarray, noise_tot: float,
     return raw, corr, math.sqrt(max(var, 0.0))
 
 
-def _leak(Y: np.ndarray, m: int, p: np.ndarray) -> float:
-    """λ: how much ``|u|⁴`` leaks into the diagonal quadratic coefficients of Y's fit design."""
-    _, vt = _spectrum(Y)
-    U = (Y - p) @ vt[:m].T
+def _leak(Y: np.ndarray, m: int, p: np.ndarray, J: np.ndarray | None = None) -> float:
+    """λ: how much ``|u|⁴`` leaks into the diagonal quadratic coefficients of Y's fit design.
+
+    ``J``: Y's local-PCA frame ``(d, m)`` when the caller has it (else computed here).
+    """
+    U = (Y - p) @ (_spectrum(Y)[1][:m].T if J is None else J)
     iu, ju = np.triu_indices(m)
     G = np.hstack([np.ones((len(U), 1)), U, U[:, iu] * U[:, ju]])
     coef, *_ = np.linalg.lstsq(G, np.einsum("km,km->k", U, U) ** 2, rcond=None)
@@ -257,7 +259,7 @@ def _leak(Y: np.ndarray, m: int, p: np.ndarray) -> float:
 
 
 def _two_scales(Y: np.ndarray, m: int, p: np.ndarray, ii: float, ii_se: float, n_par: int, *,
-                scale_fraction: float, z_scale: float, extrapolate: bool
+                scale_fraction: float, z_scale: float, extrapolate: bool, J: np.ndarray
                 ) -> tuple[float, float, str] | None:
     """(‖II‖², se, reason) from the fit on Y and on its inner part (module docstring).
 
@@ -274,7 +276,7 @@ def _two_scales(Y: np.ndarray, m: int, p: np.ndarray, ii: float, ii_se: float, n
     f_in = local_curvature(Y[inner], m, point=p, max_noise_share=1.0, max_tangent_noise=1.0,
                            scale_check=False)
     if extrapolate:
-        lam, lam_in = _leak(Y, m, p), _leak(Y[inner], m, p)
+        lam, lam_in = _leak(Y, m, p, J), _leak(Y[inner], m, p)
         b = lam / (lam - lam_in) if lam > lam_in > 0 else float("nan")
         if not 1.0 < b <= 20.0:
             return ii, ii_se, (f"the two scales ({k} and {n_in} points) do not separate the "
@@ -379,7 +381,7 @@ def local_curvature(Y: ArrayLike, m: int, point: ArrayLike | None = None, *,
     share = 1.0 - ii / ii_raw if ii_raw > 0 else 1.0
     ii_one, ii_reason = ii, ""
     two = _two_scales(Y, m, p, ii, ii_se, n_par, scale_fraction=scale_fraction, z_scale=z_scale,
-                      extrapolate=extrapolate) if scale_check else None
+                      extrapolate=extrapolate, J=J) if scale_check else None
     if two is not None:
         ii, ii_se, ii_reason = two
     tnoise = m * sig2 / tan_raw if tan_raw > 0 else float("inf")

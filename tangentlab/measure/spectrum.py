@@ -170,6 +170,17 @@ def alpha_req(X: ArrayLike | None = None, *, eigenvalues: ArrayLike | None = Non
                     rank_min=int(used.min()), rank_max=int(used.max()), n_ranks=int(sel.sum()))
 
 
+def _skdim(caller: str):
+    """The ``skdim`` module; OptionalDependencyError naming ``caller`` when it is not installed."""
+    try:
+        import skdim
+    except ImportError:
+        raise OptionalDependencyError(
+            f"{caller} needs scikit-dimension: pip install 'tangentlab[dimension]' (or "
+            "scikit-dimension==0.5.0)") from None
+    return skdim
+
+
 def intrinsic_dimension(X: ArrayLike, method: str = "twonn", **kwargs: Any) -> float:
     """Global intrinsic dimension of X ``(n, d)`` by TwoNN or GRIDE from ``scikit-dimension``.
 
@@ -189,12 +200,7 @@ def intrinsic_dimension(X: ArrayLike, method: str = "twonn", **kwargs: Any) -> f
     if method not in ID_METHODS:
         raise ValidationError(f"method must be one of {ID_METHODS}, got {method!r}")
     A = as_points(X, min_rows=10)
-    try:
-        import skdim
-    except ImportError:
-        raise OptionalDependencyError(
-            f"intrinsic_dimension({method!r}) needs scikit-dimension: pip install "
-            "'tangentlab[dimension]' (or scikit-dimension==0.5.0)") from None
+    skdim = _skdim(f"intrinsic_dimension({method!r})")
     est = skdim.id.TwoNN(**kwargs) if method == "twonn" else skdim.id.GRIDE(**kwargs)
     est.fit(A)
     return float(est.dimension_)
@@ -217,15 +223,9 @@ def gride_interval(X: ArrayLike, *, confidence: float = 0.95,
     if not 0 < confidence < 1:
         raise ValidationError(f"confidence must lie in (0, 1), got {confidence!r}")
     A = as_points(X, min_rows=10)
-    try:
-        import skdim
-    except ImportError:
-        raise OptionalDependencyError(
-            "gride_interval needs scikit-dimension: pip install 'tangentlab[dimension]' (or "
-            "scikit-dimension==0.5.0)") from None
     from scipy.stats import norm
 
-    est = skdim.id.GRIDE(**kwargs).fit(A)
+    est = _skdim("gride_interval").id.GRIDE(**kwargs).fit(A)
     v, se = float(est.dimension_), float(est.error_)
     z = float(norm.ppf(0.5 + confidence / 2))
     return v, v - z * se, v + z * se

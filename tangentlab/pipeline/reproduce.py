@@ -14,6 +14,8 @@ with the critical path first:
 6. ``bridge/<arch>``: three checkpoints measured again on ``bridge_text`` (default the Bible's
    chapters), so that the closed forms meet numbers in a default run (depends on 1; not with
    --quick; :mod:`tangentlab.empirical.bridge.text_stage`). ``pretrained/smollm2`` when named.
+   ``arms/<arch>`` with ``arms_steps`` > 0: the learning arms over a training horizon (depends
+   on 1; :mod:`tangentlab.empirical.training.arms_study`).
 7. ``report``: ``report.html``, ``report.md`` and ``figures/`` at the top of the run directory,
    from the stored results (always rerun, after every other stage, whatever their status).
 
@@ -308,7 +310,7 @@ def producers(cfg: ReproduceConfig) -> list[Producer]:
         check={"kind": synthetic_stage(name)},
         description=f"synthetic experiment {name}{quick}",
     ) for name in synthetic]
-    table += _bridge_producers(cfg, device)
+    table += _bridge_producers(cfg, device) + _arms_producers(cfg, device)
     table.append(Producer(
         name=REPORT, target="tangentlab.report.render:produce", out_arg=None,
         inputs={"run_dir": "."}, output="report.html", after_all=True,
@@ -319,12 +321,12 @@ def producers(cfg: ReproduceConfig) -> list[Producer]:
 
 
 def _bridge_producers(cfg: ReproduceConfig, device: dict[str, str]) -> list[Producer]:
-    """The stages no verdict reads: theory against measurement, and the arms over a horizon.
+    """The stages that only feed the theory-against-measurement table (no verdict reads them).
 
-    ``bridge/<arch>`` (when ``cfg.bridge_text`` names a text), ``pretrained/smollm2`` (when
-    its environment variable names the model) and ``arms/<arch>`` (when ``cfg.arms_steps`` > 0).
+    ``bridge/<arch>`` (when ``cfg.bridge_text`` names a text) and ``pretrained/smollm2`` (when
+    its environment variable names the model).
     """
-    from tangentlab.contract import arms_stage, train_stage
+    from tangentlab.contract import train_stage
     from tangentlab.empirical.bridge import pretrained as BP  # optional stage (issue 20)
     from tangentlab.empirical.bridge import text_stage as BT  # closed forms in numbers (issue 36)
 
@@ -343,15 +345,21 @@ def _bridge_producers(cfg: ReproduceConfig, device: dict[str, str]) -> list[Prod
             params={"seed": cfg.seed, "model_path": smol, "measure": BP.PRETRAINED_MEASURE},
             runtime=device, check={"rows": False},
             description="SmolLM2-135M through the theory-against-measurement table"))
+    return table
+
+
+def _arms_producers(cfg: ReproduceConfig, device: dict[str, str]) -> list[Producer]:
+    """``arms/<arch>`` per architecture when ``cfg.arms_steps`` > 0 (no verdict reads them)."""
+    from tangentlab.contract import arms_stage, train_stage
+
     study = {"steps": cfg.arms_steps, "optimizer": cfg.arms_optimizer, "lr": cfg.arms_lr,
              "n_controls": 2, "seed": cfg.seed}
-    table += [Producer(
+    return [Producer(
         name=arms_stage(arch), target="tangentlab.empirical.training.arms_study:run_arms_stage",
         inputs={"run_dir": train_stage(arch)}, depends=(train_stage(arch),), runtime=device,
         params={"study": study}, check={"kind": "empirical/arms"},
         description=f"learning arms of the {arch} over {cfg.arms_steps} {cfg.arms_optimizer} steps",
     ) for arch in cfg.archs if cfg.arms_steps > 0]
-    return table
 
 
 def build_stages(cfg: ReproduceConfig) -> list[Stage]:

@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["ArmLosses", "learning_arms", "learning_rows", "measure_learning_arms", "ARM_NAMES",
-           "haar_complement_controls"]
+           "haar_complement_controls", "projector"]
 
 #: Columns of :attr:`ArmLosses.loss_sums` before the controls' arms.
 ARM_NAMES: tuple[str, ...] = ("before", "unmodified", "onto", "away")
@@ -104,7 +104,7 @@ def haar_complement_controls(Q, n: int, seed):
     return out
 
 
-def _projector(torch, kind: str, B):
+def projector(torch, kind: str, B):
     """fn(h) -> h: identity forward; backward multiplies ∂L/∂h by the arm's projection."""
     if kind == "unmodified":
         return None
@@ -182,7 +182,7 @@ def learning_arms(lm, site: str, Q, controls, *, train_batches: Sequence, eval_b
         n_params = sum(p.numel() for p in params)
         if not params:
             raise ConfigError("the model has no trainable parameters for the learning arms")
-        fn = _projector(torch, kind, None if B is None else torch.as_tensor(
+        fn = projector(torch, kind, None if B is None else torch.as_tensor(
             np.asarray(B, dtype=np.float64), dtype=dt))
         edit = {site: fn} if fn is not None else {site: (lambda h: h)}
         with site_hooks(model, [site], make_leaf=False, edit=edit):

@@ -63,7 +63,7 @@ class ArmsStudyConfig(Config):
     """The study's settings (module docstring); every key is a ``--set`` key of the command.
 
     ``step``: the checkpoint to continue (-1: the run's last); ``lr``: the optimizer's learning
-    rate (AdamW's default is the small preset's final rate, 1e-3 × 0.1; SGD takes a larger one);
+    rate, 0 for the optimizer's own default (:data:`DEFAULT_LR`, :attr:`rate`);
     ``batch_size``/``seq_len`` 0: the run's own.
     """
 
@@ -71,7 +71,7 @@ class ArmsStudyConfig(Config):
     site: str = "blocks.-1.resid_post"
     steps: int = option(500, ge=1, integer=True)
     optimizer: str = option("adamw", choices=("adamw", "sgd"))
-    lr: float = option(1e-4, gt=0)
+    lr: float = option(0.0, ge=0)
     weight_decay: float = option(0.0, ge=0)
     rank: int = option(8, ge=1, integer=True)
     n_controls: int = option(4, ge=1, le=32, integer=True)
@@ -83,6 +83,11 @@ class ArmsStudyConfig(Config):
     n_boot: int = option(1000, ge=100, integer=True)
     confidence: float = option(0.95, gt=0, lt=1)
     seed: int = 0
+
+    @property
+    def rate(self) -> float:
+        """The learning rate the arms use: ``lr``, or :data:`DEFAULT_LR` of the optimizer."""
+        return self.lr or DEFAULT_LR[self.optimizer]
 
     @classmethod
     def quick(cls) -> ArmsStudyConfig:
@@ -181,19 +186,16 @@ def _train_arm(loaded, cfg: ArmsStudyConfig, kind: str, B, batch_at, evals, read
     import torch
 
     from tangentlab.empirical.loading.capture import site_hooks, token_losses
-
-    # the measurement row's own backward-only projection (private there: the module is on the
-    # verdict path a certificate fingerprints, so it is reused as it is, not moved)
-    from tangentlab.empirical.measurement.learning_arms import _projector
+    from tangentlab.empirical.measurement.learning_arms import projector  # the row's own
 
     model = copy.deepcopy(loaded.model)
     model.eval()  # no dropout: every arm computes the same function of its parameters
     arm = dataclasses.replace(loaded, model=model)
     params = [p for p in model.parameters() if p.requires_grad]
-    opt = (torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
-           if cfg.optimizer == "adamw" else torch.optim.SGD(params, lr=cfg.lr,
+    opt = (torch.optim.AdamW(params, lr=cfg.rate, weight_decay=cfg.weight_decay)
+           if cfg.optimizer == "adamw" else torch.optim.SGD(params, lr=cfg.rate,
                                                             weight_decay=cfg.weight_decay))
-    fn = _projector(torch, kind, B)
+    fn = projector(torch, kind, B)
     sums, counts = [], []
     with site_hooks(model, [cfg.site], make_leaf=False,
                     edit={cfg.site: fn or (lambda h: h)}) as captured:
@@ -301,7 +303,7 @@ def arms_rows(curves: ArmCurves, cfg: ArmsStudyConfig) -> tuple[list[dict], str]
     g_ci = tuple(float(x) for x in np.percentile(g_b, q))
     c_ci = tuple(float(x) for x in np.percentile(c_b, q))
     verdict = arms_verdict(g_ci, c_ci)
-    kw = {"experiment": ARMS_KIND, "site": cfg.site, "optimizer": cfg.optimizer, "lr": cfg.lr,
+    kw = {"experiment": ARMS_KIND, "site": cfg.site, "optimizer": cfg.optimizer, "lr": cfg.rate,
           "steps": cfg.steps, "n_controls": curves.n_controls, "n_batches": nb}
     rows = [{**kw, "metric": "arms_loss", "variant": arm, "step": s, "value": float(L[a, r])}
             for a, arm in enumerate(curves.arms) for r, s in enumerate(curves.read_steps)]
@@ -331,7 +333,7 @@ def write_arms_study(run_dir: str | Path, out: str | Path, cfg: ArmsStudyConfig,
         rows, box["verdict"] = arms_rows(curves, cfg)
         return RunOutput(rows=rows, timings={"arms": time.perf_counter() - t0},
                          extra={"trained_run": str(run_dir), "arms": list(curves.arms),
-                                "read_steps": list(curves.read_steps),
+                                "read_steps": list(curves.read_steps), "learning_rate": cfg.rate,
                                 "verdict": box["verdict"]})
 
     path = write_run(out, kind=ARMS_KIND, config=cfg, produce=produce,
@@ -343,11 +345,6 @@ def run_arms_stage(out: str | Path, run_dir: str | Path, *, study: dict[str, Any
                    device: str = "cpu") -> Path:
     """The reproduce stage ``arms/<arch>``: the study on ``run_dir`` with ``study``'s keys.
 
-    ``study``: :class:`ArmsStudyConfig` keys (``lr`` 0 or absent: :data:`DEFAULT_LR` of the
-    optimizer). Returns ``out``.
+    ``study``: :class:`ArmsStudyConfig` keys. Returns ``out``.
     """
-    keys = dict(study)
-    if not keys.get("lr"):
-        keys["lr"] = DEFAULT_LR[keys.get("optimizer", "adamw")]
-    path, _ = write_arms_study(run_dir, out, ArmsStudyConfig(**keys), device=device)
-    return path
+    return write_arms_study(run_dir, out, ArmsStudyConfig(**study), device=device)[0]

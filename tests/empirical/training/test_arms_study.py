@@ -148,7 +148,10 @@ def test_the_reproduce_stage_runs_the_masked_lm_and_the_report_lists_it(tiny_run
         "steps": 4, "optimizer": "sgd", "lr": 0.0, "n_controls": 2, "eval_every": 2,
         "eval_batches": 3, "fit_batches": 2, "n_boot": 100, "rank": 4, "seed": 0})
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["config"]["lr"] == DEFAULT_LR["sgd"] and manifest["read_steps"] == [0, 2, 4]
+    assert manifest["config"]["lr"] == 0.0 and manifest["read_steps"] == [0, 2, 4]
+    assert manifest["learning_rate"] == DEFAULT_LR["sgd"]  # 0: the optimizer's own default
+    with open(out / "results.csv", newline="") as fh:
+        assert {float(r["lr"]) for r in csv.DictReader(fh)} == {DEFAULT_LR["sgd"]}
     assert manifest["device"] != "auto"
     record = {"status": "done", "config_hash": "abc", "seconds": 1.0, "cpu_seconds": 1.0,
               "outputs": ["arms/encoder"]}
