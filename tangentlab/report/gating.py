@@ -17,7 +17,8 @@ A prediction row is **validated at the run's setting** when all of these hold:
   :func:`weaker`, :data:`WHY_MATCH`): the same eval batches and eval tokens per checkpoint, the
   same checkpoint schedule and early/late cut; at most the run's bootstrap replicates and at
   most the row's (model, site) units (``combine()`` is intersection-union: a row with more units
-  errs less often); and the run's r/d inside the range of r/d its scenarios measured at.
+  errs less often); the run's r/d inside the range of r/d its scenarios measured at; and each
+  measurement's architecture among the planted heads (a masked-LM twin for an encoder).
 
 A certificate that ships with the code (:mod:`tangentlab.claims.certificates`: a finished
 end-to-end run kept as data, with fingerprints of every module on the verdict path) validates a
@@ -157,10 +158,9 @@ def _frac(x: Any) -> str:
 
 def _num(x: Any) -> float:
     try:
-        v = float(x)
+        return float(x)
     except (TypeError, ValueError):
         return math.nan
-    return v
 
 
 def _records(checks: Sequence[Mapping[str, Any]]) -> dict[str, RowRecord]:
@@ -241,7 +241,8 @@ class RunSetting:
     """The settings of one measurement a row reads (from its ``manifest.json``).
 
     ``steps``: its checkpoint schedule (None: not recorded); ``early_fraction``: where its
-    early/late cut falls (NaN: not recorded).
+    early/late cut falls (NaN: not recorded); ``arch``: ``encoder`` or ``decoder`` ("" when not
+    recorded).
     """
 
     stage: str
@@ -251,6 +252,7 @@ class RunSetting:
     rank_over_dim: float
     steps: tuple[float, ...] | None = None
     early_fraction: float = math.nan
+    arch: str = ""
 
 
 def run_settings(stages: Sequence[Stage]) -> list[RunSetting]:
@@ -271,7 +273,7 @@ def run_settings(stages: Sequence[Stage]) -> list[RunSetting]:
                  if isinstance(cks, list) and cks else None)
         out.append(RunSetting(stage, nb, tokens, _num(cfg.get("n_boot")),
                               _num(cfg.get("rank")) / dim if dim > 0 else math.nan, steps,
-                              _num(cfg.get("early_fraction"))))
+                              _num(cfg.get("early_fraction")), str(m.get("arch") or "")))
     return out
 
 
@@ -285,6 +287,8 @@ WHY_MATCH = {
     "units": "may be more in the row (intersection-union: a row errs only when every unit "
              "errs), not fewer",
     "checkpoint schedule": "weakens-late and every comparison with step 0 read the checkpoints",
+    "architecture": "an encoder's rows come through the masked-LM path (MLM-masked batches, the "
+                    "loss at masked positions), which a causal-LM twin never runs",
 }
 
 
@@ -295,12 +299,15 @@ def _steps_text(steps) -> str:
 
 
 def _schedule(setting: Mapping[str, Any], settings: Sequence[RunSetting]) -> list[str]:
-    """Where the validated schedule and early/late cut differ from the runs' (empty: same)."""
-    e2e_steps = setting.get("steps")
+    """Where the validated schedule, cut and heads (no ``archs``: causal) differ from the runs'."""
+    e2e_steps, planted = setting.get("steps"), list(setting.get("archs") or ["decoder"])
     if not e2e_steps:
         return ["the end-to-end run recorded no checkpoint schedule"]
     out = []
     for s in settings:
+        if s.arch not in planted:
+            out.append(f"architecture: validated on {'/'.join(planted)} twins, the run has "
+                       f"{s.arch or 'an unrecorded one'} ({s.stage})")
         if s.steps is None:
             out.append(f"the run's checkpoint schedule not recorded ({s.stage})")
         elif [float(x) for x in e2e_steps] != list(s.steps):
@@ -319,7 +326,7 @@ def weaker(setting: Mapping[str, Any], settings: Sequence[RunSetting], n_units: 
     Both ways (issue 35): the eval batches, tokens per checkpoint, checkpoint schedule and
     early/late cut must match; the run may have more bootstrap replicates and the row more units
     than were validated, never fewer (:data:`WHY_MATCH`); the run's r/d must lie in the range the
-    scenarios measured. A setting a measurement did not record cannot be shown covered.
+    scenarios measured, and each measurement's architecture among the planted heads. A setting a measurement did not record cannot be shown covered.
     """
     out = []
     for attr, key, word, more_ok in (("n_batches", "n_batches", "eval batches", False),

@@ -17,7 +17,7 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
                 "true_enrichment"),
     "studies": ("CoverageStudy", "coverage_study", "CalibrationStudy", "calibration_study",
                 "FrequencyNullStudy", "frequency_null_study"),
-    "planted": ("PlantedConfig", "PlantedForCausalLM"),
+    "planted": ("PlantedConfig", "PlantedForCausalLM", "PlantedMaskedConfig", "PlantedForMaskedLM"),
     "planted_trajectories": ("PlantedSpec", "write_trajectory", "shared_text"),
     "planted_scenarios": ("Scenario", "SCENARIOS", "EFFECT"),
     "end_to_end": ("EndToEndConfig", "write_end_to_end"),

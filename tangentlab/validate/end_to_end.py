@@ -161,7 +161,8 @@ def simulate(cfg: EndToEndConfig, name: str, sim: int, text, work: Path) -> Simu
     folder.mkdir(parents=True)
     measures = []
     for unit in range(cfg.units):
-        spec_kw = {"steps": tuple(cfg.steps), "seed": _seed(cfg, name, sim, unit)}
+        spec_kw = {"steps": tuple(cfg.steps), "seed": _seed(cfg, name, sim, unit),
+                   "arch": cfg.arch(unit)}
         if sc.eval_budget_fraction > 0:
             spec_kw["eval_tokens"] = int(sc.eval_budget_fraction * cfg.budget_tokens())
         spec = cfg.planted_spec(name, **spec_kw)

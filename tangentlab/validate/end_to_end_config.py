@@ -119,6 +119,9 @@ class EndToEndConfig(Config):
         planted_d, planted_m: the planted width and rank of every scenario that does not set
             its own (the r/d nulls do); 0 = the planted family's defaults (a planted twin,
             :func:`tangentlab.validate.twin.twin_setting`, sets them to the run's r/d).
+        archs: the planted head of each unit, ``decoder`` (causal LM) or ``encoder`` (masked
+            LM): one name for every unit, or one per unit (a twin of a run that measured an
+            encoder and a decoder plants both, unit by unit, as the row combines them).
     """
 
     seed: int = option(0, ge=0, integer=True)
@@ -137,6 +140,7 @@ class EndToEndConfig(Config):
                                       "narrow-intervals", "causal-variance-only"))
     planted_d: int = option(0, ge=0, integer=True)
     planted_m: int = option(0, ge=0, integer=True)
+    archs: tuple[str, ...] = option(("decoder",), min_len=1, choices=("decoder", "encoder"))
 
     def __post_init__(self) -> None:
         if isinstance(self.measure, Mapping) and not isinstance(self.measure, EndToEndMeasure):
@@ -149,7 +153,14 @@ class EndToEndConfig(Config):
         """The steps start at 0 and increase."""
         steps = list(self.steps)
         return [(steps[0] == 0 and steps == sorted(steps),
-                 f"config key 'steps' must start at 0 and increase; got {steps}")]
+                 f"config key 'steps' must start at 0 and increase; got {steps}"),
+                (len(self.archs) in (1, self.units),
+                 f"config key 'archs' names one head for every unit or one per unit ({self.units}"
+                 f"); got {list(self.archs)}")]
+
+    def arch(self, unit: int) -> str:
+        """The planted head of unit ``unit`` (0-based): ``decoder`` or ``encoder``."""
+        return self.archs[0] if len(self.archs) == 1 else self.archs[unit]
 
     @classmethod
     def full(cls, seed: int = 0) -> EndToEndConfig:
@@ -229,8 +240,8 @@ class EndToEndConfig(Config):
         """What the report compares against a run's measure settings (the manifest's ``setting``).
 
         The eval batches, tokens per checkpoint and bootstrap replicates every simulation used,
-        the range of r/d its scenarios measured at, the simulations and units, the scenarios
-        run and the scenarios known.
+        the range of r/d its scenarios measured at, the simulations and units, the planted heads
+        (``archs``), the scenarios run and the scenarios known.
         """
         from tangentlab.validate.planted_scenarios import scenario
 
@@ -247,7 +258,7 @@ class EndToEndConfig(Config):
                 "n_boot": int(self.measure.get("n_boot", 1000)),
                 "rank_over_dim": [min(rds), max(rds)], "steps": list(self.steps),
                 "early_fraction": float(self.measure.early_fraction or 0.3),
-                "scenarios": list(self.scenarios),
+                "archs": sorted(set(self.archs)), "scenarios": list(self.scenarios),
                 "scenarios_known": list(_scenario_names()), "bound_checked": self.sims >= 45}
 
 

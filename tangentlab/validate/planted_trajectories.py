@@ -32,7 +32,11 @@ split's token frequencies, once per harness run.
   factor k exact);
 - ``topic``, ``rogue_scale``, ``pos0_scale``, ``row_scale_sigma``, ``curvature``, ``noise``: see
   :class:`~tangentlab.validate.planted.PlantedConfig`; ``eval_tokens`` > 0 cuts the eval text to
-  about that many tokens (short eval text: overlapping windows).
+  about that many tokens (short eval text: overlapping windows);
+- ``arch``: ``decoder`` (the causal-LM head, :class:`~tangentlab.validate.planted.PlantedForCausalLM`)
+  or ``encoder`` (the masked-LM head, :class:`~tangentlab.validate.planted.PlantedForMaskedLM`,
+  whose sink is the tokenizer's mask token): the measurement takes its decoder or encoder path
+  from the checkpoint, as for a trained model.
 """
 
 from __future__ import annotations
@@ -50,9 +54,11 @@ from typing import Any
 from tangentlab.errors import ConfigError
 
 __all__ = ["PlantedSpec", "SharedText", "shared_text", "write_trajectory", "enrichment_curve",
-           "checkpoint_salt", "planted_checkpoints", "CURVES", "zipf_exponent"]
+           "checkpoint_salt", "planted_checkpoints", "CURVES", "ARCHS", "zipf_exponent"]
 
 CURVES = ("none", "flat", "plateau", "slow_rise", "weaken")
+#: The planted heads, by the architecture they twin.
+ARCHS = ("decoder", "encoder")
 
 
 @dataclass(frozen=True)
@@ -85,9 +91,12 @@ class PlantedSpec:
     seq_len: int = 64
     eval_tokens: int = 0
     seed: int = 0
+    arch: str = "decoder"
 
     def check(self) -> None:
         """ConfigError for a spec that cannot be planted."""
+        if self.arch not in ARCHS:
+            raise ConfigError(f"arch must be one of {', '.join(ARCHS)}; got {self.arch!r}")
         if self.curve not in CURVES:
             raise ConfigError(f"curve must be one of {', '.join(CURVES)}; got {self.curve!r}")
         if 2 * self.m + 1 > self.d:
@@ -231,11 +240,16 @@ def planted_tensors(spec: PlantedSpec, counts, step: int) -> dict[str, Any]:
             "token_gain": np.sqrt(gain2), "cost": cost}
 
 
-def planted_config(spec: PlantedSpec, vocab_size: int, seq_len: int):
-    """The :class:`~tangentlab.validate.planted.PlantedConfig` of ``spec`` (fixed along a trajectory)."""
-    from tangentlab.validate.planted import PlantedConfig
+def planted_config(spec: PlantedSpec, vocab_size: int, seq_len: int, *, sink_id: int = 3):
+    """The planted config of ``spec`` (fixed along a trajectory), for its ``arch``'s head.
 
-    return PlantedConfig(
+    A :class:`~tangentlab.validate.planted.PlantedConfig` for a decoder, a
+    :class:`~tangentlab.validate.planted.PlantedMaskedConfig` (with ``sink_id``, the mask token's
+    id) for an encoder.
+    """
+    from tangentlab.validate.planted import PlantedConfig, PlantedMaskedConfig
+
+    kw = dict(
         vocab_size=vocab_size, hidden_size=spec.d, num_hidden_layers=2, planted_rank=spec.m,
         curvature=spec.curvature, noise_scale=spec.noise, topic_strength=spec.topic,
         rogue_dim=0 if spec.rogue_scale else -1, rogue_scale=spec.rogue_scale,
@@ -243,6 +257,9 @@ def planted_config(spec: PlantedSpec, vocab_size: int, seq_len: int):
         loss_scale=spec.loss_scale, cost_shape=spec.cost_shape,
         cost_curvature=spec.cost_curvature, salt=spec.seed, grad_bias=spec.grad_bias,
         max_position_embeddings=max(1024, seq_len))
+    if spec.arch == "encoder":
+        return PlantedMaskedConfig(sink_id=sink_id, **kw)
+    return PlantedConfig(**kw)
 
 
 def checkpoint_salt(spec: PlantedSpec, index: int) -> int:
@@ -258,18 +275,20 @@ def checkpoint_salt(spec: PlantedSpec, index: int) -> int:
     return int(spec.seed) if index == 0 else (int(spec.seed) * 1_000_003 + 7919 * index) % (2**31 - 1)
 
 
-def planted_checkpoints(spec: PlantedSpec, counts, vocab_size: int):
+def planted_checkpoints(spec: PlantedSpec, counts, vocab_size: int, *, sink_id: int = 3):
     """Yield ``(step, model)`` for every checkpoint of ``spec``, in step order, in memory.
 
-    One :class:`~tangentlab.validate.planted.PlantedForCausalLM` is reused: at each checkpoint
-    its salt is :func:`checkpoint_salt` (fresh context draws) and its planted tensors those of
+    One model of ``spec.arch``'s head is reused (:func:`planted_config`; ``sink_id``: the mask
+    token's id, read by the encoder's head): at each checkpoint its salt is
+    :func:`checkpoint_salt` (fresh context draws) and its planted tensors those of
     :func:`planted_tensors` at the step. Use (or save) the model before asking for the next one.
     """
     import torch
 
-    from tangentlab.validate.planted import PlantedForCausalLM
+    from tangentlab.validate.planted import PlantedForCausalLM, PlantedForMaskedLM
 
-    model = PlantedForCausalLM(planted_config(spec, vocab_size, spec.seq_len))
+    head = PlantedForMaskedLM if spec.arch == "encoder" else PlantedForCausalLM
+    model = head(planted_config(spec, vocab_size, spec.seq_len, sink_id=sink_id))
     embed = model.planted.embed
     for i, step in enumerate(spec.steps):
         model.config.salt = checkpoint_salt(spec, i)  # fresh context draws at every checkpoint
@@ -307,7 +326,10 @@ def write_trajectory(spec: PlantedSpec, out_dir: str | Path, text: SharedText) -
     root = run / "checkpoints"
     root.mkdir(exist_ok=True)
     ks = {}
-    for step, model in planted_checkpoints(spec, text.counts, vocab):
+    if spec.arch == "encoder" and tok.mask_token_id is None:
+        raise ConfigError("a planted encoder needs a tokenizer with a mask token")
+    sink = 3 if tok.mask_token_id is None else int(tok.mask_token_id)
+    for step, model in planted_checkpoints(spec, text.counts, vocab, sink_id=sink):
         final = root / f"step_{step:06d}"
         tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.partial-", dir=root))
         model.save_pretrained(str(tmp))

@@ -14,11 +14,14 @@ directory) and takes from it:
   the energy test and the causal check's checkpoints, controls and batches;
 - **r/d**: the planted width is :data:`TWIN_WIDTH` and the planted rank the nearest to the run's
   rank / hidden size (at least 1; ConfigError where r/d ≥ 1/2, which the planted family cannot
-  hold: it needs d ≥ 2m + 1).
+  hold: it needs d ≥ 2m + 1);
+- the **architecture of each unit**: a measurement of an encoder is twinned by planted masked-LM
+  units (:class:`~tangentlab.validate.planted.PlantedForMaskedLM`: MLM-masked eval batches, the
+  loss at the masked positions), a decoder's by causal-LM units, one unit per measured site.
 
-Not twinned yet (stated in :data:`NOT_TWINNED`, and in the run's manifest): the architecture (a
-planted masked-LM twin for the encoder), the run's tokenizer, eval text and frequency table (the
-planted text is a built-in corpus), and effects at the magnitudes the run measured.
+Not twinned yet (stated in :data:`NOT_TWINNED`, and in the run's manifest): the run's tokenizer,
+eval text and frequency table (the planted text is a built-in corpus), and effects at the
+magnitudes the run measured.
 """
 
 from __future__ import annotations
@@ -34,8 +37,7 @@ __all__ = ["TWIN_WIDTH", "NOT_TWINNED", "RunSetting", "read_run_setting", "twin_
 #: The planted model's width in a twin (its rank follows the run's r/d).
 TWIN_WIDTH = 64
 #: What a twin does not copy from the run yet, in words (recorded with the twin's manifest).
-NOT_TWINNED = ("architecture (the planted model is a causal LM; no masked-LM twin yet)",
-               "tokenizer, eval text and frequency table (a built-in corpus is planted)",
+NOT_TWINNED = ("tokenizer, eval text and frequency table (a built-in corpus is planted)",
                "effect sizes (the scenarios' stated effects, not the magnitudes the run measured)")
 _HINT = ("pass a reproduce run directory (with measure/<arch>/manifest.json) or one measure "
          "directory written by `tangentlab measure`")
@@ -54,6 +56,7 @@ class RunSetting:
         measures: the measure manifests read (their paths, relative to ``path``).
         steps: the checkpoint steps every measurement shares.
         units: (measurement, site) pairs per row.
+        archs: the architecture of each unit (``encoder`` or ``decoder``), in unit order.
         seq_len: the eval window length the run used.
         rank_over_dim: the proxy rank over the hidden size.
         measure: the measure config values copied (:data:`_COPIED`).
@@ -66,6 +69,7 @@ class RunSetting:
     seq_len: int
     rank_over_dim: float
     measure: dict[str, Any]
+    archs: tuple[str, ...] = ()
 
 
 def _manifests(run: Path) -> list[Path]:
@@ -88,11 +92,14 @@ def read_run_setting(run_dir: str | Path) -> RunSetting:
     if not run.is_dir():
         raise DataError(f"{str(run)!r} is not a directory; {_HINT}")
     steps: tuple[int, ...] | None = None
-    units, seq_lens, rds, copied = 0, set(), set(), None
+    units, seq_lens, rds, copied, archs = 0, set(), set(), None, []
     paths = _manifests(run)
     for p in paths:
         m = read_json(p, fields={"config": dict, "checkpoints": list, "sites": dict,
-                                 "hidden_size": int, "seq_len": int}, hint=_HINT)
+                                 "hidden_size": int, "seq_len": int, "arch": str}, hint=_HINT)
+        if m["arch"] not in ("encoder", "decoder"):
+            raise DataError(f"{str(p)!r} records arch {m['arch']!r}; a twin plants an encoder "
+                            "or a decoder")
         rank, steps_of = m["config"].get("rank"), [c.get("step") if isinstance(c, dict) else None
                                                     for c in m["checkpoints"]]
         if not isinstance(rank, int) or not all(isinstance(x, int) for x in steps_of):
@@ -105,6 +112,7 @@ def read_run_setting(run_dir: str | Path) -> RunSetting:
                             "twin each measure directory on its own")
         steps = mine
         units += len(m["sites"])
+        archs += [m["arch"]] * len(m["sites"])
         seq_lens.add(int(m["seq_len"]))
         rds.add(rank / int(m["hidden_size"]))
         values = {k: m["config"].get(k) for k in _COPIED}
@@ -117,14 +125,14 @@ def read_run_setting(run_dir: str | Path) -> RunSetting:
         raise DataError(f"the measurements of {str(run)!r} differ in window length or r/d "
                         f"({sorted(seq_lens)}, {sorted(rds)}); twin each on its own")
     return RunSetting(run, tuple(str(p.parent.relative_to(run)) for p in paths), steps or (),
-                      units, seq_lens.pop(), rds.pop(), copied or {})
+                      units, seq_lens.pop(), rds.pop(), copied or {}, tuple(archs))
 
 
 def twin_setting(run_dir: str | Path, *, seed: int = 0, sims: int = 50):
     """The :class:`~tangentlab.validate.end_to_end_config.EndToEndConfig` of ``run_dir``'s twin.
 
-    Every scenario, ``sims`` simulations, the run's schedule, units, windows, replicates,
-    controls and r/d (module docstring). ConfigError where the run's r/d cannot be planted.
+    Every scenario, ``sims`` simulations, the run's schedule, units (with each unit's
+    architecture), windows, replicates, controls and r/d (module docstring). ConfigError where the run's r/d cannot be planted.
     """
     from tangentlab.validate.end_to_end_config import EndToEndConfig, EndToEndMeasure
 
@@ -141,5 +149,6 @@ def twin_setting(run_dir: str | Path, *, seed: int = 0, sims: int = 50):
     return dataclasses.replace(
         EndToEndConfig.full(seed), sims=sims, units=rs.units, steps=rs.steps,
         planted_d=TWIN_WIDTH, planted_m=m,
+        archs=rs.archs if len(set(rs.archs)) > 1 else rs.archs[:1],
         measure=EndToEndMeasure(**{**dataclasses.asdict(EndToEndConfig.full(seed).measure),
                                    **measure}))

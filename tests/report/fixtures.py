@@ -113,7 +113,7 @@ def _write_measure(arch: str, kw: dict, ctx: StageContext) -> None:
     ctx.output.mkdir(parents=True, exist_ok=True)
     write_results(measure_rows(arch, **kw), ctx.output / "results.csv")
     write_manifest(ctx.output, build_manifest(kind="empirical/measure", config={"n_controls": 20},
-                                              seeds={"seed": 0}))
+                                              seeds={"seed": 0}, extra={"arch": arch}))
 
 
 def failing(ctx: StageContext) -> None:
@@ -211,6 +211,7 @@ def write_measure_dir(path, rows: list[dict], *, n_controls: int = 20, extra: di
     config = {"n_controls": n_controls, "n_batches": 64, "batch_size": 4, "n_boot": 1000,
               "rank": 8}
     extra = {"hidden_size": 64, "eval_tokens_per_checkpoint": 64 * 4 * 64,
+             "arch": next((str(r["arch"]) for r in rows if "arch" in r), "decoder"),
              "checkpoints": [{"step": s} for s in FIXTURE_STEPS], **(extra or {})}
     write_manifest(path, build_manifest(kind="empirical/measure", config=config,
                                         seeds={"seed": 0}, device=device, extra=extra))

@@ -185,16 +185,35 @@ def test_every_measurement_of_a_row_must_match_and_unrecorded_settings_gate(tmp_
     setting = {"n_batches": 64, "tokens_per_checkpoint": 1, "n_boot": 1, "units": 2,
                "rank_over_dim": [0.01, 0.5], "steps": [0, 10, 100], "early_fraction": 0.3}
     runs = [RunSetting("measure/a", nan, nan, nan, nan),
-            RunSetting("measure/b", 64, 1, 1, 0.25, steps, 0.3),
-            RunSetting("measure/c", 16, 1, 1, 0.25, steps, 0.3)]
+            RunSetting("measure/b", 64, 1, 1, 0.25, steps, 0.3, "decoder"),
+            RunSetting("measure/c", 16, 1, 1, 0.25, steps, 0.3, "decoder")]
     assert weaker(setting, runs[1:], 2) == ["eval batches: validated at 64, the run has 16 (measure/c)"]
     assert weaker(setting, runs[1:2], 2) == []
     # a setting nobody recorded cannot be shown to be covered
     assert weaker(setting, runs[:1], 2) == [
         *(f"the run's {w} not recorded (measure/a)" for w in
           ("eval batches", "eval tokens per checkpoint", "bootstrap replicates")),
+        "architecture: validated on decoder twins, the run has an unrecorded one (measure/a)",
         "the run's checkpoint schedule not recorded (measure/a)",
         "the run's r/d not recorded (measure/a)"]
+
+
+def test_an_encoder_is_covered_only_by_a_setting_that_planted_masked_lm_twins():
+    """Issue 35: the encoder's masked-LM path must be exercised by the twin that certifies it. A
+    setting without ``archs`` (written before the planted masked-LM head) planted causal LMs."""
+    from tangentlab.report.gating import RunSetting, weaker
+
+    steps = (0.0, 10.0, 100.0)
+    old = {"n_batches": 64, "tokens_per_checkpoint": 1, "n_boot": 1, "units": 2,
+           "rank_over_dim": [0.01, 0.5], "steps": [0, 10, 100], "early_fraction": 0.3}
+    enc = RunSetting("measure/encoder", 64, 1, 1, 0.25, steps, 0.3, "encoder")
+    dec = RunSetting("measure/decoder", 64, 1, 1, 0.25, steps, 0.3, "decoder")
+    miss = ["architecture: validated on decoder twins, the run has encoder (measure/encoder)"]
+    assert weaker(old, [dec, enc], 2) == miss
+    assert weaker({**old, "archs": ["decoder"]}, [dec, enc], 2) == miss
+    assert weaker({**old, "archs": ["decoder", "encoder"]}, [dec, enc], 2) == []
+    assert weaker({**old, "archs": ["encoder"]}, [dec], 2) == [
+        "architecture: validated on encoder twins, the run has decoder (measure/decoder)"]
 
 
 def test_every_prediction_row_is_planted_or_says_why_not(tmp_path):

@@ -20,6 +20,9 @@ from tangentlab.validate.planted_scenarios import QUICK_SCENARIOS, SCENARIOS
     ({"corpus": "nowhere"}, "'corpus' must be one of 'wikipedia'"),
     ({"measure": {"n_boot": 1}}, "'n_boot' must be a whole number >= 2"),
     ({"measure": {"n_batchs": 8}}, "unknown measure key(s) 'n_batchs'"),
+    ({"archs": ("gpt",)}, "has item 'gpt', which must be one of 'decoder', 'encoder'"),
+    ({"archs": ("decoder", "encoder", "encoder")},
+     "'archs' names one head for every unit or one per unit (2)"),
 ])
 def test_bad_values_are_config_errors_naming_key_and_bound(kw, words):
     with pytest.raises(ConfigError) as err:
@@ -59,6 +62,10 @@ def test_setting_records_what_the_report_compares():
     q = EndToEndConfig.quick().setting()
     assert q["rank_over_dim"] == [4 / 32, 4 / 32] and q["scenarios"] == list(QUICK_SCENARIOS)
     assert EndToEndConfig().setting()["bound_checked"]
+    assert s["archs"] == ["decoder"]  # the presets plant causal LMs
+    both = EndToEndConfig(units=2, archs=("encoder", "decoder"))
+    assert [both.arch(0), both.arch(1)] == ["encoder", "decoder"]
+    assert both.setting()["archs"] == ["decoder", "encoder"]
 
 
 def test_every_mutant_breaks_what_it_names():

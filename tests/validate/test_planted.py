@@ -44,7 +44,7 @@ def test_cached_normals_are_exact_and_not_shared():
     """A repeated draw gives the same numbers as a fresh one, and editing it leaves the cache alone."""
     import torch
 
-    from tangentlab.validate.planted import _hash_normals, hash_normals
+    from tangentlab.validate.planted.model import _hash_normals, hash_normals
 
     keys = torch.randint(0, 2**31 - 2, (3, 11), generator=torch.Generator().manual_seed(1))
     fresh = _hash_normals(keys, 6, 5)
@@ -87,7 +87,7 @@ def test_uniforms_stay_inside_the_unit_interval_at_the_top_of_the_hash_range():
     """_mix can return 2^31 − 1 (its xor-shift reaches the top bit pattern): u must stay < 1."""
     import torch
 
-    from tangentlab.validate.planted import _M31, _uniform
+    from tangentlab.validate.planted.model import _M31, _uniform
 
     u = _uniform(torch.tensor([0, 1, _M31 - 1, _M31, 2**31 - 1], dtype=torch.int64))
     assert bool(((u > 0) & (u < 1)).all())
@@ -101,7 +101,7 @@ def test_hash_normals_are_the_plain_formula_bit_for_bit():
 
     import torch
 
-    from tangentlab.validate.planted import _M31, _hash_normals, hash_normals
+    from tangentlab.validate.planted.model import _M31, _hash_normals, hash_normals
 
     def plain(keys, n, salt):
         x = (keys[..., None] * 2654435761 % _M31 + (salt * 97 + 1) * 40503
@@ -251,25 +251,31 @@ def test_a_rogue_offset_leaves_the_site_gradient_unchanged():
     def site_gradient(rogue_scale):
         cfg = PlantedConfig(vocab_size=512, hidden_size=32, planted_rank=4, context_size=3,
                             rogue_dim=0, rogue_scale=rogue_scale, loss_scale=0.1, salt=5)
-        m = PlantedForCausalLM(cfg)
-        seen = []
-
-        def keep(mod, inp, out):
-            out.requires_grad_(True)
-            seen.append(out)
-
-        handle = m.planted.embed.register_forward_hook(keep)
-        try:
-            m(input_ids=ids, labels=ids).loss.backward()
-        finally:
-            handle.remove()
-        return seen[0], seen[0].grad.reshape(-1, cfg.hidden_size)
+        h, _ = _embed_and_loss(PlantedForCausalLM(cfg), ids, ids)
+        return h, h.grad.reshape(-1, cfg.hidden_size)
 
     h_rogue, g_rogue = site_gradient(20.0)
     h_plain, g_plain = site_gradient(0.0)
     assert float((h_rogue[..., 0] - h_plain[..., 0]).mean()) > 15.0  # the offset (20) is there
     # the same gradient, row by row: the old head failed here (p_y moved with the offset)
     torch.testing.assert_close(g_rogue, g_plain, rtol=1e-5, atol=1e-9)
+
+
+def _embed_and_loss(model, ids, labels):
+    """(the ``embed`` site's output, with its gradient of the loss, and the model's output)."""
+    seen = []
+
+    def keep(mod, inp, out):
+        out.requires_grad_(True)
+        seen.append(out)
+
+    handle = model.planted.embed.register_forward_hook(keep)
+    try:
+        out = model(input_ids=ids, labels=labels)
+        out.loss.backward()
+    finally:
+        handle.remove()
+    return seen[0], out
 
 
 def test_a_row_scale_makes_activations_and_gradients_heavy_tailed_with_unit_mean_square():
@@ -346,3 +352,77 @@ def test_pinning_grows_from_none_at_step_0_to_alpha_at_the_last_step():
     assert inside.sum() > 10
     np.testing.assert_allclose(np.log(spreads[2][inside] / spec.t_ref),
                                2 * np.log(spreads[1][inside] / spec.t_ref), rtol=1e-9)
+
+
+def _masked_batch(V=64, seed=0):
+    """MLM-style inputs: 15% of positions replaced by the mask id 3, labels -100 elsewhere."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(4, V, (4, 20), generator=g)
+    masked = torch.rand(4, 20, generator=g) < 0.15
+    inp = ids.clone()
+    inp[masked] = 3
+    return inp, torch.where(masked, ids, torch.full_like(ids, -100)), masked
+
+
+def test_the_masked_head_puts_every_position_s_gradient_on_its_own_planted_direction():
+    """Issue 35's masked-LM twin: the loss lives at the masked positions and reaches every
+    position (a uniform attention), and each row's gradient is a negative multiple of that
+    position's planted direction w_c, so the planted enrichment holds at every row."""
+    import math
+
+    import torch
+
+    from tangentlab.validate.planted import PlantedForMaskedLM, PlantedMaskedConfig
+
+    cfg = PlantedMaskedConfig(vocab_size=64, hidden_size=16, planted_rank=3, context_size=3,
+                              sink_id=3, loss_scale=0.1, salt=2)
+    model = PlantedForMaskedLM(cfg)
+    inp, labels, masked = _masked_batch()
+    h, out = _embed_and_loss(model, inp, labels)
+    g, w = h.grad, model.planted.embed.gradient_directions(inp)
+    cos = (g * w).sum(-1) / (g.norm(dim=-1) * w.norm(dim=-1))
+    assert float(cos.max()) < -0.9999  # every row, masked or not: along -w, one sign
+    norms = g.norm(dim=-1)
+    assert float(norms[masked].mean()) > 3 * float(norms[~masked].mean()) > 0
+    # the head never reads the label: any label other than the sink gives the same loss
+    other = torch.where(masked, (labels + 7) % 60 + 4, labels)
+    assert float(model(input_ids=inp, labels=other).loss) == pytest.approx(float(out.loss))
+    sink = out.logits[..., 3]
+    assert float(out.logits.abs().sum() - sink.abs().sum()) == 0.0  # 0 on every other id
+    assert float(out.loss) == pytest.approx(math.log(63) + math.log(2), abs=0.1)  # F near 0
+    with pytest.raises(ValueError, match="sink_id"):
+        PlantedMaskedConfig(vocab_size=64, sink_id=64)
+
+
+@pytest.mark.slow
+def test_a_planted_encoder_is_measured_through_the_masked_lm_path(text, tmp_path):
+    """The masked-LM twin loads as an encoder, and the protocol's encoder path (MLM-masked eval
+    batches, the loss at the masked positions) recovers its planted factor and its null."""
+    import json
+
+    from tangentlab.empirical.loading.models import load_model
+    from tangentlab.empirical.loading.trajectory import resolve_trajectory
+    from tangentlab.empirical.measurement.protocol import measure_trajectory
+    from tangentlab.report.tables import ResultTable
+    from tangentlab.runs import RESULTS_NAME
+    from tangentlab.validate.planted_trajectories import PlantedSpec, write_trajectory
+
+    with pytest.raises(ConfigError, match="arch must be one of decoder, encoder"):
+        PlantedSpec(arch="seq2seq").check()
+    spec = PlantedSpec(steps=(0, 100), curve="flat", k_end=3.0, seed=3, arch="encoder")
+    run = write_trajectory(spec, tmp_path / "run", text)
+    lm = load_model(resolve_trajectory(run).checkpoints[0].path)
+    assert (lm.family, lm.arch, type(lm.model).__name__) == ("planted_mlm", "encoder",
+                                                             "PlantedForMaskedLM")
+    assert lm.model.config.sink_id == text.tokenizer.mask_token_id
+    out = measure_trajectory(run, tmp_path / "m", device="cpu", overrides={
+        "sites": ("blocks.-1.resid_post",), "rank": 4, "n_batches": 32, "batch_size": 4,
+        "n_boot": 400, "sample_rows": 1024, "causal": False, "threads": 1}, figures=False)
+    assert json.loads((out / "manifest.json").read_text())["arch"] == "encoder"
+    t = ResultTable.read(out / RESULTS_NAME)
+    last = t.get("enrichment", site="blocks.1.resid_post", step=100.0)
+    null = t.get("enrichment", site="blocks.1.resid_post", step=0.0)
+    assert last.ci_low < 3.0 < last.ci_high and last.ci_low > 1.5, last
+    assert null.ci_low < 1.0 < null.ci_high, null

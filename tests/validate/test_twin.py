@@ -16,12 +16,12 @@ CONFIG = {"rank": 8, "n_batches": 64, "batch_size": 4, "n_boot": 1000, "interval
 
 
 def write_measure(folder, *, steps=STEPS, sites=("blocks.0.resid_post", "blocks.3.resid_post"),
-                  hidden=128, **config):
+                  hidden=128, arch="decoder", **config):
     """A measure manifest with the fields a twin reads (what `tangentlab measure` writes)."""
     folder.mkdir(parents=True)
     (folder / "manifest.json").write_text(json.dumps({
         "kind": "empirical/measure", "config": {**CONFIG, **config}, "hidden_size": hidden,
-        "seq_len": 128, "sites": {s: {"site": s} for s in sites},
+        "seq_len": 128, "sites": {s: {"site": s} for s in sites}, "arch": arch,
         "checkpoints": [{"checkpoint": f"step_{s:06d}", "step": s} for s in steps]}))
     return folder
 
@@ -31,14 +31,19 @@ def run(tmp_path):
     """A reproduce run's layout: two measurements of two sites, the default schedule."""
     (tmp_path / "manifest.json").write_text(json.dumps({"kind": "reproduce"}))
     for arch in ("encoder", "decoder"):
-        write_measure(tmp_path / "measure" / arch)
+        write_measure(tmp_path / "measure" / arch, arch=arch)
     return tmp_path
 
 
 def test_the_twin_measures_at_the_run_s_schedule_units_windows_and_r_over_d(run):
     rs = read_run_setting(run)
     assert rs.measures == ("measure/decoder", "measure/encoder") and rs.units == 4
+    # one unit per measured site, each planted with the head of its measurement's architecture
+    assert rs.archs == ("decoder", "decoder", "encoder", "encoder")
     cfg = twin_setting(run, seed=3)
+    assert [cfg.arch(u) for u in range(4)] == list(rs.archs)
+    assert cfg.planted_spec("no-effect", arch=cfg.arch(2)).arch == "encoder"
+    assert cfg.setting()["archs"] == ["decoder", "encoder"]
     assert cfg.steps == tuple(STEPS) and cfg.units == 4 and cfg.sims == 50 and cfg.seed == 3
     m = cfg.measure
     assert (m.n_batches, m.batch_size, m.seq_len, m.n_boot) == (64, 4, 128, 1000)
@@ -56,6 +61,9 @@ def test_one_measure_directory_is_twinned_on_its_own(tmp_path):
     one = write_measure(tmp_path / "m", steps=[0, 50, 100], sites=("blocks.1.resid_post",))
     cfg = twin_setting(one, sims=7)
     assert cfg.steps == (0, 50, 100) and cfg.units == 1 and cfg.sims == 7
+    assert cfg.archs == ("decoder",) and cfg.setting()["archs"] == ["decoder"]
+    enc = twin_setting(write_measure(tmp_path / "e", sites=("a", "b"), arch="encoder"))
+    assert enc.archs == ("encoder",) and enc.units == 2  # one name serves every unit
 
 
 def test_measurements_that_disagree_or_cannot_be_planted_are_refused(tmp_path, run):
@@ -84,6 +92,11 @@ def test_a_damaged_or_incomplete_manifest_is_a_typed_error(tmp_path):
     m["config"].pop("rank")
     (one / "manifest.json").write_text(json.dumps(m))
     with pytest.raises(DataError, match="records no integer config rank"):
+        twin_setting(one)
+    m["config"]["rank"] = 8
+    m["arch"] = "seq2seq"
+    (one / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(DataError, match="records arch 'seq2seq'; a twin plants an encoder or a"):
         twin_setting(one)
     (one / "manifest.json").write_text("{not json")
     with pytest.raises(DataError):

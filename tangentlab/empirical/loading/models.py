@@ -58,7 +58,8 @@ ARCHS = ("encoder", "decoder")
 #: forward-pass dtypes accepted by name (``--dtype``); the default is the first
 DTYPES = ("float32", "bfloat16", "float16")
 
-_ENCODER_TYPES = {"bert", "roberta", "distilbert", "modernbert", "eurobert", "camembert", "electra"}
+_ENCODER_TYPES = {"bert", "roberta", "distilbert", "modernbert", "eurobert", "camembert", "electra",
+                  "planted_mlm"}
 
 
 @dataclass

@@ -226,8 +226,8 @@ def _build_tables() -> dict[str, FamilyTable]:
         _bert_like("roberta", ("roberta", "camembert", "xlm-roberta")),
         FamilyTable("modernbert", ("modernbert",), LN, "pre-LN", "layers", modernbert_sites,
                     "block 0's attention norm is an Identity (the embedding is already normed)"),
-        FamilyTable("planted", ("planted",), "none", "pre-LN", "blocks", planted_sites,
-                    "planted-truth model (tangentlab.validate.planted): identity blocks, no norm",
+        FamilyTable("planted", ("planted", "planted_mlm"), "none", "pre-LN", "blocks", planted_sites,
+                    "planted-truth model (tangentlab.validate.planted; planted_mlm: masked LM)",
                     provider="tangentlab.validate.planted"),
     ]
     out: dict[str, FamilyTable] = {}

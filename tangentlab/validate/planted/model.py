@@ -1,8 +1,9 @@
 """The ``planted`` model family: a torch module whose geometry and loss are known by construction.
 
 A :class:`PlantedForCausalLM` is a real ``transformers`` model (config class :class:`PlantedConfig`,
-``model_type = "planted"``, registered with ``AutoConfig`` and ``AutoModelForCausalLM`` when this
-module is imported), saved with ``save_pretrained`` and loaded like any checkpoint. Its sites follow
+``model_type = "planted"``, registered with ``AutoConfig`` and ``AutoModelForCausalLM`` when
+:mod:`tangentlab.validate.planted` is imported), saved with ``save_pretrained`` and loaded like any
+checkpoint; :mod:`tangentlab.validate.planted.masked` is its masked-LM twin. Its sites follow
 the family table (:mod:`tangentlab.empirical.loading.sites`): ``embed``, ``blocks.{l}.resid_pre``,
 ``blocks.{l}.attn_out``, ``blocks.{l}.resid_mid``, ``blocks.{l}.mlp_out``,
 ``blocks.{l}.resid_post`` and ``ln_final``. Every tensor is a pure function of the input ids.
@@ -70,11 +71,11 @@ from collections import OrderedDict
 
 import torch
 from torch import nn
-from transformers import AutoConfig, AutoModelForCausalLM, PretrainedConfig, PreTrainedModel
+from transformers import PretrainedConfig, PreTrainedModel
 from transformers.modeling_outputs import CausalLMOutput
 
-__all__ = ["PlantedConfig", "PlantedModel", "PlantedForCausalLM", "COST_SHAPES", "register",
-           "hash_normals", "context_keys"]
+__all__ = ["PlantedConfig", "PlantedModel", "PlantedForCausalLM", "PlantedHead",
+           "COST_SHAPES", "hash_normals", "context_keys", "planted_scores"]
 
 COST_SHAPES = ("linear", "convex", "concave")
 _M31 = 2**31 - 1
@@ -400,8 +401,35 @@ def _phi(q, shape: str, c: float):
     return torch.log1p(c * q) / c
 
 
-class PlantedForCausalLM(PlantedPreTrainedModel):
-    """A planted model with its designed loss head (the logit β·F on the next input id)."""
+def planted_scores(planted: PlantedModel, input_ids):
+    """F per position (B, T): w_c · h − φ((h − h₀)ᵀ K (h − h₀)), the rogue offset left out.
+
+    ``planted``: the base model (its ``embed`` holds the planted tensors); h is what its sites
+    carry (hooks may edit it), h₀ the clean activations recomputed from the ids. The loss heads
+    of the family read F (module docstring).
+    """
+    c = planted.config
+    emb = planted.embed
+    keys = context_keys(input_ids, c.context_size)
+    h0 = emb.activations(input_ids, keys)
+    emb._clean = (input_ids, h0)  # the site returns a copy: computed once, not twice
+    try:
+        h = planted(input_ids)
+    finally:
+        emb._clean = None
+    w = emb.gradient_directions(input_ids, keys)
+    diff = h - h0
+    q = ((diff @ emb.frame.detach()) ** 2 * emb.cost.detach()).sum(-1)
+    F = (w * h).sum(-1) - _phi(q, c.cost_shape, c.cost_curvature)
+    rogue = emb.rogue_offset(keys, h.dtype)
+    if rogue is not None:  # the offset moves no logit: dF/dh stays w_c, p_y stays put
+        scale = emb.row_scale(keys, h.dtype)
+        F = F - w[..., c.rogue_dim] * (rogue if scale is None else rogue * scale)
+    return F
+
+
+class PlantedHead(PlantedPreTrainedModel):
+    """A base model (``planted``) under a loss head that reads :func:`planted_scores`."""
 
     def __init__(self, config: PlantedConfig):
         super().__init__(config)
@@ -416,45 +444,19 @@ class PlantedForCausalLM(PlantedPreTrainedModel):
         """None: the head has no weight matrix."""
         return None
 
+
+class PlantedForCausalLM(PlantedHead):
+    """A planted model with its designed loss head (the logit β·F on the next input id)."""
+
     def forward(self, input_ids, attention_mask=None, labels=None, **kwargs):
         """Logits (B, T, V); ``labels`` (B, T) give the mean next-token loss, as for a causal LM."""
         c = self.config
-        emb = self.planted.embed
-        keys = context_keys(input_ids, c.context_size)
-        h0 = emb.activations(input_ids, keys)
-        emb._clean = (input_ids, h0)  # the site returns a copy: computed once, not twice
-        try:
-            h = self.planted(input_ids)
-        finally:
-            emb._clean = None
-        w = emb.gradient_directions(input_ids, keys)
-        diff = h - h0
-        q = ((diff @ emb.frame.detach()) ** 2 * emb.cost.detach()).sum(-1)
-        F = (w * h).sum(-1) - _phi(q, c.cost_shape, c.cost_curvature)
-        rogue = emb.rogue_offset(keys, h.dtype)
-        if rogue is not None:  # the offset moves no logit: dF/dh stays w_c, p_y stays put
-            scale = emb.row_scale(keys, h.dtype)
-            F = F - w[..., c.rogue_dim] * (rogue if scale is None else rogue * scale)
+        F = planted_scores(self.planted, input_ids)
         nxt = torch.cat([input_ids[:, 1:], input_ids[:, :1]], dim=1)  # the last column: no target
-        logits = torch.zeros(*input_ids.shape, c.vocab_size, dtype=h.dtype, device=h.device)
+        logits = torch.zeros(*input_ids.shape, c.vocab_size, dtype=F.dtype, device=F.device)
         logits = logits.scatter(-1, nxt[..., None], (c.loss_scale * F)[..., None])
         loss = None
         if labels is not None:
             loss = nn.functional.cross_entropy(logits[:, :-1].reshape(-1, c.vocab_size).float(),
                                                labels[:, 1:].reshape(-1), ignore_index=-100)
         return CausalLMOutput(loss=loss, logits=logits)
-
-
-def register() -> None:
-    """Register the family with ``AutoConfig`` and ``AutoModelForCausalLM`` (idempotent)."""
-    try:
-        AutoConfig.register("planted", PlantedConfig)
-    except ValueError:
-        pass  # already registered
-    try:
-        AutoModelForCausalLM.register(PlantedConfig, PlantedForCausalLM)
-    except ValueError:
-        pass
-
-
-register()
