@@ -95,10 +95,12 @@ def _learning_leg(name: str, iv: Interval, bound: float) -> tuple[str, str]:
 
 
 def learning_arms_rule(excess: Interval | None, unmodified: float | None, *,
-                       onto: Interval | None = None, margin: float = LEARNING_MARGIN) -> Outcome:
+                       onto: Interval | None = None, haar: Interval | None = None,
+                       margin: float = LEARNING_MARGIN) -> Outcome:
     """Learning needs the tangent directions; see ``RULES["learning-arms"]``.
 
-    Two legs, each an excess with its interval, against the same equivalence bound:
+    Two legs (three where the Haar leg is stored), each an excess with its interval, against the
+    same equivalence bound:
 
     Args:
         excess: the away leg, X = mean D(away from a control) - D(away from Q_T) (None: not
@@ -106,11 +108,14 @@ def learning_arms_rule(excess: Interval | None, unmodified: float | None, *,
         unmodified: D(U), the unmodified arm's held-out loss decrease (the margin's unit).
         onto: the onto leg, Y = D(onto Q_T) - mean D(onto a control) (None: not stored, as in a
             run from before the onto-control arms; then the row is inconclusive).
+        haar: the Haar leg, H = D(onto Q_T) - r/(d - r) (D(U) - D(onto Q_T)), training inside
+            Q_T against the mean over every rank-r subspace of its complement, to first order
+            (None: not stored, as in a run from before it; the two legs decide alone).
         margin: the equivalence margin as a fraction of D(U).
 
-    Supported when both legs' intervals lie above 0 (and neither below the bound); not
-    supported when either leg's interval lies below the bound (and not above 0): the claim is
-    the conjunction, so one leg shown absent refutes it; otherwise inconclusive.
+    Supported when every leg's interval lies above 0 (and none below the bound); not supported
+    when a leg's interval lies below the bound (and not above 0): the claim is the conjunction,
+    so one leg shown absent refutes it; otherwise inconclusive.
     """
     if excess is None or not _ok(excess.value):
         return Outcome(INCONCLUSIVE, "no learning-arms excess stored (a run from before the "
@@ -123,17 +128,19 @@ def learning_arms_rule(excess: Interval | None, unmodified: float | None, *,
     if not _ok(unmodified) or float(unmodified) <= 0:
         return Outcome(INCONCLUSIVE, txt + "; the unmodified arm did not lower the held-out "
                                            "loss, so there is no learning to compare")
-    if not (excess.has_interval() and onto.has_interval()):
-        return Outcome(INCONCLUSIVE, f"away leg {excess.text()}; onto leg {onto.text()}; {txt}; "
-                                     "an interval is missing")
+    stored = haar is not None and _ok(haar.value)
+    named = [("away leg", excess), ("onto leg", onto)] + ([("Haar leg", haar)] if stored else [])
+    if not all(iv.has_interval() for _, iv in named):
+        return Outcome(INCONCLUSIVE, "; ".join(f"{n} {iv.text()}" for n, iv in named)
+                       + f"; {txt}; an interval is missing")
     bound = margin * float(unmodified)
-    legs = [_learning_leg("away leg", excess, bound), _learning_leg("onto leg", onto, bound)]
+    legs = [_learning_leg(n, iv, bound) for n, iv in named]
     txt = "; ".join(t for _, t in legs) + f"; {txt}; equivalence bound {_f(margin)} x D(U) = {_f(bound)}"
     states = {s for s, _ in legs}
     if states == {SUPPORTED}:
         return Outcome(SUPPORTED, txt + "; removing Q_T costs more learning than removing a "
                                         "control, and training inside Q_T learns more than inside "
-                                        "a control")
+                                        "a control" + (" and than the Haar mean" if stored else ""))
     if NOT_SUPPORTED in states and SUPPORTED not in states:
         return Outcome(NOT_SUPPORTED, txt + "; a leg lies below the bound")
     if NOT_SUPPORTED in states:

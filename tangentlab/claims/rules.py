@@ -152,12 +152,16 @@ RULES: dict[str, str] = {
         "learning survives removing a control than removing Q_T) and Y = D(O) - mean_j D(O_j) "
         "(learning_excess_onto: how much more training inside Q_T learns than training inside "
         "a control, the answer to \"any low-rank subspace helps\"); the intervals' replicates "
-        "resample the held-out batches and redraw the controls. A leg is up if its CI lower "
-        "bound is above 0 and down if its CI upper bound is below 0.1 D(U) (at most a tenth of "
-        "the unmodified learning: an equivalence claim). Supported if both legs are up (and "
-        "neither down); not supported if a leg is down and not up (the claim is the "
-        "conjunction, so one leg shown absent refutes it); otherwise inconclusive; "
-        "inconclusive too when the unmodified arm did not lower the held-out loss (D(U) <= 0), "
+        "resample the held-out batches and redraw the controls. A third, the Haar leg H = D(O) - "
+        "r/(d - r) (D(U) - D(O)) (learning_excess_onto_haar), compares training inside Q_T with "
+        "the mean over every rank-r subspace of its complement, exact to first order in the "
+        "step and free of the noise of drawing a few controls; its replicates resample the "
+        "held-out batches. A leg is up if its CI lower bound is above 0 and down if its CI upper "
+        "bound is below 0.1 D(U) (at most a tenth of the unmodified learning: an equivalence "
+        "claim). Supported if every stored leg is up (and none down); not supported if a leg "
+        "is down and not up (the claim is the conjunction, so one leg shown absent refutes it); "
+        "otherwise inconclusive; inconclusive too when the unmodified arm did not lower the "
+        "held-out loss (D(U) <= 0), "
         "an interval is missing, or the run stored no onto-control arms. " + COMBINED
     ),
 }

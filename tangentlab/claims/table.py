@@ -216,7 +216,8 @@ CLAIMS: tuple[Claim, ...] = (
         "SGD arms from the last causal checkpoint with the site gradient projected onto / away "
         "from Q_T or onto / away from controls (Song, Ahn & Yun 2025; the onto-control arms "
         "answer arXiv 2604.25143's random-subspace finding)",
-        metrics=("learning_excess", "learning_excess_onto"), unplanted="negative",
+        metrics=("learning_excess", "learning_excess_onto", "learning_excess_onto_haar"),
+        unplanted="negative",
         planted={s: "positive" for s in _ENRICHED if s != "drift"}),
 )
 

@@ -436,13 +436,16 @@ def learning_unit(model: Model, site: str) -> Unit:
     """The learning-arms excess (away from controls minus away from Q_T), for one site."""
     t = model.table
     last = t.last_step(LEARNING_METRIC, site)
-    ex, eo, un, aw, ac, on, oc = (t.get(k, site=site, step=last) for k in (
-        LEARNING_METRIC, "learning_excess_onto", "learning_loss_decrease_unmodified",
-        "learning_loss_decrease_away", "learning_loss_decrease_away_control_mean",
-        "learning_loss_decrease_onto", "learning_loss_decrease_onto_control_mean"))
+    ex, eo, eh, un, aw, ac, on, oc = (t.get(k, site=site, step=last) for k in (
+        LEARNING_METRIC, "learning_excess_onto", "learning_excess_onto_haar",
+        "learning_loss_decrease_unmodified", "learning_loss_decrease_away",
+        "learning_loss_decrease_away_control_mean", "learning_loss_decrease_onto",
+        "learning_loss_decrease_onto_control_mean"))
     out = CR.learning_arms_rule(ex.interval("away excess") if ex.present else None, un.value,
-                                onto=eo.interval("onto excess") if eo.present else None)
-    est = (f"away excess {ex.text()}; onto excess {eo.text()}; held-out loss decrease: "
+                                onto=eo.interval("onto excess") if eo.present else None,
+                                haar=eh.interval("Haar excess") if eh.present else None)
+    haar = f"; Haar excess {eh.text()}" if eh.present else ""
+    est = (f"away excess {ex.text()}; onto excess {eo.text()}{haar}; held-out loss decrease: "
            f"unmodified {un.text()}, away from Q_T {aw.text()}, away from controls {ac.text()}, "
            f"onto Q_T {on.text()}, onto controls {oc.text()}")
     return _unit(model, site, out, est, f"step {_step(last)} (last causal checkpoint)", "")

@@ -361,6 +361,21 @@ class TestLearningArms:
         assert f(iv("X", 0.3, 0.1, 0.5), 1.0, onto=wide).status == R.INCONCLUSIVE
         assert f(iv("X", 0.3, 0.1, 0.5), 1.0, onto=iv("Y", 0.3)).status == R.INCONCLUSIVE
 
+    def test_the_haar_leg_joins_the_conjunction_where_it_is_stored(self):
+        """The Haar leg (training inside Q_T against the mean over every rank-r subspace of its
+        complement) must be up too; one below the bound refutes; a NaN one is not stored."""
+        f, iv = CR.learning_arms_rule, self.iv
+        up, down, wide = iv("Y", 0.3, 0.1, 0.5), iv("H", 0.0, -0.05, 0.08), iv("H", 0.1, -0.1, 0.3)
+        x = iv("X", 0.3, 0.1, 0.5)
+        out = f(x, 1.0, onto=up, haar=iv("H", 0.3, 0.1, 0.5))
+        assert out.status == R.SUPPORTED and "Haar leg" in out.reason and "Haar mean" in out.reason
+        assert f(x, 1.0, onto=up, haar=wide).status == R.INCONCLUSIVE  # the drawn legs alone: up
+        assert f(x, 1.0, onto=up).status == R.SUPPORTED
+        assert f(x, 1.0, onto=up, haar=down).status == R.NOT_SUPPORTED
+        assert f(x, 1.0, onto=up, haar=iv("H", 0.3)).status == R.INCONCLUSIVE  # no interval
+        nan = f(x, 1.0, onto=up, haar=iv("H", float("nan")))
+        assert nan.status == R.SUPPORTED and "Haar" not in nan.reason
+
     def test_without_onto_control_arms_the_away_leg_alone_decides_nothing(self):
         """A run from before the onto-control arms: the random-subspace objection is open."""
         out = CR.learning_arms_rule(self.iv("X", 0.3, 0.1, 0.5), 1.0)

@@ -62,10 +62,12 @@ def _run(k: float, grad_bias: float = 1.0, step_loss: float = 0.002):
                        train_batches=train, eval_batches=held, steps=4, step_loss=step_loss,
                        seed=0)
     rows = {r["metric"]: r for r in learning_rows(al, MeasureConfig(n_boot=200), RowBase(site="s"))}
-    ex, eo = rows["learning_excess"], rows["learning_excess_onto"]
+    ex, eo, eh = (rows[k] for k in ("learning_excess", "learning_excess_onto",
+                                     "learning_excess_onto_haar"))
     out = CR.learning_arms_rule(R.Interval("X", ex["value"], ex["ci_low"], ex["ci_high"]),
                                rows["learning_loss_decrease_unmodified"]["value"],
-                               onto=R.Interval("Y", eo["value"], eo["ci_low"], eo["ci_high"]))
+                               onto=R.Interval("Y", eo["value"], eo["ci_low"], eo["ci_high"]),
+                               haar=R.Interval("H", eh["value"], eh["ci_low"], eh["ci_high"]))
     return al, rows, out
 
 
@@ -107,6 +109,47 @@ def test_an_enriched_gradient_mean_is_found_and_a_null_is_not():
             > rows["learning_loss_decrease_onto_control_mean"]["value"] > 0)
     _, rows0, out0 = _run(1.0)
     assert out0.status != R.SUPPORTED, out0.reason
+
+
+def test_the_haar_leg_is_the_first_order_mean_over_every_control():
+    """The Haar leg H = D(onto) - r/(d - r) (D(U) - D(onto)) is D(onto) minus the mean of
+    D(onto C) over Haar rank-r subspaces C of Q_T's complement, to first order in the step:
+    with many drawn controls their mean comes close to it, and the leg stands with the onto leg
+    (k = 4: both above 0; k = 1: neither); with r and d unknown the row is left out."""
+    import dataclasses
+
+    from tangentlab.empirical.measurement.learning_arms import (
+        haar_complement_controls,
+        learning_arms,
+        learning_rows,
+    )
+    from tangentlab.empirical.measurement.measure_config import MeasureConfig
+    from tangentlab.empirical.measurement.records import RowBase
+
+    lm, Q, train, held = _planted(4.0)
+    d, r = Q.shape
+    al = learning_arms(lm, "blocks.-1.resid_post", Q, haar_complement_controls(Q, 24, 5),
+                       train_batches=train, eval_batches=held, steps=2, step_loss=0.0005,
+                       seed=0)
+    assert (al.rank, al.dim) == (r, d)
+    rows = {x["metric"]: x for x in learning_rows(al, MeasureConfig(n_boot=200), RowBase(site="s"))}
+    u, o = (rows[f"learning_loss_decrease_{k}"]["value"] for k in ("unmodified", "onto"))
+    haar_mean = r / (d - r) * (u - o)
+    drawn = rows["learning_loss_decrease_onto_control_mean"]["value"]
+    assert abs(drawn - haar_mean) < 0.25 * haar_mean, (drawn, haar_mean)  # 24 draws: near it
+    h = rows["learning_excess_onto_haar"]
+    assert h["value"] == pytest.approx(o - haar_mean, rel=1e-9) and h["ci_low"] > 0
+    assert rows["learning_excess_onto"]["ci_low"] > 0
+    old = learning_rows(dataclasses.replace(al, rank=0, dim=0), MeasureConfig(n_boot=200),
+                        RowBase(site="s"))
+    assert "learning_excess_onto_haar" not in {x["metric"] for x in old}
+    # the other rows are the same numbers with or without the Haar column
+    assert {x["metric"]: x["value"] for x in old} == {
+        k: v["value"] for k, v in rows.items() if k != "learning_excess_onto_haar"}
+    assert {x["metric"]: x.get("ci_low") for x in old} == {
+        k: v.get("ci_low") for k, v in rows.items() if k != "learning_excess_onto_haar"}
+    _, rows0, _ = _run(1.0)
+    assert rows0["learning_excess_onto_haar"]["ci_low"] <= 0 < rows0["learning_excess_onto_haar"]["ci_high"]
 
 
 def test_the_onto_anything_null_is_not_supported_where_reading_the_onto_arm_alone_is():
