@@ -57,6 +57,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "measure directory): every scenario at RUN's checkpoint schedule, "
                         "late cut, units per row, eval windows, bootstrap replicates, controls "
                         "and r/d (tangentlab.validate.twin; not --setting or --quick)")
+    p.add_argument("--like-effect", default=None, choices=("stated", "run", "smaller"),
+                   dest="like_effect",
+                   help="with --like: the power scenario's enrichment curve: the stated sizes "
+                        "(default), the magnitudes RUN measured (its smallest last enrichment "
+                        "and weakest decline), or those halved (k -> 1 + (k - 1)/2)")
     p.add_argument("--extend", metavar="RUN", default=None,
                    help="with --end-to-end: more simulations for the finished end-to-end run "
                         "RUN, under its own config: the scenarios in which a row got any wrong "
@@ -146,6 +151,7 @@ def _run(args: argparse.Namespace) -> int:
                                        ("--resume", args.resume),
                                        ("--shard", args.shard is not None),
                                        ("--like", args.like is not None),
+                                       ("--like-effect", args.like_effect is not None),
                                        ("--extend", args.extend is not None),
                                        ("--sims", args.sims is not None),
                                        ("--mutant", args.mutant is not None)) if given]
@@ -190,6 +196,8 @@ def _run_end_to_end(args: argparse.Namespace) -> int:
     like = getattr(args, "like", None)
     if like is not None and (args.quick or setting is not None):
         raise ConfigError("--like RUN sets every setting from the run; drop --quick/--setting")
+    if getattr(args, "like_effect", None) is not None and like is None:
+        raise ConfigError("--like-effect applies only to a twin; add --like RUN, or drop it")
     shard = Shard.parse(args.shard) if args.shard is not None else None
     name = "quick" if args.quick else setting or "full"
     extension, quick = None, args.quick
@@ -201,7 +209,7 @@ def _run_end_to_end(args: argparse.Namespace) -> int:
     elif like is not None:
         from tangentlab.validate.twin import twin_setting
 
-        cfg = twin_setting(Path(like), seed=args.seed)
+        cfg = twin_setting(Path(like), seed=args.seed, effect=args.like_effect or "stated")
         name = "twin"
     else:
         cfg = EndToEndConfig.preset(name, args.seed)
@@ -306,6 +314,7 @@ def _parent_flags(args: argparse.Namespace) -> list[str]:
                                   ("--nproc", args.nproc != 1), ("--resume", args.resume),
                                   ("--shard", args.shard is not None),
                                   ("--like", args.like is not None),
+                                  ("--like-effect", args.like_effect is not None),
                                   ("--extend", args.extend is not None),
                                   ("--sims", args.sims is not None),
                                   ("--mutant", args.mutant is not None),

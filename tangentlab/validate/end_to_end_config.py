@@ -122,6 +122,10 @@ class EndToEndConfig(Config):
         archs: the planted head of each unit, ``decoder`` (causal LM) or ``encoder`` (masked
             LM): one name for every unit, or one per unit (a twin of a run that measured an
             encoder and a decoder plants both, unit by unit, as the row combines them).
+        effect_k_peak, effect_k_end, effect_x_peak: the ``effect`` scenario's enrichment curve
+            (its peak, its last value, where the peak falls) where set (0: the stated
+            :data:`~tangentlab.validate.planted_scenarios.EFFECT`); a twin sets them to the
+            magnitudes the run measured (:func:`tangentlab.validate.twin.run_effect`).
     """
 
     seed: int = option(0, ge=0, integer=True)
@@ -141,6 +145,9 @@ class EndToEndConfig(Config):
     planted_d: int = option(0, ge=0, integer=True)
     planted_m: int = option(0, ge=0, integer=True)
     archs: tuple[str, ...] = option(("decoder",), min_len=1, choices=("decoder", "encoder"))
+    effect_k_peak: float = option(0.0, ge=0.0)
+    effect_k_end: float = option(0.0, ge=0.0)
+    effect_x_peak: float = option(0.0, ge=0.0, lt=1.0)
 
     def __post_init__(self) -> None:
         if isinstance(self.measure, Mapping) and not isinstance(self.measure, EndToEndMeasure):
@@ -156,7 +163,12 @@ class EndToEndConfig(Config):
                  f"config key 'steps' must start at 0 and increase; got {steps}"),
                 (len(self.archs) in (1, self.units),
                  f"config key 'archs' names one head for every unit or one per unit ({self.units}"
-                 f"); got {list(self.archs)}")]
+                 f"); got {list(self.archs)}"),
+                (not (self.effect_k_peak or self.effect_k_end)
+                 or 1.0 < self.effect_k_end < self.effect_k_peak,
+                 f"config keys 'effect_k_peak' and 'effect_k_end' plant an enrichment that "
+                 f"weakens late (1 < k_end < k_peak); got {self.effect_k_peak}, "
+                 f"{self.effect_k_end}")]
 
     def arch(self, unit: int) -> str:
         """The planted head of unit ``unit`` (0-based): ``decoder`` or ``encoder``."""
@@ -216,14 +228,20 @@ class EndToEndConfig(Config):
     def planted_spec(self, name: str, **extra: Any):
         """Scenario ``name``'s :class:`~tangentlab.validate.planted_trajectories.PlantedSpec`.
 
-        This config's planted width and rank (where set), then the scenario's own spec, then
-        ``extra``; the windows are this config's :meth:`seq_len`.
+        This config's planted width and rank (where set), then the scenario's own spec (for
+        ``effect``, with this config's curve overrides), then ``extra``; the windows are this
+        config's :meth:`seq_len`.
         """
         from tangentlab.validate.planted_scenarios import scenario
 
         base = {k: v for k, v in (("d", self.planted_d), ("m", self.planted_m)) if v}
-        return scenario(name).planted(**{**base, **scenario(name).spec,
-                                         "seq_len": self.seq_len(), **extra})
+        own = {**scenario(name).spec, **(self.effect_curve() if name == "effect" else {})}
+        return scenario(name).planted(**{**base, **own, "seq_len": self.seq_len(), **extra})
+
+    def effect_curve(self) -> dict[str, float]:
+        """The ``effect`` scenario's curve overrides this config sets (empty: the stated one)."""
+        return {k: v for k, v in (("k_peak", self.effect_k_peak), ("k_end", self.effect_k_end),
+                                   ("x_peak", self.effect_x_peak)) if v}
 
     def seq_len(self) -> int:
         """The eval window length (the measure's ``seq_len``, else the planted model's 64)."""
@@ -258,7 +276,8 @@ class EndToEndConfig(Config):
                 "n_boot": int(self.measure.get("n_boot", 1000)),
                 "rank_over_dim": [min(rds), max(rds)], "steps": list(self.steps),
                 "early_fraction": float(self.measure.early_fraction or 0.3),
-                "archs": sorted(set(self.archs)), "scenarios": list(self.scenarios),
+                "archs": sorted(set(self.archs)), "effect_curve": self.effect_curve(),
+                "scenarios": list(self.scenarios),
                 "scenarios_known": list(_scenario_names()), "bound_checked": self.sims >= 45}
 
 

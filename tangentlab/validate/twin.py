@@ -19,9 +19,18 @@ directory) and takes from it:
   units (:class:`~tangentlab.validate.planted.PlantedForMaskedLM`: MLM-masked eval batches, the
   loss at the masked positions), a decoder's by causal-LM units, one unit per measured site.
 
+- with ``effect="run"``, the **enrichment curve at the magnitudes the run measured**
+  (:func:`run_effect`): the ``effect`` scenario plants the smallest last-checkpoint enrichment
+  of the run's units, the weakest decline from a unit's peak (at least :data:`MIN_DECLINE`), and
+  the peak where the units' median peak falls, read through the report's own tables, so the
+  enrichment and weakens-late rows' power answers "could this run have seen what it reports?";
+  ``effect="smaller"`` halves those excesses over 1 (k → 1 + (k − 1)/2), the stated smaller
+  size; ``effect="stated"`` (the default) keeps :data:`~tangentlab.validate.planted_scenarios.
+  EFFECT`.
+
 Not twinned yet (stated in :data:`NOT_TWINNED`, and in the run's manifest): the run's tokenizer,
-eval text and frequency table (the planted text is a built-in corpus), and effects at the
-magnitudes the run measured.
+eval text and frequency table (the planted text is a built-in corpus), and the magnitudes of
+the effects other than the enrichment curve (bucket gain, pinning, ablation cost, learning).
 """
 
 from __future__ import annotations
@@ -32,13 +41,20 @@ from typing import Any
 
 from tangentlab.errors import ConfigError, DataError
 
-__all__ = ["TWIN_WIDTH", "NOT_TWINNED", "RunSetting", "read_run_setting", "twin_setting"]
+__all__ = ["TWIN_WIDTH", "NOT_TWINNED", "EFFECTS", "MIN_DECLINE", "RunSetting",
+           "read_run_setting", "run_effect", "twin_setting"]
 
 #: The planted model's width in a twin (its rank follows the run's r/d).
 TWIN_WIDTH = 64
 #: What a twin does not copy from the run yet, in words (recorded with the twin's manifest).
 NOT_TWINNED = ("tokenizer, eval text and frequency table (a built-in corpus is planted)",
-               "effect sizes (the scenarios' stated effects, not the magnitudes the run measured)")
+               "effect sizes other than the enrichment curve (bucket gain, pinning, ablation "
+               "cost and learning stay at their stated sizes)")
+#: What a twin's ``effect`` scenario plants: the stated sizes, the run's, or half the run's.
+EFFECTS = ("stated", "run", "smaller")
+#: The smallest peak-to-last ratio a twin plants (a run whose units show no decline would
+#: otherwise plant none, and the weakens-late row's truth in ``effect`` is a decline).
+MIN_DECLINE = 1.05
 _HINT = ("pass a reproduce run directory (with measure/<arch>/manifest.json) or one measure "
          "directory written by `tangentlab measure`")
 #: measure config keys copied into the twin's measure settings (same name on both sides).
@@ -128,11 +144,54 @@ def read_run_setting(run_dir: str | Path) -> RunSetting:
                       units, seq_lens.pop(), rds.pop(), copied or {}, tuple(archs))
 
 
-def twin_setting(run_dir: str | Path, *, seed: int = 0, sims: int = 50):
+def run_effect(run_dir: str | Path) -> dict[str, float]:
+    """The enrichment curve the run measured, as the ``effect`` scenario plants it.
+
+    Per unit (measurement, site), the enrichment the report reads
+    (:func:`tangentlab.report.units.energy_source`) at every checkpoint: ``k_end`` = the
+    smallest unit's last value, ``k_peak`` = ``k_end`` × the weakest unit's peak / last (at
+    least :data:`MIN_DECLINE`), ``x_peak`` = the median over units of the peak's step / the
+    last step (kept inside (0.05, 0.95)). DataError where no unit stores an enrichment above 1 at
+    its last checkpoint (there is no effect to plant at the run's size).
+    """
+    import statistics
+
+    from tangentlab.readers import read_json
+    from tangentlab.report.tables import ResultTable
+    from tangentlab.report.units import Model, energy_source
+
+    run = Path(run_dir)
+    last, decline, where = [], [], []
+    for path in _manifests(run):
+        model = Model(path.parent.name, str(path.parent), ResultTable.read(path.parent / "results.csv"),
+                      read_json(path, hint=_HINT))
+        for site in model.table.sites("enrichment"):
+            src = energy_source(model, site)
+            curve = [(st, src.table.get(src.enrichment, site=site, step=st).value)
+                     for st in src.table.steps(src.enrichment, site)]
+            curve = [(st, v) for st, v in curve if v is not None and v == v]
+            if len(curve) < 2:
+                continue
+            (s_peak, peak), (s_last, end) = max(curve, key=lambda c: c[1]), curve[-1]
+            last.append(end)
+            decline.append(peak / end if end > 0 else float("inf"))
+            where.append(s_peak / s_last if s_last > 0 else 0.5)
+    if not last or min(last) <= 1.0:
+        raise DataError(f"{str(run)!r} measured no enrichment above 1 at its last checkpoint in "
+                        f"every unit (smallest {min(last) if last else 'none'}); there is no "
+                        "effect to plant at the run's size: use the stated effect")
+    k_end = min(last)
+    return {"k_end": k_end, "k_peak": k_end * max(MIN_DECLINE, min(decline)),
+            "x_peak": min(0.95, max(0.05, statistics.median(where)))}
+
+
+def twin_setting(run_dir: str | Path, *, seed: int = 0, sims: int = 50, effect: str = "stated"):
     """The :class:`~tangentlab.validate.end_to_end_config.EndToEndConfig` of ``run_dir``'s twin.
 
     Every scenario, ``sims`` simulations, the run's schedule, units (with each unit's
-    architecture), windows, replicates, controls and r/d (module docstring). ConfigError where the run's r/d cannot be planted.
+    architecture), windows, replicates, controls and r/d (module docstring); ``effect``
+    (:data:`EFFECTS`) sets the ``effect`` scenario's enrichment curve. ConfigError where the
+    run's r/d cannot be planted or ``effect`` is not one of :data:`EFFECTS`.
     """
     from tangentlab.validate.end_to_end_config import EndToEndConfig, EndToEndMeasure
 
@@ -144,11 +203,17 @@ def twin_setting(run_dir: str | Path, *, seed: int = 0, sims: int = 50):
     if len(rs.steps) < 2 or rs.steps[0] != 0:
         raise DataError(f"the run's checkpoints {list(rs.steps)} do not start at step 0 with a "
                         "later one; its twin cannot compare against step 0")
+    if effect not in EFFECTS:
+        raise ConfigError(f"a twin's effect must be one of {', '.join(EFFECTS)}; got {effect!r}")
+    curve = {} if effect == "stated" else run_effect(run_dir)
+    if effect == "smaller":
+        curve = {k: (1.0 + (v - 1.0) / 2 if k != "x_peak" else v) for k, v in curve.items()}
     measure = {k: v for k, v in rs.measure.items() if v is not None}
     measure["seq_len"] = rs.seq_len
     return dataclasses.replace(
         EndToEndConfig.full(seed), sims=sims, units=rs.units, steps=rs.steps,
         planted_d=TWIN_WIDTH, planted_m=m,
         archs=rs.archs if len(set(rs.archs)) > 1 else rs.archs[:1],
+        **{f"effect_{k}": v for k, v in curve.items()},
         measure=EndToEndMeasure(**{**dataclasses.asdict(EndToEndConfig.full(seed).measure),
                                    **measure}))

@@ -259,7 +259,7 @@ def test_a_twin_s_shards_merged_equal_its_one_process_run(tmp_path, fake, capsys
 
     run = tmp_path / "run"
     for arch in ("encoder", "decoder"):
-        write_measure(run / "measure" / arch, steps=[0, 40, 100])
+        write_measure(run / "measure" / arch, steps=[0, 40, 100], arch=arch)
     args = ["validate", "--end-to-end", "--like", str(run), "--sims", "2"]
     assert main([*args, "--out", str(tmp_path / "whole")]) == 1  # rd-1/64 #1 raises
     for k in (1, 2):
@@ -269,5 +269,9 @@ def test_a_twin_s_shards_merged_equal_its_one_process_run(tmp_path, fake, capsys
     assert _summary(tmp_path / "merged") == _summary(tmp_path / "whole")
     cfg = json.loads((tmp_path / "whole" / SETTINGS_NAME).read_text())["config"]
     assert cfg["steps"] == [0, 40, 100] and cfg["units"] == 4 and cfg["sims"] == 2
+    assert cfg["archs"] == ["decoder", "decoder", "encoder", "encoder"]  # a head per unit
     assert main([*args, "--setting", "full", "--out", str(tmp_path / "bad")]) == 2
     assert "drop --quick/--setting" in capsys.readouterr().err
+    assert main(["validate", "--end-to-end", "--like-effect", "run", "--out",
+                 str(tmp_path / "bad")]) == 2
+    assert "--like-effect applies only to a twin" in capsys.readouterr().err

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -101,3 +102,54 @@ def test_a_damaged_or_incomplete_manifest_is_a_typed_error(tmp_path):
     (one / "manifest.json").write_text("{not json")
     with pytest.raises(DataError):
         twin_setting(one)
+
+
+def _enrichment(folder, curves):
+    """results.csv of a measurement: site -> [(step, enrichment)] (what run_effect reads)."""
+    from tangentlab.runs import write_results
+
+    write_results([{"model": "m", "arch": "decoder", "checkpoint": f"step_{st:06d}", "step": st,
+                    "site": site, "bucket": "all", "metric": "enrichment", "value": v,
+                    "ci_low": v * 0.9, "ci_high": v * 1.1}
+                   for site, curve in curves.items() for st, v in curve],
+                  folder / "results.csv")
+
+
+def test_the_effect_scenario_is_planted_at_the_magnitudes_the_run_measured(tmp_path, run):
+    """Issue 35: "could this run have seen what it reports?" The twin's power scenario plants
+    the smallest unit's last enrichment, the weakest decline and the median peak; "smaller"
+    halves the excesses; "stated" keeps EFFECT; a run without enrichment above 1 is refused."""
+    from tangentlab.validate.planted_scenarios import EFFECT
+    from tangentlab.validate.twin import MIN_DECLINE, run_effect
+
+    a, b = "blocks.0.resid_post", "blocks.3.resid_post"
+    _enrichment(run / "measure" / "decoder", {a: [(0, 2.2), (126, 31.9), (1000, 9.1)],
+                                              b: [(0, 2.0), (251, 21.2), (1000, 19.6)]})
+    _enrichment(run / "measure" / "encoder", {a: [(0, 1.1), (126, 12.3), (1000, 2.3)],
+                                              b: [(0, 1.6), (501, 6.0), (1000, 5.4)]})
+    eff = run_effect(run)
+    assert eff["k_end"] == pytest.approx(2.3)  # the smallest last enrichment
+    assert eff["k_peak"] == pytest.approx(2.3 * 21.2 / 19.6)  # the weakest decline
+    assert eff["x_peak"] == pytest.approx((0.126 + 0.251) / 2)  # the median peak
+    cfg = twin_setting(run, effect="run")
+    spec = cfg.planted_spec("effect")
+    assert (spec.k_end, spec.k_peak, spec.x_peak) == pytest.approx(
+        (eff["k_end"], eff["k_peak"], eff["x_peak"]))
+    assert spec.curve == "weaken" and spec.alpha == EFFECT["alpha"]  # the rest: stated sizes
+    assert cfg.planted_spec("no-effect").k_end == 3.0  # the nulls are untouched
+    assert cfg.setting()["effect_curve"] == eff
+    small = twin_setting(run, effect="smaller").planted_spec("effect")
+    assert small.k_end == pytest.approx(1.65) and small.k_peak == pytest.approx(
+        1 + (eff["k_peak"] - 1) / 2)
+    stated = twin_setting(run).planted_spec("effect")
+    assert (stated.k_end, stated.k_peak) == (EFFECT["k_end"], EFFECT["k_peak"])
+    # no decline anywhere: the smallest planted one, so the weakens-late truth still holds
+    _enrichment(run / "measure" / "encoder", {a: [(0, 1.0), (500, 2.0), (1000, 2.0)]})
+    assert run_effect(run)["k_peak"] == pytest.approx(2.0 * MIN_DECLINE)
+    _enrichment(run / "measure" / "encoder", {a: [(0, 1.0), (500, 1.2), (1000, 0.9)]})
+    with pytest.raises(DataError, match="no enrichment above 1"):
+        run_effect(run)
+    with pytest.raises(ConfigError, match="one of stated, run, smaller"):
+        twin_setting(run, effect="huge")
+    with pytest.raises(ConfigError, match="weakens late"):
+        dataclasses.replace(cfg, effect_k_peak=2.0, effect_k_end=2.0)
