@@ -38,7 +38,7 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -379,18 +379,6 @@ def shutdown() -> None:
         if dist.is_available() and dist.is_initialized():
             dist.destroy_process_group()
     _WORLD = World()
-
-
-@contextlib.contextmanager
-def world_of(world: World) -> Iterator[World]:
-    """Use ``world`` as :func:`current` inside the block (tests and in-process helpers)."""
-    global _WORLD
-    old = _WORLD
-    _WORLD = world
-    try:
-        yield world
-    finally:
-        _WORLD = old
 
 
 # -- sharding ----------------------------------------------------------------------------------

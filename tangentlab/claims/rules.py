@@ -22,7 +22,7 @@ wrong 2.5% of the time read a wrong "not supported" about 10% of the time.)
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 __all__ = [
@@ -485,7 +485,3 @@ def weakens_late_rule(fixed: ProxyTrajectory | None, refit: ProxyTrajectory | No
         why += "; one late-window checkpoint cannot show the late window growing"
     return Outcome(INCONCLUSIVE, txt + "; " + why)
 
-
-def group_units(items: Iterable[tuple[str, Outcome]]) -> dict[str, Outcome]:
-    """Dict of unit label to outcome, keeping order."""
-    return dict(items)
