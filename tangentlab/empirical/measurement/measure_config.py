@@ -65,6 +65,9 @@ class MeasureConfig(Config):
     (SGD steps per arm, at most 64), ``learning_step_loss`` (the unmodified arm's first-order
     training-loss decrease per step, in nats, at most 0.1: it sets the shared learning rate),
     ``learning_controls`` (rank-matched Haar complement controls, one arm each, at most 32).
+    ``update_energies``: at a checkpoint that kept its AdamW state, the energy of the
+    optimizer's step at each site beside the gradient's
+    (:mod:`tangentlab.empirical.measurement.update_energy`).
     Other: ``early_fraction`` (early = 0 < step ≤ early_fraction × last step, weighted by step
     span), ``eval_text`` (empty: the training run's held-out documents, or its corpus, else
     wikipedia; a corpus name, a file or folder, or ``text:|json:|parquet:PATH``),
@@ -118,6 +121,7 @@ class MeasureConfig(Config):
     learning_steps: int = option(8, ge=1, le=64, integer=True)
     learning_step_loss: float = option(0.0005, gt=0, le=0.1)
     learning_controls: int = option(8, ge=1, le=32, integer=True)
+    update_energies: bool = True
     early_fraction: float = option(0.3, ge=0, le=1)
     eval_text: str = ""
     max_docs: int | None = option(None, ge=1, integer=True)

@@ -30,9 +30,9 @@ The jobs live in the other modules of this room (:mod:`tangentlab.empirical.meas
 config (``measure_config``), the checks before any weights load (``preflight``), typed records
 (``records``), what the checkpoints share (``plan``), the execution modes (``modes``), the row
 plan and the two capture passes (``collect``), the proxy schedule (``proxy_schedule``), the
-metric-row builders (``metrics``), the causal check (``causal``) and the partial folder
-(``partial``). This module holds the orchestration. docs/empirical.md states every metric and
-formula.
+metric-row builders (``metrics``), the causal check (``causal``), the energy of the optimizer's
+update (``update_energy``) and the partial folder (``partial``). This module holds the
+orchestration. docs/empirical.md states every metric and formula.
 """
 
 from __future__ import annotations
@@ -45,7 +45,6 @@ from pathlib import Path
 from typing import Any
 
 from tangentlab.empirical.measurement.collect import collect_fit_half, collect_test_half
-from tangentlab.empirical.measurement.control_pools import energy_test_subspaces, ones_space
 from tangentlab.empirical.measurement.measure_config import (  # the config lives apart; re-exported here
     MeasureConfig,
     resolve_measure_config,
@@ -65,7 +64,9 @@ from tangentlab.empirical.measurement.plan import (
     load_checkpoint,
     prepare,
 )
+from tangentlab.empirical.measurement.proxy_schedule import energy_test_subspaces, ones_space
 from tangentlab.empirical.measurement.records import RowBase, RowPlan, SiteStats
+from tangentlab.empirical.measurement.update_energy import OPTIMIZER_FILE, update_rows
 from tangentlab.errors import ConfigError, TangentlabError
 from tangentlab.measure.precision import precision_scope, resolve_precision
 
@@ -237,11 +238,12 @@ def _measure_checkpoint(ctx: _Context, i: int, ck, previous: Mapping[str, Any], 
             "causal": i in ctx.causal_idx}
     rows: list[dict] = []
     per_site: dict[str, dict] = {}
+    bases: dict[str, RowBase] = {}
     for site in setup.sites:
         st = merge_halves(fit[site], test.get(site))
-        base = RowBase(model=ctx.traj.model_name, arch=setup.first.arch, checkpoint=ck.name,
-                       step=ck.step, layer=layer_of(site), site=site, seed=cfg.seed,
-                       method=setup.proxies[site].spec)
+        base = bases[site] = RowBase(model=ctx.traj.model_name, arch=setup.first.arch,
+                                     checkpoint=ck.name, step=ck.step, layer=layer_of(site),
+                                     site=site, seed=cfg.seed, method=setup.proxies[site].spec)
         got, scatter = _site_rows(lm, st, proxies.get(site), tested.get(site), base, setup, cfg,
                                   causal=head and i in ctx.causal_idx, ones=ctx.ones, timer=timer,
                                   learning=head and i == last and cfg.learning_arms)
@@ -250,21 +252,16 @@ def _measure_checkpoint(ctx: _Context, i: int, ck, previous: Mapping[str, Any], 
         per_site[site] = {"logf": scatter["logf"], "spread": scatter["spread"],
                           "cen_tokens": tokens, "cen": cen, "raw": raw, "tok_n": st.tok_n,
                           "refit": proxies[site].refit if site in proxies else None}
+    if head and cfg.update_energies and (Path(str(ck.path)) / OPTIMIZER_FILE).is_file():
+        with timer("updates"):  # the energy of the optimizer's step (issue 36)
+            rows += update_rows(lm, ck.path, setup.eval_data.batches, setup.plans, tested, cfg, bases)
     return rows, info, per_site
 
 
 def measure_trajectory(
-    trajectory: str | Path,
-    out_dir: str | Path,
-    *,
-    device: str = "auto",
-    seed: int = 0,
-    overrides: Mapping[str, Any] | None = None,
-    config_path: str | Path | None = None,
-    gguf: bool = False,
-    resume: bool = False,
-    on_checkpoint=None,
-    autocast: str | None = None,
+    trajectory: str | Path, out_dir: str | Path, *, device: str = "auto", seed: int = 0,
+    overrides: Mapping[str, Any] | None = None, config_path: str | Path | None = None,
+    gguf: bool = False, resume: bool = False, on_checkpoint=None, autocast: str | None = None,
     dtype: Any = None, figures: bool = True,
 ) -> Path:
     """Run the protocol over ``trajectory``; write ``results.csv``, ``manifest.json`` and figures.

@@ -35,13 +35,14 @@ def checkpoint_name(step: int) -> str:
     return f"step_{step:06d}"
 
 
-def save_checkpoint(run_dir: Path, step: int, model, tokenizer, optimizers, state: dict) -> Path:
+def save_checkpoint(run_dir: Path, step: int, model, tokenizer, optimizers, state: dict, *,
+                    keep_optimizer_states: bool = False) -> Path:
     """Write the checkpoint of ``step`` under ``run_dir/checkpoints`` atomically; return its path.
 
     The weights and tokenizer (Hugging Face format), ``optimizer.pt`` (every optimizer's state
     and the torch RNG state) and ``train_state.json`` (``state``) go into a temporary folder
     renamed into place, so a half-written checkpoint never looks complete; then every older
-    checkpoint drops its ``optimizer.pt``.
+    checkpoint drops its ``optimizer.pt``, unless ``keep_optimizer_states``.
     """
     import torch
 
@@ -67,7 +68,7 @@ def save_checkpoint(run_dir: Path, step: int, model, tokenizer, optimizers, stat
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     for s, d in list_checkpoints(run_dir):  # only the newest keeps the optimizer state
-        if s != step:
+        if s != step and not keep_optimizer_states:
             (d / "optimizer.pt").unlink(missing_ok=True)
     return final
 

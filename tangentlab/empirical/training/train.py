@@ -268,7 +268,8 @@ def _checkpoint_writer(run_dir: Path, cfg: TrainConfig, chash: str, world, phase
             return
         with phases("checkpoints"):
             save_checkpoint(run_dir, step, model, tokenizer, optimizers,
-                            {**state_base, "step": step, "tokens_seen": tokens, "loss": loss})
+                            {**state_base, "step": step, "tokens_seen": tokens, "loss": loss},
+                            keep_optimizer_states=cfg.keep_optimizer_states)
             write_log(run_dir, log_rows)
 
     return save

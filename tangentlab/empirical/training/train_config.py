@@ -39,6 +39,10 @@ class TrainConfig(Config):
     proxy energy test at ``measure_site`` on one fixed eval batch, logged to ``inloop.csv``.
     ``threads``: torch intra-op threads while training (0 = torch's default). The ``tiny`` preset
     uses 1: on 2 shared cores a tiny model runs up to 10x faster single-threaded.
+    ``keep_optimizer_states``: every checkpoint keeps its ``optimizer.pt`` (off: only the newest
+    does, as resuming needs), so the measurement can read the energy of the optimizer's update
+    at every checkpoint (:mod:`tangentlab.empirical.measurement.update_energy`); it costs about
+    twice the weights' size per checkpoint.
     """
 
     arch: str = option("decoder", choices=("encoder", "decoder"))
@@ -71,6 +75,7 @@ class TrainConfig(Config):
     measure_rank: int = option(8, ge=1, integer=True)
     threads: int = option(0, ge=0, integer=True)
     seed: int = option(0, ge=0, integer=True)
+    keep_optimizer_states: bool = False
 
     @classmethod
     def quick(cls) -> TrainConfig:

@@ -83,6 +83,25 @@ def test_resume_is_bit_identical(tmp_path, optimizer):
     assert sorted(set(read_results(full / "inloop.csv").step)) == [5, 10, 12]
 
 
+def test_every_checkpoint_keeps_its_optimizer_state_when_asked_and_trains_the_same(tmp_path):
+    """``keep_optimizer_states``: each checkpoint keeps the AdamW state of its own step (the update
+    energies read it), and the weights are bit-identical to a run that keeps only the newest."""
+    ov = {"steps": 8, "n_checkpoints": 3, "max_docs": 6, "measure_every": 0}
+    kept = train_model("decoder", tmp_path / "kept", preset="tiny", device="cpu",
+                       overrides={**ov, "keep_optimizer_states": True})
+    plain = train_model("decoder", tmp_path / "plain", preset="tiny", device="cpu", overrides=ov)
+    ck = list_checkpoints(kept)
+    assert len(ck) == 3 and all((d / "optimizer.pt").is_file() for _, d in ck)
+    assert [d.name for _, d in list_checkpoints(plain) if (d / "optimizer.pt").is_file()] == [
+        ck[-1][1].name]
+    for s, d in ck[1:]:  # the state's step count is the checkpoint's step
+        state = torch.load(d / "optimizer.pt", weights_only=True)["optimizers"][0]["state"]
+        assert int(float(state[0]["step"])) == s
+    a = load_file(str(kept / "checkpoints/step_000008/model.safetensors"))
+    b = load_file(str(plain / "checkpoints/step_000008/model.safetensors"))
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
 def test_refuses_overwrite_and_bad_resume(tmp_path):
     (tmp_path / "x").mkdir()
     (tmp_path / "x" / "file").write_text("user data")

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from tangentlab.empirical.measurement.control_pools import energy_test_subspaces, ones_space
+from tangentlab.empirical.measurement.proxy_schedule import energy_test_subspaces, ones_space
 
 
 def _proxies(d: int, r: int, seed: int):
