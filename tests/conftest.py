@@ -55,6 +55,7 @@ MODEL_TESTS = (
     "tests/empirical/measurement/test_learning_arms.py::test_the_projection_hook_moves_only_what_it_keeps",
     "tests/empirical/measurement/test_learning_arms.py::test_an_enriched_gradient_mean_is_found_and_a_null",
     "tests/empirical/measurement/test_learning_arms.py::test_a_loaded_planted_checkpoint_trains_only_its",
+    "tests/empirical/measurement/test_update_energy.py::test_a_run_that_kept_every_optimizer_state",
 )
 
 

@@ -54,7 +54,8 @@ def adam_directions(checkpoint: str | Path, model) -> tuple[dict[str, list] | No
 
     Read from ``checkpoint/optimizer.pt`` (one AdamW's ``state_dict``); a parameter without
     state (never stepped) gets a zero direction. None, with the reason, where the file is
-    absent, holds another number of optimizers (Muon with AdamW) or parameters of other shapes.
+    absent, holds another number of optimizers (Muon with AdamW) or parameters of other shapes,
+    or no step was taken yet (step 0).
     """
     import torch
 
@@ -70,6 +71,8 @@ def adam_directions(checkpoint: str | Path, model) -> tuple[dict[str, list] | No
     params = list(model.parameters())
     if len(ids) != len(params):
         return None, f"the optimizer state holds {len(ids)} parameters, the model {len(params)}"
+    if not any("exp_avg_sq" in state.get(i, {}) for i in ids):
+        return None, "the optimizer has taken no step at this checkpoint"
     b1, b2 = groups[0]["betas"]
     eps = float(groups[0]["eps"])
     out: dict[str, list] = {"adam": [], "momentum": []}
@@ -162,6 +165,10 @@ def update_rows(lm, checkpoint: str | Path, batches: Sequence, plans: Sequence,
         base = bases[s].with_(proxy="fixed")
         for kind in UPDATES:
             be = batch_energies(Q, pool, streams[(kind, s)], full_controls=full)
+            if not be.trace.sum() > 0:  # the step does not reach this site (a frozen path)
+                rows.append(base.row("update_note", None, note=f"the {kind} step leaves {s} "
+                                                                "unchanged on every row"))
+                continue
             res = batch_control_test(be, n_controls=cfg.n_controls, n_boot=cfg.n_boot,
                                      confidence=cfg.confidence, seed=cfg.seed,
                                      interval=cfg.interval)

@@ -61,6 +61,10 @@ def test_a_checkpoint_without_one_adamw_s_state_reads_nothing_and_says_why(tmp_p
 
     model = torch.nn.Linear(3, 2)
     assert adam_directions(tmp_path, model) == (None, "no optimizer state at this checkpoint")
+    torch.save({"optimizers": [torch.optim.AdamW(model.parameters()).state_dict()]},
+               tmp_path / "optimizer.pt")  # a step-0 checkpoint that kept its (empty) state
+    assert adam_directions(tmp_path, model) == (
+        None, "the optimizer has taken no step at this checkpoint")
     opts = [torch.optim.AdamW(model.parameters()).state_dict()] * 2
     torch.save({"optimizers": opts}, tmp_path / "optimizer.pt")
     dirs, why = adam_directions(tmp_path, model)
@@ -130,3 +134,26 @@ def test_measure_writes_update_rows_where_the_checkpoint_kept_its_optimizer_stat
             e = v.get(metric, site=site, step=last)
             assert math.isfinite(e.value) and e.value > 0 and e.ci_low <= e.value <= e.ci_high
             assert math.isfinite(v.get(f"{kind}_update_p_value", site=site, step=last).value)
+
+
+def test_a_run_that_kept_every_optimizer_state_has_update_rows_at_every_trained_checkpoint(
+        tmp_path):
+    """``keep_optimizer_states``: update rows at every checkpoint after step 0; step 0's state is
+    empty (no step taken), and its rows say so instead of failing the measurement."""
+    from tangentlab.empirical.measurement.protocol import measure_trajectory
+    from tangentlab.empirical.training.train import train_model
+    from tangentlab.report.tables import ResultTable
+    from tangentlab.runs import RESULTS_NAME, read_results
+    from tests.empirical.conftest import TEST_MEASURE
+
+    run = train_model("decoder", tmp_path / "run", preset="tiny", device="cpu", overrides={
+        "steps": 12, "n_checkpoints": 3, "max_docs": 6, "measure_every": 0,
+        "keep_optimizer_states": True})
+    out = measure_trajectory(run, tmp_path / "m", device="cpu", seed=0,
+                             overrides={**TEST_MEASURE, "causal": False, "learning_arms": False})
+    t = ResultTable.read(out / RESULTS_NAME).variant(proxy="fixed")
+    steps = sorted(t.steps("enrichment"))
+    assert t.steps("adam_update_enrichment") == steps[1:] and steps[0] == 0
+    df = read_results(out / RESULTS_NAME)
+    notes = df[df.metric == "update_note"]
+    assert set(notes.step) == {0} and notes.note.str.contains("taken no step").all()
