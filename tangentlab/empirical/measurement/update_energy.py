@@ -1,33 +1,37 @@
 """Energy in the optimizer's update (issue 36, item 2), beside the gradient's.
 
-How much of the change an AdamW step makes to a site's activations lies in Q_T, against the
-controls the gradient's energy test uses.
+How much of the change an optimizer's step makes to a site's activations lies in Q_T, against
+the controls the gradient's energy test uses.
 The gradient rows the protocol tests are g_t = ∂L/∂h_t, read by the backward pass. The paper's
 models were trained by Adam (or Muon), whose step is not the gradient: a study of low-rank
 training (arXiv 2604.25143) finds that reading the optimizer's updates instead of raw gradients
 changes such measurements 10–100×. A checkpoint that kept its optimizer state (``optimizer.pt``:
 our training keeps it at the newest checkpoint, and at every one with
-``TrainConfig.keep_optimizer_states``) holds AdamW's moments m, v and step count t, from which
-two parameter-space directions are read (:func:`adam_directions`):
+``TrainConfig.keep_optimizer_states``) holds each optimizer's state, from which two
+parameter-space directions are read (:func:`optimizer_directions`), without the learning rate
+(which scales every row alike) and without the decoupled weight decay (not the loss's):
 
-- ``adam``: the step AdamW took to reach the checkpoint, without its learning rate (which scales
-  every row alike) and without the decoupled weight decay (not the loss's):
-  Δθ = −m̂ / (√v̂ + ε), m̂ = m / (1 − β₁ᵗ), v̂ = v / (1 − β₂ᵗ), exactly torch's update;
-- ``momentum``: the same averaged gradient without the preconditioner, Δθ = −m̂, so the two
-  differ only by Adam's per-parameter scaling.
+- ``optimizer``: the optimizer's own step. AdamW: the step it took to reach the checkpoint,
+  Δθ = −m̂ / (√v̂ + ε), m̂ = m / (1 − β₁ᵗ), v̂ = v / (1 − β₂ᵗ), exactly torch's update. Muon (on the
+  2-D hidden matrices, AdamW on the rest, :func:`optimizer_groups`): Δθ = −a · NS(B), the
+  Newton–Schulz orthogonalisation of its momentum buffer B (torch's own) times its learning-rate
+  adjustment a; with Nesterov (the default) the step Muon took also mixed in the last gradient,
+  which is not stored, so this is its step without the look-ahead;
+- ``momentum``: the same averaged gradient without the preconditioner or the orthogonalisation,
+  Δθ = −m̂ (AdamW) or −B (Muon), so the two differ only by what the optimizer does to it.
 
 Each is carried to the site (:func:`activation_change`): per token, the change the step makes
 there, δh_t = J_t Δθ, as a central difference (h_t(θ + εΔθ) − h_t(θ − εΔθ)) / 2ε in float64 with
 ε = :data:`REL_STEP` ‖θ‖ / ‖Δθ‖, on the test half's rows (those of the gradient test). The rows
 δh_t go through the gradient test's own core, :func:`~tangentlab.measure.batch_energies` with the
 fixed proxy's complement and full-space pools and :func:`~tangentlab.measure.batch_control_test`
-(same controls, replicates and interval), so ``adam_update_enrichment`` and
+(same controls, replicates and interval), so ``optimizer_update_enrichment`` and
 ``momentum_update_enrichment`` sit beside ``enrichment`` in the same table (:func:`update_rows`).
 
 What they are: vectors, the change one step writes into the site, where the gradient rows are
 covectors; the two enrichments answer different questions, and no prediction row reads the
-update rows (the account's claim is about the gradients that training receives; docs/report.md).
-Muon's orthogonalised step (two optimizers in ``optimizer.pt``) is not read: the rows say so.
+update rows (the account's claim is about the gradients that training receives;
+docs/empirical.md).
 
 Shapes: directions aligned with ``model.parameters()``; δh (B, T, d) per site.
 """
@@ -38,24 +42,93 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["OPTIMIZER_FILE", "REL_STEP", "UPDATES", "adam_directions", "activation_change",
-           "update_rows"]
+__all__ = ["OPTIMIZER_FILE", "REL_STEP", "UPDATES", "optimizer_groups", "optimizer_directions",
+           "activation_change", "update_rows"]
 
 #: Where a checkpoint keeps its optimizer state (written by the trainer's ``save_checkpoint``).
 OPTIMIZER_FILE = "optimizer.pt"
 #: The central difference's step relative to the parameters: ε = REL_STEP ‖θ‖ / ‖Δθ‖.
 REL_STEP = 1e-4
 #: The directions read, in row order.
-UPDATES = ("adam", "momentum")
+UPDATES = ("optimizer", "momentum")
 
 
-def adam_directions(checkpoint: str | Path, model) -> tuple[dict[str, list] | None, str]:
-    """``({"adam": [...], "momentum": [...]}, "")`` aligned with ``model.parameters()``, or ``(None, why)``.
+def optimizer_groups(model, optimizer: str) -> list[list]:
+    """The parameters each optimizer of the trainer holds, in the trainer's order.
 
-    Read from ``checkpoint/optimizer.pt`` (one AdamW's ``state_dict``); a parameter without
-    state (never stepped) gets a zero direction. None, with the reason, where the file is
-    absent, holds another number of optimizers (Muon with AdamW) or parameters of other shapes,
-    or no step was taken yet (step 0).
+    ``adamw``: one AdamW on ``model.parameters()``. ``muon``: Muon on the 2-D hidden matrices,
+    then AdamW on the embeddings, the output embedding, biases and norms. The trainer builds its
+    optimizers from these (:func:`tangentlab.empirical.training.train_step.build_optimizers`), so
+    a checkpoint's ``optimizer.pt`` is read back with the same split.
+    """
+    import torch
+
+    params = list(model.parameters())
+    if optimizer == "adamw":
+        return [params]
+    emb = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Embedding)}
+    out_emb = model.get_output_embeddings()
+    if out_emb is not None:
+        emb.add(id(out_emb.weight))
+    hidden = [p for p in params if p.ndim == 2 and id(p) not in emb]
+    return [hidden, [p for p in params if not (p.ndim == 2 and id(p) not in emb)]]
+
+
+def _adamw(sd, params, out) -> str:
+    """Append AdamW's step and momentum for ``params`` (its state dict ``sd``); "" or why not."""
+    import torch
+
+    groups, state = sd["param_groups"], sd["state"]
+    ids = [i for g in groups for i in g["params"]]
+    if len(ids) != len(params):
+        return f"the optimizer state holds {len(ids)} parameters, the model {len(params)}"
+    b1, b2 = groups[0]["betas"]
+    eps = float(groups[0]["eps"])
+    for i, p in zip(ids, params, strict=True):
+        st = state.get(i, {})
+        if "exp_avg_sq" not in st:  # never stepped
+            out["optimizer"][id(p)] = out["momentum"][id(p)] = torch.zeros_like(
+                p, dtype=torch.float64)
+            continue
+        if tuple(st["exp_avg"].shape) != tuple(p.shape):
+            return (f"parameter {i} has shape {tuple(p.shape)} in the model and "
+                    f"{tuple(st['exp_avg'].shape)} in the optimizer state")
+        t = float(st["step"])
+        m_hat = st["exp_avg"].double() / (1.0 - b1 ** t)
+        v_hat = st["exp_avg_sq"].double() / (1.0 - b2 ** t)
+        out["optimizer"][id(p)] = -m_hat / (v_hat.sqrt() + eps)
+        out["momentum"][id(p)] = -m_hat
+    return ""
+
+
+def _muon(sd, params, out) -> str:
+    """Append Muon's orthogonalised step and its momentum for ``params``; "" or why not."""
+    from torch.optim._muon import _adjust_lr, _zeropower_via_newtonschulz  # Muon's own
+
+    groups, state = sd["param_groups"], sd["state"]
+    ids = [i for g in groups for i in g["params"]]
+    if len(ids) != len(params):
+        return f"the Muon state holds {len(ids)} parameters, the model's hidden matrices {len(params)}"
+    g = groups[0]
+    for i, p in zip(ids, params, strict=True):
+        buf = state.get(i, {}).get("momentum_buffer")
+        if buf is None or tuple(buf.shape) != tuple(p.shape):
+            return f"Muon parameter {i} has no momentum buffer of shape {tuple(p.shape)}"
+        ortho = _zeropower_via_newtonschulz(buf, tuple(g["ns_coefficients"]), int(g["ns_steps"]),
+                                            float(g["eps"]))
+        scale = _adjust_lr(1.0, g.get("adjust_lr_fn"), p.shape)
+        out["optimizer"][id(p)] = -scale * ortho.double()
+        out["momentum"][id(p)] = -buf.double()
+    return ""
+
+
+def optimizer_directions(checkpoint: str | Path, model) -> tuple[dict[str, list] | None, str]:
+    """``({"optimizer": [...], "momentum": [...]}, "")`` aligned with ``model.parameters()``, or ``(None, why)``.
+
+    Read from ``checkpoint/optimizer.pt``: one AdamW, or Muon then AdamW (:func:`optimizer_groups`);
+    a parameter without state (never stepped) gets a zero direction. None, with the reason,
+    where the file is absent, the optimizer has taken no step (step 0), or the state does not
+    match the model.
     """
     import torch
 
@@ -63,34 +136,19 @@ def adam_directions(checkpoint: str | Path, model) -> tuple[dict[str, list] | No
     if not f.is_file():
         return None, "no optimizer state at this checkpoint"
     opts = torch.load(f, weights_only=True, map_location="cpu").get("optimizers") or []
-    if len(opts) != 1:
-        return None, (f"{len(opts)} optimizers in {OPTIMIZER_FILE} (Muon beside AdamW?): only a "
-                      "single AdamW's step is read")
-    groups, state = opts[0]["param_groups"], opts[0]["state"]
-    ids = [i for g in groups for i in g["params"]]
-    params = list(model.parameters())
-    if len(ids) != len(params):
-        return None, f"the optimizer state holds {len(ids)} parameters, the model {len(params)}"
-    if not any("exp_avg_sq" in state.get(i, {}) for i in ids):
+    if not opts or not any(opts[-1]["state"].values()):
         return None, "the optimizer has taken no step at this checkpoint"
-    b1, b2 = groups[0]["betas"]
-    eps = float(groups[0]["eps"])
-    out: dict[str, list] = {"adam": [], "momentum": []}
-    for i, p in zip(ids, params, strict=True):
-        st = state.get(i, {})
-        if "exp_avg_sq" not in st:
-            out["adam"].append(torch.zeros_like(p, dtype=torch.float64))
-            out["momentum"].append(torch.zeros_like(p, dtype=torch.float64))
-            continue
-        if tuple(st["exp_avg"].shape) != tuple(p.shape):
-            return None, (f"parameter {i} has shape {tuple(p.shape)} in the model and "
-                          f"{tuple(st['exp_avg'].shape)} in the optimizer state")
-        t = float(st["step"])
-        m_hat = st["exp_avg"].double() / (1.0 - b1 ** t)
-        v_hat = st["exp_avg_sq"].double() / (1.0 - b2 ** t)
-        out["adam"].append(-m_hat / (v_hat.sqrt() + eps))
-        out["momentum"].append(-m_hat)
-    return out, ""
+    if len(opts) > 2:
+        return None, f"{len(opts)} optimizers in {OPTIMIZER_FILE}: one AdamW, or Muon and AdamW"
+    out: dict[str, dict] = {"optimizer": {}, "momentum": {}}
+    groups = optimizer_groups(model, "adamw" if len(opts) == 1 else "muon")
+    readers = [_adamw] if len(opts) == 1 else [_muon, _adamw]
+    for read, sd, params in zip(readers, opts, groups, strict=True):
+        why = read(sd, params, out)
+        if why:
+            return None, why
+    params = list(model.parameters())
+    return {k: [v[id(p)] for p in params] for k, v in out.items()}, ""
 
 
 def activation_change(model, sites: Sequence[str], input_ids, attention_mask, direction,
@@ -146,7 +204,7 @@ def update_rows(lm, checkpoint: str | Path, batches: Sequence, plans: Sequence,
 
     sites = list(tested)
     model = copy.deepcopy(lm.model).double().eval()
-    dirs, why = adam_directions(checkpoint, model)
+    dirs, why = optimizer_directions(checkpoint, model)
     if dirs is None:
         return [bases[s].with_(proxy="fixed").row("update_note", None, note=why) for s in sites]
     streams: dict[tuple[str, str], list] = {(k, s): [] for k in UPDATES for s in sites}

@@ -312,24 +312,22 @@ def build_optimizers(model, cfg) -> list:
     """The optimizers of ``cfg.optimizer`` for ``model``.
 
     AdamW on every parameter, or Muon on the 2-D hidden weights with AdamW on the embeddings,
-    head, biases and norms.
+    head, biases and norms (the split of
+    :func:`~tangentlab.empirical.measurement.update_energy.optimizer_groups`, which reads a
+    checkpoint's optimizer state back with it).
     """
     import torch
 
+    from tangentlab.empirical.measurement.update_energy import optimizer_groups
+
+    groups = optimizer_groups(model, cfg.optimizer)
     if cfg.optimizer == "adamw":
-        return [torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95),
+        return [torch.optim.AdamW(groups[0], lr=cfg.lr, betas=(0.9, 0.95),
                                   weight_decay=cfg.weight_decay)]
-    emb_ids = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Embedding)}
-    out_emb = model.get_output_embeddings()
-    if out_emb is not None:
-        emb_ids.add(id(out_emb.weight))
-    hidden, rest = [], []
-    for _, p in model.named_parameters():
-        (hidden if p.ndim == 2 and id(p) not in emb_ids else rest).append(p)
     return [
-        torch.optim.Muon(hidden, lr=cfg.lr, weight_decay=cfg.weight_decay,
+        torch.optim.Muon(groups[0], lr=cfg.lr, weight_decay=cfg.weight_decay,
                          adjust_lr_fn="match_rms_adamw"),
-        torch.optim.AdamW(rest, lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay),
+        torch.optim.AdamW(groups[1], lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay),
     ]
 
 

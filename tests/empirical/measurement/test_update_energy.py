@@ -39,38 +39,73 @@ def test_the_adam_direction_is_the_step_adamw_took(tmp_path, weight_decay):
     the momentum direction is −m̂, the same without the preconditioner."""
     import torch
 
-    from tangentlab.empirical.measurement.update_energy import adam_directions
+    from tangentlab.empirical.measurement.update_energy import optimizer_directions
 
     model, before, after, lr, wd = _adamw_run(tmp_path, weight_decay=weight_decay)
-    dirs, why = adam_directions(tmp_path, model)
-    assert why == "" and set(dirs) == {"adam", "momentum"}
-    for b, a, d in zip(before, after, dirs["adam"], strict=True):
+    dirs, why = optimizer_directions(tmp_path, model)
+    assert why == "" and set(dirs) == {"optimizer", "momentum"}
+    for b, a, d in zip(before, after, dirs["optimizer"], strict=True):
         step = (a.double() - b.double()) + lr * wd * b.double()
         torch.testing.assert_close(step, lr * d, rtol=1e-4, atol=1e-7)
     state = torch.load(tmp_path / "optimizer.pt", weights_only=True)["optimizers"][0]["state"]
     m_hat = state[0]["exp_avg"].double() / (1 - 0.9 ** 3)
     torch.testing.assert_close(dirs["momentum"][0], -m_hat)
     # the preconditioner is not the identity: the two directions differ
-    assert not torch.allclose(dirs["adam"][0], dirs["momentum"][0])
+    assert not torch.allclose(dirs["optimizer"][0], dirs["momentum"][0])
+
+
+def test_muon_s_step_is_its_orthogonalised_momentum_as_the_trainer_splits_it(tmp_path):
+    """Muon (without Nesterov's look-ahead, whose last gradient is not stored) on the hidden
+    matrices, AdamW on the rest, as the trainer builds them: θ_t − θ_{t−1} = lr · Δθ exactly
+    for both groups (no weight decay), and the momentum direction is −B on the Muon matrices."""
+    import torch
+
+    from tangentlab.empirical.loading.models import build_model
+    from tangentlab.empirical.measurement.update_energy import (
+        optimizer_directions,
+        optimizer_groups,
+    )
+
+    model = build_model("decoder", vocab_size=40, d_model=16, n_layers=1, n_heads=2, seq_len=8)
+    hidden, rest = optimizer_groups(model, "muon")
+    assert hidden and rest and len(hidden) + len(rest) == len(list(model.parameters()))
+    assert model.get_output_embeddings().weight in rest  # embeddings stay with AdamW
+    lr = 0.01
+    opts = [torch.optim.Muon(hidden, lr=lr, weight_decay=0.0, nesterov=False,
+                             adjust_lr_fn="match_rms_adamw"),
+            torch.optim.AdamW(rest, lr=lr, betas=(0.9, 0.95), weight_decay=0.0)]
+    ids = torch.randint(0, 40, (4, 8), generator=torch.Generator().manual_seed(0))
+    for _ in range(3):
+        for o in opts:
+            o.zero_grad()
+        model(input_ids=ids, labels=ids).loss.backward()
+        before = [p.detach().clone() for p in model.parameters()]
+        for o in opts:
+            o.step()
+    torch.save({"optimizers": [o.state_dict() for o in opts]}, tmp_path / "optimizer.pt")
+    dirs, why = optimizer_directions(tmp_path, model)
+    assert why == ""
+    for b, p, d in zip(before, model.parameters(), dirs["optimizer"], strict=True):
+        torch.testing.assert_close(p.detach().double() - b.double(), lr * d, rtol=1e-4,
+                                   atol=1e-7)
+    i = next(k for k, p in enumerate(model.parameters()) if p is hidden[0])
+    buf = opts[0].state[hidden[0]]["momentum_buffer"]
+    torch.testing.assert_close(dirs["momentum"][i], -buf.double())
 
 
 def test_a_checkpoint_without_one_adamw_s_state_reads_nothing_and_says_why(tmp_path):
     import torch
 
-    from tangentlab.empirical.measurement.update_energy import adam_directions
+    from tangentlab.empirical.measurement.update_energy import optimizer_directions
 
     model = torch.nn.Linear(3, 2)
-    assert adam_directions(tmp_path, model) == (None, "no optimizer state at this checkpoint")
+    assert optimizer_directions(tmp_path, model) == (None, "no optimizer state at this checkpoint")
     torch.save({"optimizers": [torch.optim.AdamW(model.parameters()).state_dict()]},
                tmp_path / "optimizer.pt")  # a step-0 checkpoint that kept its (empty) state
-    assert adam_directions(tmp_path, model) == (
+    assert optimizer_directions(tmp_path, model) == (
         None, "the optimizer has taken no step at this checkpoint")
-    opts = [torch.optim.AdamW(model.parameters()).state_dict()] * 2
-    torch.save({"optimizers": opts}, tmp_path / "optimizer.pt")
-    dirs, why = adam_directions(tmp_path, model)
-    assert dirs is None and "2 optimizers" in why and "Muon" in why
     _adamw_run(tmp_path)  # an MLP's state (4 parameters) against a 2-parameter model
-    dirs, why = adam_directions(tmp_path, model)
+    dirs, why = optimizer_directions(tmp_path, model)
     assert dirs is None and "holds 4 parameters, the model 2" in why
 
 
@@ -125,7 +160,7 @@ def test_measure_writes_update_rows_where_the_checkpoint_kept_its_optimizer_stat
     t = ResultTable.read(measured[arch] / RESULTS_NAME)
     v = t.variant(proxy="fixed")
     last = max(t.steps("enrichment"))
-    for kind in ("adam", "momentum"):
+    for kind in ("optimizer", "momentum"):
         metric = f"{kind}_update_enrichment"
         assert v.steps(metric) == [last]
         sites = v.sites(metric)
@@ -153,7 +188,7 @@ def test_a_run_that_kept_every_optimizer_state_has_update_rows_at_every_trained_
                              overrides={**TEST_MEASURE, "causal": False, "learning_arms": False})
     t = ResultTable.read(out / RESULTS_NAME).variant(proxy="fixed")
     steps = sorted(t.steps("enrichment"))
-    assert t.steps("adam_update_enrichment") == steps[1:] and steps[0] == 0
+    assert t.steps("optimizer_update_enrichment") == steps[1:] and steps[0] == 0
     df = read_results(out / RESULTS_NAME)
     notes = df[df.metric == "update_note"]
     assert set(notes.step) == {0} and notes.note.str.contains("taken no step").all()
