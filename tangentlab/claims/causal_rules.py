@@ -108,8 +108,8 @@ def learning_arms_rule(excess: Interval | None, unmodified: float | None, *,
         unmodified: D(U), the unmodified arm's held-out loss decrease (the margin's unit).
         onto: the onto leg, Y = D(onto Q_T) - mean D(onto a control) (None: not stored, as in a
             run from before the onto-control arms; then the row is inconclusive).
-        haar: the Haar leg, H = D(onto Q_T) - r/(d - r) (D(U) - D(onto Q_T)), training inside
-            Q_T against the mean over every rank-r subspace of its complement, to first order
+        haar: the Haar leg, H = (D(U) - D(away Q_T)) - r/(d - r) (D(U) - D(onto Q_T)), training
+            inside Q_T against the mean over every rank-r subspace of its complement, to first order
             (None: not stored, as in a run from before it; the two legs decide alone).
         margin: the equivalence margin as a fraction of D(U).
 

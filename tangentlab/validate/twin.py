@@ -24,13 +24,14 @@ directory) and takes from it:
   of the run's units, the weakest decline from a unit's peak (at least :data:`MIN_DECLINE`), and
   the peak where the units' median peak falls, read through the report's own tables, so the
   enrichment and weakens-late rows' power answers "could this run have seen what it reports?";
-  ``effect="smaller"`` halves those excesses over 1 (k → 1 + (k − 1)/2), the stated smaller
-  size; ``effect="stated"`` (the default) keeps :data:`~tangentlab.validate.planted_scenarios.
+  ``effect="smaller"`` halves those excesses over 1 (k → 1 + (k − 1)/2, the decline kept at
+  :data:`MIN_DECLINE` or more), the stated smaller size; ``effect="stated"`` (the default) keeps :data:`~tangentlab.validate.planted_scenarios.
   EFFECT`.
 
 Not twinned yet (stated in :data:`NOT_TWINNED`, and in the run's manifest): the run's tokenizer,
-eval text and frequency table (the planted text is a built-in corpus), and the magnitudes of
-the effects other than the enrichment curve (bucket gain, pinning, ablation cost, learning).
+eval text and frequency table (the planted text is a built-in corpus), the magnitudes of the
+effects other than the enrichment curve (bucket gain, pinning, ablation cost; the learning arms'
+effect follows the planted k), and the enrichment at step 0 (1 in a planted trajectory).
 """
 
 from __future__ import annotations
@@ -48,8 +49,11 @@ __all__ = ["TWIN_WIDTH", "NOT_TWINNED", "EFFECTS", "MIN_DECLINE", "RunSetting",
 TWIN_WIDTH = 64
 #: What a twin does not copy from the run yet, in words (recorded with the twin's manifest).
 NOT_TWINNED = ("tokenizer, eval text and frequency table (a built-in corpus is planted)",
-               "effect sizes other than the enrichment curve (bucket gain, pinning, ablation "
-               "cost and learning stay at their stated sizes)")
+               "effect sizes other than the enrichment curve (bucket gain, pinning and ablation "
+               "cost stay at their stated sizes; the learning arms' effect follows the planted "
+               "k)",
+               "the enrichment at step 0 (1 in every planted trajectory; a trained model's is "
+               "often above 1, so comparisons with step 0 are easier in the twin)")
 #: What a twin's ``effect`` scenario plants: the stated sizes, the run's, or half the run's.
 EFFECTS = ("stated", "run", "smaller")
 #: The smallest peak-to-last ratio a twin plants (a run whose units show no decline would
@@ -206,8 +210,10 @@ def twin_setting(run_dir: str | Path, *, seed: int = 0, sims: int = 50, effect: 
     if effect not in EFFECTS:
         raise ConfigError(f"a twin's effect must be one of {', '.join(EFFECTS)}; got {effect!r}")
     curve = {} if effect == "stated" else run_effect(run_dir)
-    if effect == "smaller":
-        curve = {k: (1.0 + (v - 1.0) / 2 if k != "x_peak" else v) for k, v in curve.items()}
+    if effect == "smaller":  # half the excesses over 1, the decline kept at MIN_DECLINE or more
+        end = 1.0 + (curve["k_end"] - 1.0) / 2
+        curve = {**curve, "k_end": end,
+                 "k_peak": max(1.0 + (curve["k_peak"] - 1.0) / 2, end * MIN_DECLINE)}
     measure = {k: v for k, v in rs.measure.items() if v is not None}
     measure["seq_len"] = rs.seq_len
     return dataclasses.replace(

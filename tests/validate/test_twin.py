@@ -140,12 +140,16 @@ def test_the_effect_scenario_is_planted_at_the_magnitudes_the_run_measured(tmp_p
     assert cfg.setting()["effect_curve"] == eff
     small = twin_setting(run, effect="smaller").planted_spec("effect")
     assert small.k_end == pytest.approx(1.65) and small.k_peak == pytest.approx(
-        1 + (eff["k_peak"] - 1) / 2)
+        max(1 + (eff["k_peak"] - 1) / 2, 1.65 * MIN_DECLINE))
+    assert small.k_peak / small.k_end >= MIN_DECLINE - 1e-12
     stated = twin_setting(run).planted_spec("effect")
     assert (stated.k_end, stated.k_peak) == (EFFECT["k_end"], EFFECT["k_peak"])
     # no decline anywhere: the smallest planted one, so the weakens-late truth still holds
     _enrichment(run / "measure" / "encoder", {a: [(0, 1.0), (500, 2.0), (1000, 2.0)]})
     assert run_effect(run)["k_peak"] == pytest.approx(2.0 * MIN_DECLINE)
+    # halving 2.1 and 2.0 alone would leave a decline of 1.55/1.5 = 1.033: kept at MIN_DECLINE
+    small = twin_setting(run, effect="smaller").planted_spec("effect")
+    assert (small.k_end, small.k_peak) == pytest.approx((1.5, 1.5 * MIN_DECLINE))
     _enrichment(run / "measure" / "encoder", {a: [(0, 1.0), (500, 1.2), (1000, 0.9)]})
     with pytest.raises(DataError, match="no enrichment above 1"):
         run_effect(run)

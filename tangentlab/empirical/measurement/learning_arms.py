@@ -36,17 +36,19 @@ paired excesses, with D = held-out loss before − after (per target):
 
 Their intervals resample the held-out batches and redraw the controls
 (:func:`tangentlab.measure.paired_excess`, expanded percentile). A third, the **Haar leg**
-``learning_excess_onto_haar`` = D(onto) − r/(d − r) (D(unmodified) − D(onto)), compares training
-inside Q_T with the mean over *every* rank-r subspace of Q_T's complement, to first order in the
-step: D is then linear in the projection P (D(P) = tr(P A)), and the Haar mean of tr(P A) over
-rank-r subspaces of a (d − r)-space is r/(d − r) tr(P_⊥ A) = r/(d − r) (D(U) − D(onto)). It
-carries no noise of drawing the controls; its interval resamples the held-out batches only. The
-drawn controls' mean does carry that noise, and the bootstrap of a few skewed values understates
-it: on the planted no-effect null (a mean gradient with no preferred direction) the onto leg's
+``learning_excess_onto_haar``, compares training inside Q_T with the mean over *every* rank-r
+subspace of Q_T's complement, to first order in the step. There D(P) = c₀ + tr(P A): c₀ is what
+the parameters after the site learn, which no projection touches, and tr(P A) what passes
+through the site. So c₀ = D(onto) + D(away) − D(unmodified), the Haar mean of D(onto C) over
+rank-r subspaces C of a (d − r)-space is c₀ + r/(d − r) (D(U) − D(onto)), and
+H = (D(U) − D(away)) − r/(d − r) (D(U) − D(onto)). It carries no noise of drawing the
+controls; its interval resamples the held-out batches only. The drawn controls' mean does carry
+that noise, and the bootstrap of a few skewed values understates it: on the planted no-effect
+null (a mean gradient with no preferred direction) the onto leg's
 interval lay above 0 in 2 of 12 simulations of the standard setting (8 controls). Rule:
 ``tangentlab.claims.rules.RULES["learning-arms"]``. To first order in the step the two excesses
-are equal (D(away) = D(unmodified) − D(onto) for orthogonal projections); they part where the
-steps leave the first-order regime, which is where "any subspace helps" lives.
+are equal (D(away) + D(onto) = D(unmodified) + c₀ for orthogonal projections, below); they part
+where the steps leave the first-order regime, which is where "any subspace helps" lives.
 
 Shapes: ``Q`` (d, r); ``controls`` (m, d, r); loss sums (n_eval, 4 + 2m).
 """
@@ -137,8 +139,9 @@ def projector(torch, kind: str, B):
 def _mean_loss(torch, loaded, batch):
     from tangentlab.empirical.loading.capture import token_losses
 
-    out = loaded.model(input_ids=batch.input_ids)
-    per_tok, valid = token_losses(out.logits, batch.labels, loaded.arch)
+    dev = next(loaded.model.parameters()).device
+    out = loaded.model(input_ids=batch.input_ids.to(dev))
+    per_tok, valid = token_losses(out.logits, batch.labels.to(dev), loaded.arch)
     n = valid.sum()
     return per_tok.sum() / n.clamp(min=1), float(per_tok.detach().sum()), int(n)
 
@@ -241,14 +244,15 @@ def learning_rows(al: ArmLosses, cfg, base) -> list[dict]:
     # rows: 0 = away, 1 = unmodified, 2 = onto (against the away controls: only their tangent
     # part is read), 3 = onto against the onto controls. One draw of the controls serves all.
     # Row 4 (where r < d are known): onto against the Haar mean, a column of its own whose loss
-    # is before - r/(d - r) (D(U) - D(onto)), named m times (rows are 1 + m long; a draw among
-    # equal columns is that column, and the other rows' draws stay as they were); every column
-    # counts the same held-out targets.
+    # is before - c0 - r/(d - r) (D(U) - D(onto)), c0 = D(onto) + D(away) - D(U) (what the
+    # parameters after the site learn), named m times (rows are 1 + m long; a draw among equal
+    # columns is that column, and the other rows' draws stay as they were); every column counts
+    # the same held-out targets.
     L, N, index = al.loss_sums, al.counts, [[3] + away_c, [1] + away_c, [2] + away_c, [2] + onto_c]
     haar = 0 < al.rank < al.dim
     if haar:
         c = al.rank / (al.dim - al.rank)
-        L = np.column_stack([L, L[:, 0] - c * (L[:, 2] - L[:, 1])])
+        L = np.column_stack([L, L[:, 2] + L[:, 3] - L[:, 1] - c * (L[:, 2] - L[:, 1])])
         N = np.column_stack([N, N[:, 0]])
         index.append([2] + [L.shape[1] - 1] * m)
     res = paired_excess(L, N, np.array(index), np.zeros(len(index)), n_boot=cfg.n_boot,

@@ -203,18 +203,20 @@ def update_rows(lm, checkpoint: str | Path, batches: Sequence, plans: Sequence,
     from tangentlab.measure import batch_control_test, batch_energies
 
     sites = list(tested)
-    model = copy.deepcopy(lm.model).double().eval()
-    dirs, why = optimizer_directions(checkpoint, model)
+    dirs, why = optimizer_directions(checkpoint, lm.model)  # before any copy of the weights
     if dirs is None:
         return [bases[s].with_(proxy="fixed").row("update_note", None, note=why) for s in sites]
+    model = copy.deepcopy(lm.model).double().eval()  # the same parameters, in the same order
+    dev = next(model.parameters()).device
     streams: dict[tuple[str, str], list] = {(k, s): [] for k in UPDATES for s in sites}
     for batch, plan in zip(batches, plans, strict=True):
         if batch.half != "test":
             continue
+        ids = batch.input_ids.to(dev)
         am = getattr(batch, "attention_mask", None)
-        am = torch.ones_like(batch.input_ids) if am is None else am
+        am = torch.ones_like(ids) if am is None else am.to(dev)
         for kind in UPDATES:
-            dh = activation_change(model, sites, batch.input_ids, am, dirs[kind])
+            dh = activation_change(model, sites, ids, am, dirs[kind])
             for s in sites:
                 streams[(kind, s)].append(dh[s][plan.rows.to(dh[s].device)])
     rows = []

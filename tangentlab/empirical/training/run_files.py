@@ -141,9 +141,10 @@ def check_resume(run_dir: Path, cfg_dict: dict, chash: str, existing: list) -> N
     Raises:
         CheckpointError: no training run there, an unreadable config, or no checkpoint keeps
             its optimizer state.
-        ConfigError: the saved config's hash differs from ``chash`` (the keys that differ named).
+        ConfigError: the saved config's hash (:func:`~tangentlab.empirical.training.train_config.
+            weights_hash`) differs from ``chash`` (the keys that differ named).
     """
-    from tangentlab.config import config_hash
+    from tangentlab.empirical.training.train_config import NOT_TRAINING, weights_hash
     from tangentlab.readers import read_json
 
     if not (run_dir / TRAIN_CONFIG_NAME).is_file():
@@ -153,8 +154,8 @@ def check_resume(run_dir: Path, cfg_dict: dict, chash: str, existing: list) -> N
         )
     saved = read_json(run_dir / TRAIN_CONFIG_NAME, expect=dict, error=CheckpointError,
                       hint=f"cannot resume {str(run_dir)!r}; delete the folder and train again")
-    if config_hash(saved) != chash:
-        diff = sorted(k for k in cfg_dict if saved.get(k) != cfg_dict[k])
+    if weights_hash(saved) != chash:
+        diff = sorted(k for k in cfg_dict if saved.get(k) != cfg_dict[k] and k not in NOT_TRAINING)
         raise ConfigError(f"cannot resume {str(run_dir)!r}: config differs in {', '.join(diff)}")
     if existing and not any((d / "optimizer.pt").is_file() for _, d in existing):
         raise CheckpointError(

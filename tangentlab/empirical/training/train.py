@@ -53,6 +53,7 @@ from tangentlab.empirical.training.train_config import (
     TrainConfig,
     check_inloop,
     resolve_train_config,
+    weights_hash,
 )
 from tangentlab.empirical.training.train_step import NO_TIMER, DDPOptions, StepTimer
 from tangentlab.errors import ConfigError
@@ -188,7 +189,7 @@ def _train(
     import torch
 
     from tangentlab._runtime import quiet_transformers
-    from tangentlab.config import config_hash, config_to_dict
+    from tangentlab.config import config_to_dict
     from tangentlab.empirical.loading.models import resolve_device
     from tangentlab.runs import Timer
 
@@ -204,7 +205,7 @@ def _train(
     run_dir = Path(out_dir)
     phases = Timer()
     cfg_dict = config_to_dict(cfg)
-    chash = config_hash(cfg_dict)
+    chash = weights_hash(cfg_dict)
     existing = _checked_run_dir(run_dir, world, resume, cfg_dict, chash)
     world.barrier()  # every rank has checked the folder before rank 0 writes into it
     with phases("data"):

@@ -16,7 +16,8 @@ from typing import Any, Literal
 from tangentlab.config import Config, option
 from tangentlab.errors import ConfigError, UnknownNameError
 
-__all__ = ["TrainConfig", "PRESETS", "resolve_train_config", "check_inloop"]
+__all__ = ["TrainConfig", "PRESETS", "NOT_TRAINING", "resolve_train_config", "check_inloop",
+           "weights_hash"]
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,8 @@ class TrainConfig(Config):
     ``keep_optimizer_states``: every checkpoint keeps its ``optimizer.pt`` (off: only the newest
     does, as resuming needs), so the measurement can read the energy of the optimizer's update
     at every checkpoint (:mod:`tangentlab.empirical.measurement.update_energy`); it costs about
-    twice the weights' size per checkpoint.
+    twice the weights' size per checkpoint. It changes no weight, so it is left out of the
+    hash a resume compares (:func:`weights_hash`): a run may be resumed with it turned on or off.
     """
 
     arch: str = option("decoder", choices=("encoder", "decoder"))
@@ -86,6 +88,20 @@ class TrainConfig(Config):
         """Constraints between fields (checked with the field bounds, see tangentlab.config)."""
         return [(self.d_model % self.n_heads == 0,
                  f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")]
+
+
+#: Config keys that change what a run keeps, not what it trains: left out of :func:`weights_hash`.
+NOT_TRAINING = ("keep_optimizer_states",)
+
+
+def weights_hash(cfg_dict: Mapping[str, Any]) -> str:
+    """The config hash a resume compares: every key but :data:`NOT_TRAINING`.
+
+    A run saved before one of those keys existed has the same hash as today's config with it.
+    """
+    from tangentlab.config import config_hash
+
+    return config_hash({k: v for k, v in cfg_dict.items() if k not in NOT_TRAINING})
 
 
 #: Named presets. ``tiny``: CI (a few seconds per model); ``small``: the reproduce default, long

@@ -111,13 +111,8 @@ def test_an_enriched_gradient_mean_is_found_and_a_null_is_not():
     assert out0.status != R.SUPPORTED, out0.reason
 
 
-def test_the_haar_leg_is_the_first_order_mean_over_every_control():
-    """The Haar leg H = D(onto) - r/(d - r) (D(U) - D(onto)) is D(onto) minus the mean of
-    D(onto C) over Haar rank-r subspaces C of Q_T's complement, to first order in the step:
-    with many drawn controls their mean comes close to it, and the leg stands with the onto leg
-    (k = 4: both above 0; k = 1: neither); with r and d unknown the row is left out."""
-    import dataclasses
-
+def _arm_rows(k: float, site: str, *, controls: int, steps: int, step_loss: float, seed: int = 0):
+    """(the arms' losses, their rows by metric, (d, r)) on the planted model of factor ``k``."""
     from tangentlab.empirical.measurement.learning_arms import (
         haar_complement_controls,
         learning_arms,
@@ -126,19 +121,35 @@ def test_the_haar_leg_is_the_first_order_mean_over_every_control():
     from tangentlab.empirical.measurement.measure_config import MeasureConfig
     from tangentlab.empirical.measurement.records import RowBase
 
-    lm, Q, train, held = _planted(4.0)
-    d, r = Q.shape
-    al = learning_arms(lm, "blocks.-1.resid_post", Q, haar_complement_controls(Q, 24, 5),
-                       train_batches=train, eval_batches=held, steps=2, step_loss=0.0005,
+    lm, Q, train, held = _planted(k)
+    al = learning_arms(lm, site, Q, haar_complement_controls(Q, controls, seed),
+                       train_batches=train, eval_batches=held, steps=steps, step_loss=step_loss,
                        seed=0)
-    assert (al.rank, al.dim) == (r, d)
     rows = {x["metric"]: x for x in learning_rows(al, MeasureConfig(n_boot=200), RowBase(site="s"))}
-    u, o = (rows[f"learning_loss_decrease_{k}"]["value"] for k in ("unmodified", "onto"))
-    haar_mean = r / (d - r) * (u - o)
+    return al, rows, Q.shape
+
+
+def test_the_haar_leg_is_the_first_order_mean_over_every_control():
+    """The Haar leg H = (D(U) - D(away)) - r/(d - r) (D(U) - D(onto)) is D(onto) minus the mean
+    of D(onto C) over Haar rank-r subspaces C of Q_T's complement, to first order in the step
+    (c0 = D(onto) + D(away) - D(U), what the parameters after the site learn, cancels): with
+    many drawn controls their mean comes close to it, and the leg stands with the onto leg
+    (k = 4: both above 0; k = 1: neither); with r and d unknown the row is left out."""
+    import dataclasses
+
+    from tangentlab.empirical.measurement.learning_arms import learning_rows
+    from tangentlab.empirical.measurement.measure_config import MeasureConfig
+    from tangentlab.empirical.measurement.records import RowBase
+
+    al, rows, (d, r) = _arm_rows(4.0, "blocks.-1.resid_post", controls=24, steps=2,
+                                 step_loss=0.0005, seed=5)
+    assert (al.rank, al.dim) == (r, d)
+    u, o, a = (rows[f"learning_loss_decrease_{k}"]["value"] for k in ("unmodified", "onto", "away"))
+    haar_mean = (o + a - u) + r / (d - r) * (u - o)
     drawn = rows["learning_loss_decrease_onto_control_mean"]["value"]
     assert abs(drawn - haar_mean) < 0.25 * haar_mean, (drawn, haar_mean)  # 24 draws: near it
     h = rows["learning_excess_onto_haar"]
-    assert h["value"] == pytest.approx(o - haar_mean, rel=1e-9) and h["ci_low"] > 0
+    assert h["value"] == pytest.approx(o - haar_mean, rel=1e-6) and h["ci_low"] > 0
     assert rows["learning_excess_onto"]["ci_low"] > 0
     old = learning_rows(dataclasses.replace(al, rank=0, dim=0), MeasureConfig(n_boot=200),
                         RowBase(site="s"))
@@ -150,6 +161,19 @@ def test_the_haar_leg_is_the_first_order_mean_over_every_control():
         k: v.get("ci_low") for k, v in rows.items() if k != "learning_excess_onto_haar"}
     _, rows0, _ = _run(1.0)
     assert rows0["learning_excess_onto_haar"]["ci_low"] <= 0 < rows0["learning_excess_onto_haar"]["ci_high"]
+
+
+def test_the_haar_leg_leaves_out_what_the_parameters_after_the_site_learn():
+    """At ``blocks.0.resid_pre`` every trainable parameter of the planted model lies after the
+    site, so no projection there changes what training learns: every arm learns the same c0,
+    the drawn legs read 0 and so must the Haar leg. A leg that left c0 in (D(onto) -
+    r/(d - r)(D(U) - D(onto)), its first version) read 2.0e-4 here with its interval above 0."""
+    _, rows, (d, r) = _arm_rows(1.0, "blocks.0.resid_pre", controls=4, steps=4, step_loss=0.002)
+    u, o = (rows[f"learning_loss_decrease_{k}"]["value"] for k in ("unmodified", "onto"))
+    assert u > 0 and o == pytest.approx(u, rel=1e-6)  # the projection changes nothing here
+    h = rows["learning_excess_onto_haar"]
+    assert abs(h["value"]) < 1e-3 * u and h["ci_low"] <= 0 <= h["ci_high"]
+    assert o - r / (d - r) * (u - o) > 0.5 * u  # the first version: c0, read as an effect
 
 
 def test_the_onto_anything_null_is_not_supported_where_reading_the_onto_arm_alone_is():

@@ -102,6 +102,35 @@ def test_every_checkpoint_keeps_its_optimizer_state_when_asked_and_trains_the_sa
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+def test_keeping_the_optimizer_states_may_change_on_resume_and_in_an_older_saved_config(tmp_path):
+    """``keep_optimizer_states`` changes what a run keeps, not what it trains: a run cut short
+    resumes with it turned on, and a saved config from before the key existed still resumes;
+    the weights are the uninterrupted run's."""
+    ov = {"steps": 8, "n_checkpoints": 3, "max_docs": 6, "measure_every": 0}
+    full = train_model("decoder", tmp_path / "full", preset="tiny", device="cpu", overrides=ov)
+
+    def stop(state):
+        if state.step == 5:
+            raise _Stop
+
+    for name, keep in (("turned-on", True), ("older", False)):
+        with pytest.raises(_Stop):
+            train_model("decoder", tmp_path / name, preset="tiny", device="cpu", overrides=ov,
+                        callbacks=[stop])
+        if name == "older":  # as written before the key existed
+            saved = json.loads((tmp_path / name / "train_config.json").read_text())
+            saved.pop("keep_optimizer_states")
+            (tmp_path / name / "train_config.json").write_text(json.dumps(saved))
+        train_model("decoder", tmp_path / name, preset="tiny", device="cpu", resume=True,
+                    overrides={**ov, "keep_optimizer_states": keep})
+        a = load_file(str(full / "checkpoints/step_000008/model.safetensors"))
+        b = load_file(str(tmp_path / name / "checkpoints/step_000008/model.safetensors"))
+        assert all(torch.equal(a[k], b[k]) for k in a), name
+    with pytest.raises(ConfigError, match="config differs in lr"):  # a training key still counts
+        train_model("decoder", tmp_path / "older", preset="tiny", device="cpu", resume=True,
+                    overrides={**ov, "lr": 0.5})
+
+
 def test_refuses_overwrite_and_bad_resume(tmp_path):
     (tmp_path / "x").mkdir()
     (tmp_path / "x" / "file").write_text("user data")
