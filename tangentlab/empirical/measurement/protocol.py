@@ -252,7 +252,7 @@ def _measure_checkpoint(ctx: _Context, i: int, ck, previous: Mapping[str, Any], 
         per_site[site] = {"logf": scatter["logf"], "spread": scatter["spread"],
                           "cen_tokens": tokens, "cen": cen, "raw": raw, "tok_n": st.tok_n,
                           "refit": proxies[site].refit if site in proxies else None}
-    if head and share is None and cfg.update_energies and (Path(str(ck.path)) / OPTIMIZER_FILE).is_file():
+    if head and cfg.update_energies and (Path(str(ck.path)) / OPTIMIZER_FILE).is_file():
         with timer("updates"):  # the energy of the optimizer's step (issue 36)
             rows += update_rows(lm, ck.path, setup.eval_data.batches, setup.plans, tested, cfg, bases)
     return rows, info, per_site
