@@ -232,7 +232,8 @@ def learning_rows(al: ArmLosses, cfg, base) -> list[dict]:
     resamples; the controls' means also redraw the controls, band = min/max over controls);
     ``learning_excess``, ``learning_excess_onto`` and ``learning_excess_onto_haar``: the
     verdict's paired excesses (module docstring), each with ``p_value`` (two-sided),
-    ``n_controls``, ``steps``, ``lr``. The Haar leg is left out where r and d are not known.
+    ``n_controls``, ``steps``, ``lr``. The Haar leg is left out where r and d are not known or
+    the arms' held-out targets differ.
     """
     import numpy as np
 
@@ -249,7 +250,8 @@ def learning_rows(al: ArmLosses, cfg, base) -> list[dict]:
     # columns is that column, and the other rows' draws stay as they were); every column counts
     # the same held-out targets.
     L, N, index = al.loss_sums, al.counts, [[3] + away_c, [1] + away_c, [2] + away_c, [2] + onto_c]
-    haar = 0 < al.rank < al.dim
+    # the Haar column combines loss sums, so it needs r < d and every arm's targets equal
+    haar = 0 < al.rank < al.dim and bool(np.all(N == N[:, :1]))
     if haar:
         c = al.rank / (al.dim - al.rank)
         L = np.column_stack([L, L[:, 2] + L[:, 3] - L[:, 1] - c * (L[:, 2] - L[:, 1])])

@@ -2,6 +2,7 @@
 
 How much of the change an optimizer's step makes to a site's activations lies in Q_T, against
 the controls the gradient's energy test uses.
+
 The gradient rows the protocol tests are g_t = ∂L/∂h_t, read by the backward pass. The paper's
 models were trained by Adam (or Muon), whose step is not the gradient: a study of low-rank
 training (arXiv 2604.25143) finds that reading the optimizer's updates instead of raw gradients
@@ -194,7 +195,8 @@ def update_rows(lm, checkpoint: str | Path, batches: Sequence, plans: Sequence,
     ``batches``/``plans``: the eval batches and their row plans (the test half is read);
     ``tested``: {site: (plain, constrained)} as the energy test has them (the fixed proxy's
     ``(Q, pool, full)``); ``bases``: {site: RowBase}. One ``update_note`` row per site where the
-    checkpoint has no AdamW state to read.
+    checkpoint has no optimizer state to read (:func:`optimizer_directions` says why), or where
+    a step leaves the site unchanged.
     """
     import copy
 
