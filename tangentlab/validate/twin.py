@@ -53,7 +53,10 @@ NOT_TWINNED = ("tokenizer, eval text and frequency table (a built-in corpus is p
                "cost stay at their stated sizes; the learning arms' effect follows the planted "
                "k)",
                "the enrichment at step 0 (1 in every planted trajectory; a trained model's is "
-               "often above 1, so comparisons with step 0 are easier in the twin)")
+               "often above 1, so comparisons with step 0 are easier in the twin)",
+               "an encoder's frequency gain at its masked rows (a masked row is keyed by the mask "
+               "token and carries the mean gain, so a masked-LM unit's frequency buckets differ "
+               "only through its unmasked rows, a diluted effect)")
 #: What a twin's ``effect`` scenario plants: the stated sizes, the run's, or half the run's.
 EFFECTS = ("stated", "run", "smaller")
 #: The smallest peak-to-last ratio a twin plants (a run whose units show no decline would

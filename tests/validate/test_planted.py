@@ -396,6 +396,36 @@ def test_the_masked_head_puts_every_position_s_gradient_on_its_own_planted_direc
         PlantedMaskedConfig(vocab_size=64, sink_id=64)
 
 
+def test_an_encoder_s_masked_rows_carry_the_planted_factor_under_a_frequency_gain():
+    """A masked position is keyed by the mask token, which never occurs in the training text.
+    With the gain of its zero count, the masked rows (most of an encoder's gradient energy) held
+    S at gain² ≈ 0.1 of the mean, and the twin's ``effect`` units read 0.34 at k = 1: the mask
+    token's gain is 1, so every masked row's S-share per dimension is k."""
+    import numpy as np
+    import torch
+
+    from tangentlab.validate.planted_trajectories import PlantedSpec, planted_checkpoints
+
+    V, m = 64, 3
+    counts = np.random.default_rng(1).zipf(1.4, V).clip(max=5_000).astype(float)
+    counts[3] = 0  # the mask token (the sink) never occurs in the training text
+    spec = PlantedSpec(d=16, m=m, steps=(0, 100), curve="flat", k_end=3.0, gain_exponent=0.5,
+                       seed=4, arch="encoder", seq_len=20)
+    inp, labels, masked = _masked_batch(V=V, seed=1)
+    inp, labels, masked = (torch.cat([x] * 64) for x in (inp, labels, masked))
+    inp = torch.where(masked, inp, torch.randint(4, V, inp.shape, generator=torch.Generator()
+                                                 .manual_seed(2)))
+    ratios, gains = [], []
+    for _, model in planted_checkpoints(spec, counts, V, sink_id=3):
+        gains.append(float(model.planted.embed.token_gain[3]))
+        h, _ = _embed_and_loss(model, inp, labels)
+        frame = model.planted.embed.frame.detach()
+        coords = (h.grad[masked] @ frame) ** 2  # masked rows, in the planted frame
+        ratios.append(float(coords[:, :m].mean() / coords[:, m:].mean()))
+    assert 0.8 < ratios[0] < 1.25 and 2.4 < ratios[1] < 3.75, ratios
+    assert gains == [1.0, 1.0]
+
+
 @pytest.mark.slow
 def test_a_planted_encoder_is_measured_through_the_masked_lm_path(text, tmp_path):
     """The masked-LM twin loads as an encoder, and the protocol's encoder path (MLM-masked eval

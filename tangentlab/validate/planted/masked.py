@@ -24,6 +24,11 @@ every position a row, geometry from the unmasked ones) runs on a known truth.
   planted enrichment factor of S is k at every row, masked or not, as in the causal head. The
   masked rows' gradients are about (1 + λ ρ) / (λ ρ) times the others' (ρ: the masked share,
   0.15): a two-level scale mixture over rows, as a real encoder's.
+- **A masked row's token gain is the mean gain**: the trajectory writer gives the mask token
+  (never in the training text) ``token_gain`` 1
+  (:func:`~tangentlab.validate.planted_trajectories.planted_checkpoints`), so the masked rows
+  carry the planted k in S; a frequency gain (``gain_exponent``) lives on the unmasked rows, since
+  the head cannot see a masked row's true token.
 
 Shapes: ``input_ids`` (B, T) int64; ``attention_mask`` (B, T) 0/1; logits (B, T, V).
 """
