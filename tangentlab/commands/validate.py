@@ -46,7 +46,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--resume", action="store_true",
                    help="with --end-to-end: continue the run in --out, reusing every simulation "
                         "it recorded (refused if it was written with other settings or at "
-                        "another git commit; a new or empty --out starts the run)")
+                        "another git commit; a new or empty --out starts the run); with no "
+                        "setting flag (--like, --setting, --quick, --sims, --mutant, --seed) "
+                        "it runs under the config stored in --out, so a twin resumes without "
+                        "its RUN")
     p.add_argument("--shard", metavar="K/N", default=None,
                    help="with --end-to-end: run only shard K of N (the simulations whose "
                         "position i in scenario-then-index order has i %% N == K-1) and write "
@@ -211,6 +214,8 @@ def _run_end_to_end(args: argparse.Namespace) -> int:
 
         cfg = twin_setting(Path(like), seed=args.seed, effect=args.like_effect or "stated")
         name = "twin"
+    elif (stored := _stored_run(args, setting)) is not None:
+        cfg, quick = stored
     else:
         cfg = EndToEndConfig.preset(name, args.seed)
     if getattr(args, "sims", None):
@@ -245,6 +250,29 @@ def _run_end_to_end(args: argparse.Namespace) -> int:
                                           "NOT caught: every check passed with the verdict path "
                                           "broken"))
     return code
+
+
+def _stored_run(args: argparse.Namespace, setting):
+    """``(config, quick)`` stored in ``--out`` when ``--resume`` names no setting, else None.
+
+    Only when ``--out`` holds an end-to-end run and no flag sets the config (``--setting``,
+    ``--quick``, ``--sims``, ``--mutant``, ``--seed``; ``--like`` is handled before): then the
+    run continues under its own stored config, which is what a twin needs in a later session
+    that no longer has the RUN it was read from. The commit and shard checks stay as they are.
+    """
+    from pathlib import Path
+
+    from tangentlab.config import config_from_mapping
+    from tangentlab.validate.end_to_end import EndToEndConfig
+    from tangentlab.validate.end_to_end_records import is_end_to_end_dir, read_settings
+
+    flags = (setting is not None, args.quick, getattr(args, "sims", None), args.mutant,
+             args.seed != 0)
+    if not args.resume or any(flags) or args.out is None or not is_end_to_end_dir(Path(args.out)):
+        return None
+    settings = read_settings(Path(args.out))
+    return (config_from_mapping(EndToEndConfig, settings["config"]),
+            bool(settings.get("quick")))
 
 
 def _extension(args: argparse.Namespace, *, like, setting):

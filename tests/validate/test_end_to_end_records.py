@@ -275,3 +275,30 @@ def test_a_twin_s_shards_merged_equal_its_one_process_run(tmp_path, fake, capsys
     assert main(["validate", "--end-to-end", "--like-effect", "run", "--out",
                  str(tmp_path / "bad")]) == 2
     assert "--like-effect applies only to a twin" in capsys.readouterr().err
+
+
+def test_a_twin_resumes_from_its_stored_config_without_its_run(tmp_path, fake, capsys):
+    """`--resume --out DIR` with no setting flag continues under DIR's stored config, so a twin
+    goes on in a later session that no longer has the RUN it was read from; a setting flag
+    still decides the config (and a mismatch is refused as before)."""
+    import shutil
+
+    from tangentlab.cli import main
+    from tests.validate.test_twin import write_measure
+
+    run = tmp_path / "run"
+    for arch in ("encoder", "decoder"):
+        write_measure(run / "measure" / arch, steps=[0, 40, 100], arch=arch)
+    out = tmp_path / "twin"
+    main(["validate", "--end-to-end", "--like", str(run), "--sims", "2", "--out", str(out)])
+    whole = _summary(out)
+    for scenario in ("effect", "no-effect"):  # lose two simulations, and the RUN itself
+        record_path(out, scenario, 1).unlink()
+    shutil.rmtree(run)
+    fake.ran.clear()
+    main(["validate", "--end-to-end", "--resume", "--out", str(out)])
+    assert sorted(fake.ran) == [("effect", 1), ("no-effect", 1)] and _summary(out) == whole
+    capsys.readouterr()
+    assert main(["validate", "--end-to-end", "--resume", "--setting", "full", "--out",
+                 str(out)]) == 2  # a setting flag: the full preset, not the stored twin
+    assert "cannot resume" in capsys.readouterr().err
