@@ -1,40 +1,37 @@
 """Gating: a prediction reads "supported" or "not supported" only where it was validated end to end.
 
-``tangentlab validate --end-to-end`` drives planted-truth trajectories through the real
-measurement and the report's own rules and bounds, per prediction row, the rate of every wrong
-status (:mod:`tangentlab.validate.end_to_end`). A reproduce keeps that run at
-:data:`~tangentlab.contract.END_TO_END_DIR` inside the run directory;
+``tangentlab validate --end-to-end`` (:mod:`tangentlab.validate.end_to_end`) drives planted-truth
+trajectories through the real measurement and the report's rules: per prediction row, the rate
+of every wrong status. A reproduce keeps that run at :data:`~tangentlab.contract.END_TO_END_DIR`;
 ``tangentlab report RUN --validation DIR`` reads another one instead (a full one you ran).
 
 A prediction row is **validated at the run's setting** when all of these hold:
 
 - the end-to-end run has checks for the row, and every one passed (each wrong-"supported" and
   wrong-"not supported" rate ≤ 0.05 with its upper Wilson bound ≤ 0.08, power ≥ 0.8), with the
-  Wilson bound checked (≥ 45 simulations per null; a run with fewer judges point rates only
-  and certifies nothing);
+  Wilson bound checked (≥ 45 simulations per null; fewer judge point rates, certifying nothing);
 - it ran every scenario (null) the battery knows;
 - its setting matches the run's, both ways, for every measurement the row reads (issue 35;
   :func:`weaker`, :data:`WHY_MATCH`): the same eval batches and eval tokens per checkpoint, the
   same checkpoint schedule and early/late cut; at most the run's bootstrap replicates and at
   most the row's (model, site) units (``combine()`` is intersection-union: a row with more units
-  errs less often); the run's r/d inside the range of r/d its scenarios measured at; and each
-  measurement's architecture among the planted heads (a masked-LM twin for an encoder).
+  errs less often), and per architecture at most its units; the run's r/d inside the range of
+  r/d its scenarios measured at; and each measurement's architecture among the planted heads.
 
 A certificate that ships with the code (:mod:`tangentlab.claims.certificates`: a finished
 end-to-end run kept as data, with fingerprints of every module on the verdict path) validates a
-row by the same test, read from its checks and setting, as long as no module it fingerprinted has
-changed; a stale one validates nothing and says which module changed ("certificate stale:
-tangentlab.x changed"). A row validated by a certificate names it (:attr:`Verdict.certified`).
+row by the same test, read from its checks and setting, while no module it fingerprinted has
+changed; a stale one validates nothing and names the changed module ("certificate stale:
+tangentlab.x changed"). A row a certificate validated names it (:attr:`Verdict.certified`).
 
-A row that is not validated (no end-to-end run at all counts as not passed) and whose rules said
-"supported" or "not supported" reads **inconclusive (not validated)** instead; its reason keeps
-the raw verdict (``raw: supported; ...``) and :attr:`Verdict.gated` says why. Rows whose rules
-said something else are not changed. Gating applies to runs opened with
-:meth:`RunData.open <tangentlab.report.load.RunData.open>` (the report and ``tangentlab
-summary``); a :class:`~tangentlab.report.load.RunData` built in code (the end-to-end battery's own
-decisions) keeps the raw verdicts. Everything here reads the opened run's plain records (the
-end-to-end run, each stage's manifest), never the run directory; the one reader of an end-to-end
-run directory, :func:`read_end_to_end`, is called by the loader.
+A row not validated (no end-to-end run counts as not passed) whose rules said "supported" or
+"not supported" reads **inconclusive (not validated)**; its reason keeps the raw verdict (``raw:
+supported; ...``) and :attr:`Verdict.gated` says why; other rows are left as they are. Gating
+applies to runs opened with :meth:`RunData.open <tangentlab.report.load.RunData.open>` (the report
+and ``tangentlab summary``); a :class:`~tangentlab.report.load.RunData` built in code (the
+battery's own decisions) keeps the raw verdicts. Everything here reads the opened run's plain
+records (the end-to-end run, each stage's manifest); :func:`read_end_to_end`, the one reader of
+an end-to-end run directory, is called by the loader.
 """
 
 from __future__ import annotations
@@ -66,9 +63,8 @@ NOT_VALIDATED: dict[str, str] = {c.key: c.not_validated for c in CLAIMS
 END_TO_END_HEADER = ("prediction", "end-to-end setting", "nulls", "worst wrong-status rate "
                      "[Wilson 95%]", "power [Wilson 95%]", "bound checked", "validated at the "
                      "run's setting")
-_KIND = "validate/end-to-end"
+_KIND, _BOUND_SIMS = "validate/end-to-end", 45
 _HINT = "pass a directory written by `tangentlab validate --end-to-end`"
-_BOUND_SIMS = 45
 
 
 @dataclass(frozen=True)
@@ -242,7 +238,7 @@ class RunSetting:
 
     ``steps``: its checkpoint schedule (None: not recorded); ``early_fraction``: where its
     early/late cut falls (NaN: not recorded); ``arch``: ``encoder`` or ``decoder`` ("" when not
-    recorded).
+    recorded); ``sites``: the sites it measured (its units in a row that reads them all).
     """
 
     stage: str
@@ -253,6 +249,7 @@ class RunSetting:
     steps: tuple[float, ...] | None = None
     early_fraction: float = math.nan
     arch: str = ""
+    sites: int = 0
 
 
 def run_settings(stages: Sequence[Stage]) -> list[RunSetting]:
@@ -273,7 +270,8 @@ def run_settings(stages: Sequence[Stage]) -> list[RunSetting]:
                  if isinstance(cks, list) and cks else None)
         out.append(RunSetting(stage, nb, tokens, _num(cfg.get("n_boot")),
                               _num(cfg.get("rank")) / dim if dim > 0 else math.nan, steps,
-                              _num(cfg.get("early_fraction")), str(m.get("arch") or "")))
+                              _num(cfg.get("early_fraction")), str(m.get("arch") or ""),
+                              len(m.get("sites") or ())))
     return out
 
 
@@ -303,7 +301,9 @@ def _schedule(setting: Mapping[str, Any], settings: Sequence[RunSetting]) -> lis
     e2e_steps, planted = setting.get("steps"), list(setting.get("archs") or ["decoder"])
     if not e2e_steps:
         return ["the end-to-end run recorded no checkpoint schedule"]
-    out = []
+    out = [f"units: validated at {n} {a} unit(s), the run has {have}"  # intersection-union
+           for a, n in sorted((setting.get("units_per_arch") or {}).items())
+           if (have := sum(s.sites for s in settings if s.arch == a)) < n]
     for s in settings:
         if s.arch not in planted:
             out.append(f"architecture: validated on {'/'.join(planted)} twins, the run has "
@@ -325,8 +325,9 @@ def weaker(setting: Mapping[str, Any], settings: Sequence[RunSetting], n_units: 
 
     Both ways (issue 35): the eval batches, tokens per checkpoint, checkpoint schedule and
     early/late cut must match; the run may have more bootstrap replicates and the row more units
-    than were validated, never fewer (:data:`WHY_MATCH`); the run's r/d must lie in the range the
-    scenarios measured, and each measurement's architecture among the planted heads. A setting a measurement did not record cannot be shown covered.
+    (in all and per architecture) than were validated, never fewer (:data:`WHY_MATCH`); the run's
+    r/d must lie in the range the scenarios measured, and each measurement's architecture among
+    the planted heads. A setting a measurement did not record cannot be shown covered.
     """
     out = []
     for attr, key, word, more_ok in (("n_batches", "n_batches", "eval batches", False),

@@ -259,7 +259,8 @@ class EndToEndConfig(Config):
 
         The eval batches, tokens per checkpoint and bootstrap replicates every simulation used,
         the range of r/d its scenarios measured at, the simulations and units, the planted heads
-        (``archs``), the scenarios run and the scenarios known.
+        (``archs``) and how many units each planted (``units_per_arch``), the scenarios run and
+        the scenarios known.
         """
         from tangentlab.validate.planted_scenarios import scenario
 
@@ -277,6 +278,8 @@ class EndToEndConfig(Config):
                 "rank_over_dim": [min(rds), max(rds)], "steps": list(self.steps),
                 "early_fraction": float(self.measure.early_fraction or 0.3),
                 "archs": sorted(set(self.archs)), "effect_curve": self.effect_curve(),
+                "units_per_arch": {a: sum(self.arch(u) == a for u in range(self.units))
+                                   for a in sorted(set(self.archs))},
                 "scenarios": list(self.scenarios),
                 "scenarios_known": list(_scenario_names()), "bound_checked": self.sims >= 45}
 

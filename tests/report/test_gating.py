@@ -216,6 +216,38 @@ def test_an_encoder_is_covered_only_by_a_setting_that_planted_masked_lm_twins():
         "architecture: validated on encoder twins, the run has decoder (measure/decoder)"]
 
 
+def test_a_twin_covers_a_row_only_with_as_many_units_of_each_architecture():
+    """A row errs only when every unit errs, so more units are fine, but per architecture: a
+    run of four decoder sites is not covered by a twin of two decoder and two masked-LM units,
+    although its four units equal the twin's four (the masked-LM units' error rates are not
+    a causal LM's). The twin's setting records ``units_per_arch``; older settings did not."""
+    from tangentlab.report.gating import RunSetting, weaker
+
+    steps = (0.0, 10.0, 100.0)
+    twin = {"n_batches": 64, "tokens_per_checkpoint": 1, "n_boot": 1, "units": 4,
+            "rank_over_dim": [0.01, 0.5], "steps": [0, 10, 100], "early_fraction": 0.3,
+            "archs": ["decoder", "encoder"], "units_per_arch": {"decoder": 2, "encoder": 2}}
+    dec4 = RunSetting("measure/decoder", 64, 1, 1, 0.25, steps, 0.3, "decoder", 4)
+    enc2 = RunSetting("measure/encoder", 64, 1, 1, 0.25, steps, 0.3, "encoder", 2)
+    assert weaker(twin, [dec4], 4) == ["units: validated at 2 encoder unit(s), the run has 0"]
+    assert weaker(twin, [dec4, enc2], 6) == []
+    enc1 = RunSetting("measure/encoder", 64, 1, 1, 0.25, steps, 0.3, "encoder", 1)
+    assert weaker(twin, [dec4, enc1], 5) == ["units: validated at 2 encoder unit(s), the run has 1"]
+    old = {k: v for k, v in twin.items() if k != "units_per_arch"}
+    assert weaker(old, [dec4], 4) == []  # not recorded: only the total and the heads are read
+
+
+def test_a_twin_setting_records_its_units_per_architecture(tmp_path):
+    from tangentlab.validate.twin import twin_setting
+    from tests.validate.test_twin import write_measure
+
+    write_measure(tmp_path / "measure" / "decoder", sites=("blocks.0.resid_post",
+                                                           "blocks.1.resid_post",
+                                                           "blocks.3.resid_post"))
+    write_measure(tmp_path / "measure" / "encoder", arch="encoder")
+    assert twin_setting(tmp_path).setting()["units_per_arch"] == {"decoder": 3, "encoder": 2}
+
+
 def test_every_prediction_row_is_planted_or_says_why_not(tmp_path):
     """Issue 33/34: a prediction row left out of the battery read "inconclusive (not validated)"
     forever and no test noticed (Delta IsoScore*). Each is now a battery row or states why not,
