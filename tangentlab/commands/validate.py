@@ -88,7 +88,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _register_verbs(p: argparse.ArgumentParser) -> None:
-    """The verbs after ``validate``: ``merge`` (shards into one run), ``certify``, ``status``."""
+    """The verbs after ``validate``: ``merge``, ``certify``, ``status``, ``frequency-null``."""
     verbs = p.add_subparsers(dest="verb", metavar="<verb>", parser_class=type(p))
     pm = verbs.add_parser(
         "merge", help="assemble end-to-end shards (--shard K/N) into one end-to-end run",
@@ -135,6 +135,9 @@ def _register_verbs(p: argparse.ArgumentParser) -> None:
                          "DIR: scenario, sim, row, status, truth, wrong, seconds, commit "
                          "(refused when FILE is a folder or a file other than such a CSV)")
     ps.set_defaults(func=_status)
+    from tangentlab.commands.validate_nulls import add_frequency_null
+
+    add_frequency_null(verbs, parent_flags=_parent_flags, print_checks=_print_checks)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -149,15 +152,7 @@ def _run(args: argparse.Namespace) -> int:
         return _run_end_to_end(args)
     from tangentlab.errors import ConfigError
 
-    unused = [flag for flag, given in (("--setting", args.setting is not None),
-                                       ("--nproc", args.nproc != 1),
-                                       ("--resume", args.resume),
-                                       ("--shard", args.shard is not None),
-                                       ("--like", args.like is not None),
-                                       ("--like-effect", args.like_effect is not None),
-                                       ("--extend", args.extend is not None),
-                                       ("--sims", args.sims is not None),
-                                       ("--mutant", args.mutant is not None)) if given]
+    unused = [f for f in _parent_flags(args) if f not in ("--end-to-end", "--quick", "--seed")]
     if unused:
         verb = "applies" if len(unused) == 1 else "apply"
         raise ConfigError(f"{' and '.join(unused)} {verb} only to the end-to-end battery; add "
@@ -336,7 +331,7 @@ def _print_checks(path, *, note: str, what: str, passed: bool) -> int:
 
 
 def _parent_flags(args: argparse.Namespace) -> list[str]:
-    """The ``validate`` flags given before a verb (``merge``, ``certify``), which take none."""
+    """The ``validate`` flags given before a verb, which takes none (the battery: but three)."""
     return [flag for flag, on in (("--end-to-end", args.end_to_end), ("--quick", args.quick),
                                   ("--setting", args.setting is not None),
                                   ("--nproc", args.nproc != 1), ("--resume", args.resume),
