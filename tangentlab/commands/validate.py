@@ -59,7 +59,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="with --end-to-end: the planted twin of RUN (a reproduce run or a "
                         "measure directory): every scenario at RUN's checkpoint schedule, "
                         "late cut, units per row, eval windows, bootstrap replicates, controls "
-                        "and r/d (tangentlab.validate.twin; not --setting or --quick)")
+                        "and r/d (tangentlab.validate.twin; not --setting or --quick); RUN "
+                        "may also be a twin's end-to-end directory: its stored config")
     p.add_argument("--like-effect", default=None, choices=("stated", "run", "smaller"),
                    dest="like_effect",
                    help="with --like: the power scenario's enrichment curve: the stated sizes "
@@ -204,13 +205,20 @@ def _run_end_to_end(args: argparse.Namespace) -> int:
         name = "extension"
     elif getattr(args, "extend_to", 200) != 200:
         raise ConfigError("--extend-to applies only with --extend RUN; add --extend, or drop it")
+    elif like is not None and (stored := _stored_config(Path(like))) is not None:
+        if args.like_effect is not None or args.seed != 0:  # another shard of that very twin
+            raise ConfigError(f"--like {like} is an end-to-end run whose config (effect, seed) "
+                              "is stored there; drop --like-effect and --seed")
+        (cfg, quick), name = stored, "twin"
     elif like is not None:
         from tangentlab.validate.twin import twin_setting
 
         cfg = twin_setting(Path(like), seed=args.seed, effect=args.like_effect or "stated")
         name = "twin"
-    elif (stored := _stored_run(args, setting)) is not None:
-        cfg, quick = stored
+    elif args.resume and args.out is not None and not any(
+            (setting, args.quick, getattr(args, "sims", None), args.mutant, args.seed)) and (
+            stored := _stored_config(Path(args.out))) is not None:
+        cfg, quick = stored  # a resume that names no setting runs under DIR's stored config
     else:
         cfg = EndToEndConfig.preset(name, args.seed)
     if getattr(args, "sims", None):
@@ -247,27 +255,20 @@ def _run_end_to_end(args: argparse.Namespace) -> int:
     return code
 
 
-def _stored_run(args: argparse.Namespace, setting):
-    """``(config, quick)`` stored in ``--out`` when ``--resume`` names no setting, else None.
+def _stored_config(path):
+    """``(config, quick)`` of the end-to-end run stored in ``path``, or None where none is.
 
-    Only when ``--out`` holds an end-to-end run and no flag sets the config (``--setting``,
-    ``--quick``, ``--sims``, ``--mutant``, ``--seed``; ``--like`` is handled before): then the
-    run continues under its own stored config, which is what a twin needs in a later session
-    that no longer has the RUN it was read from. The commit and shard checks stay as they are.
+    What ``--resume`` runs under when it names no setting, and what ``--like DIR`` twins when
+    DIR is a twin's shard: a twin goes on in a later session without the RUN it was read from.
     """
-    from pathlib import Path
-
     from tangentlab.config import config_from_mapping
     from tangentlab.validate.end_to_end import EndToEndConfig
     from tangentlab.validate.end_to_end_records import is_end_to_end_dir, read_settings
 
-    flags = (setting is not None, args.quick, getattr(args, "sims", None), args.mutant,
-             args.seed != 0)
-    if not args.resume or any(flags) or args.out is None or not is_end_to_end_dir(Path(args.out)):
+    if not is_end_to_end_dir(path):
         return None
-    settings = read_settings(Path(args.out))
-    return (config_from_mapping(EndToEndConfig, settings["config"]),
-            bool(settings.get("quick")))
+    settings = read_settings(path)
+    return config_from_mapping(EndToEndConfig, settings["config"]), bool(settings.get("quick"))
 
 
 def _extension(args: argparse.Namespace, *, like, setting):

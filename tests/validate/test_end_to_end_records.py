@@ -278,9 +278,10 @@ def test_a_twin_s_shards_merged_equal_its_one_process_run(tmp_path, fake, capsys
 
 
 def test_a_twin_resumes_from_its_stored_config_without_its_run(tmp_path, fake, capsys):
-    """`--resume --out DIR` with no setting flag continues under DIR's stored config, so a twin
-    goes on in a later session that no longer has the RUN it was read from; a setting flag
-    still decides the config (and a mismatch is refused as before)."""
+    """`--resume --out DIR` with no setting flag continues under DIR's stored config, and
+    `--like DIR` starts another shard of that twin, so a twin goes on in a later session that
+    no longer has the RUN it was read from; a setting flag still decides the config (and a
+    mismatch is refused as before)."""
     import shutil
 
     from tangentlab.cli import main
@@ -298,6 +299,13 @@ def test_a_twin_resumes_from_its_stored_config_without_its_run(tmp_path, fake, c
     fake.ran.clear()
     main(["validate", "--end-to-end", "--resume", "--out", str(out)])
     assert sorted(fake.ran) == [("effect", 1), ("no-effect", 1)] and _summary(out) == whole
+    # a shard of that very twin, started from the twin's directory instead of the lost RUN
+    assert main(["validate", "--end-to-end", "--like", str(out), "--shard", "2/2", "--out",
+                 str(tmp_path / "s2")]) == 0
+    assert json.loads((tmp_path / "s2" / SETTINGS_NAME).read_text())["config_hash"] == \
+        json.loads((out / SETTINGS_NAME).read_text())["config_hash"]
+    assert main(["validate", "--end-to-end", "--like", str(out), "--like-effect", "run",
+                 "--out", str(tmp_path / "bad")]) == 2  # the effect is stored with the twin
     capsys.readouterr()
     assert main(["validate", "--end-to-end", "--resume", "--setting", "full", "--out",
                  str(out)]) == 2  # a setting flag: the full preset, not the stored twin
