@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Run the unfinished shards of a planted twin, one after another, under their stored configs.
+#
+#   scripts/twin_shards.sh WORKTREE TWIN_DIR [NPROC]
+#
+# WORKTREE: a git worktree of the commit the twin is pinned to (its shards' `git.commit`), with
+# a `.venv` (a link to the main checkout's is enough: `ln -s ../../../.venv WORKTREE/.venv`).
+# TWIN_DIR: the folder holding the shard directories (s01 ... sNN), each with its
+# end_to_end.json written at that commit. Each shard without a manifest.json is resumed with
+# `tangentlab validate --end-to-end --resume --shard K/N --out DIR` (no setting flag: the
+# config stored in DIR), so neither the RUN the twin was read from nor a setting is needed; a
+# kill loses only the simulations in flight, and running the script again continues. When every
+# shard is finished: `tangentlab validate merge TWIN_DIR/s* --out MERGED`, then
+# `tangentlab validate certify MERGED --out tangentlab/claims/shipped/NAME.json` from main.
+set -euo pipefail
+worktree=$(cd "$1" && pwd)
+twin=$(cd "$2" && pwd)
+nproc=${3:-2}
+for dir in "$twin"/s*/; do
+  dir=${dir%/}
+  [ -f "$dir/manifest.json" ] && continue
+  shard=$(python3 -c "import json, sys; print(json.load(open(sys.argv[1]))['shard'])" \
+    "$dir/end_to_end.json")
+  echo "$(date -u +%H:%M:%S) shard $shard -> $dir"
+  (cd "$worktree" && PYTHONPATH="$worktree" HF_HUB_OFFLINE=1 .venv/bin/python -m tangentlab \
+    validate --end-to-end --resume --shard "$shard" --nproc "$nproc" --out "$dir" \
+    > "$dir.log" 2>&1) || echo "shard $shard stopped with status $?; see $dir.log"
+done
