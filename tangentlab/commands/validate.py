@@ -332,7 +332,10 @@ def _print_checks(path, *, note: str, what: str, passed: bool) -> int:
 
 
 def _parent_flags(args: argparse.Namespace) -> list[str]:
-    """The ``validate`` flags given before a verb, which takes none (the battery: but three)."""
+    """The ``validate`` flags given before a verb, none of which a verb takes.
+
+    The battery refuses them too, all but ``--end-to-end``, ``--quick`` and ``--seed``.
+    """
     return [flag for flag, on in (("--end-to-end", args.end_to_end), ("--quick", args.quick),
                                   ("--setting", args.setting is not None),
                                   ("--nproc", args.nproc != 1), ("--resume", args.resume),
