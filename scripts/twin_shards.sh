@@ -13,6 +13,29 @@
 # shard is finished: `tangentlab validate merge TWIN_DIR/s* --out MERGED`, then
 # `tangentlab validate certify MERGED --out tangentlab/claims/shipped/NAME.json` from main.
 set -euo pipefail
+
+# The records are committed: a finished shard's manifest.json records its argv, whose paths
+# (the worktree's __main__.py, --out) name this machine. Rewrite them relative to the folder
+# above the worktree's checkout root and the twin's (the repository root), atomically.
+relative_argv() {
+  [ -f "$1" ] || return 0
+  python3 - "$1" "$(git -C "$twin" rev-parse --show-toplevel)" "$worktree" <<'PY'
+import json, os, sys
+path, repo, worktree = sys.argv[1:]
+m = json.load(open(path))
+def rel(a):
+    for root in (worktree, repo):
+        if a.startswith(root + os.sep):
+            return os.path.relpath(a, root)
+    return a
+m["argv"] = [rel(a) for a in m.get("argv", [])]
+tmp = path + ".tmp"
+with open(tmp, "w") as f:
+    json.dump(m, f, indent=2)
+os.replace(tmp, path)
+PY
+}
+
 worktree=$(cd "$1" && pwd)
 twin=$(cd "$2" && pwd)
 nproc=${3:-2}
@@ -25,4 +48,5 @@ for dir in "$twin"/s*/; do
   (cd "$worktree" && PYTHONPATH="$worktree" HF_HUB_OFFLINE=1 .venv/bin/python -m tangentlab \
     validate --end-to-end --resume --shard "$shard" --nproc "$nproc" --out "$dir" \
     > "$dir.log" 2>&1) || echo "shard $shard stopped with status $?; see $dir.log"
+  relative_argv "$dir/manifest.json"
 done
