@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from tangentlab.errors import ConfigError, DataError
+from tangentlab.errors import ConfigError, DataError, OutputPathError
 
 
 def test_a_permuted_table_shuffles_only_the_ids_that_occur():
@@ -67,6 +67,15 @@ def test_bad_input_is_refused_before_anything_runs(tmp_path, pinned):
     with pytest.raises(DataError, match="holds no measurement"):
         write_frequency_table_null(tmp_path, tmp_path / "n", permutations=2)
     assert not (tmp_path / "n").exists()
+    before = sorted((p.name, p.stat().st_mtime_ns) for p in pinned.iterdir())
+    with pytest.raises(OutputPathError, match="not a 'validate/frequency-table-null' run"):
+        write_frequency_table_null(pinned, pinned, permutations=2)  # a measure run: not ours
+    user = tmp_path / "notes.txt"
+    user.write_text("mine")
+    with pytest.raises(OutputPathError):
+        write_frequency_table_null(pinned, user, permutations=2)
+    assert sorted((p.name, p.stat().st_mtime_ns) for p in pinned.iterdir()) == before
+    assert user.read_text() == "mine"
 
 
 def test_the_cli_runs_on_a_reproduce_run(quick_reproduce, tmp_path, capsys):
