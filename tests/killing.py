@@ -25,7 +25,7 @@ import tangentlab
 from tangentlab._faults import PAUSE_AT_ENV, PAUSE_FILE_ENV, PAUSE_SECONDS_ENV
 
 __all__ = ["tangentlab_cmd", "subprocess_env", "start_paused", "kill_at", "alive",
-           "worker_outlives_killed_parent", "SMALL_REPRODUCE"]
+           "worker_outlives_killed_parent", "mark_started", "SMALL_REPRODUCE"]
 
 #: ``reproduce`` options for the smallest run that still has every kind of stage: one
 #: architecture, one derivation, one synthetic experiment, no validation battery.
@@ -106,12 +106,22 @@ def alive(pid: int) -> bool:
         return False
 
 
+def mark_started(folder: str | Path) -> None:
+    """Write this process's pid to ``FOLDER/started`` atomically (a temporary name, then a rename):
+    a reader that sees the file sees the whole pid, never the empty file a plain write shows first.
+    """
+    tmp = Path(folder, f".started.{os.getpid()}")
+    tmp.write_text(str(os.getpid()))
+    os.replace(tmp, Path(folder, "started"))
+
+
 def worker_outlives_killed_parent(parent_script: str, folder: Path, *,
                                   after_kill: Callable[[], None] | None = None) -> bool:
     """Whether a worker outlives its parent: run ``parent_script`` (``python SCRIPT FOLDER``, from
     the repository root), wait for its worker to write its pid to ``FOLDER/started``, SIGKILL the
     parent, call ``after_kill``, and give the worker 10 s to die. The worker is killed at the end
-    whatever happened (Linux: reads ``/proc``)."""
+    whatever happened (Linux: reads ``/proc``). The worker writes the file with
+    :func:`mark_started`."""
     script = Path(folder) / "parent.py"
     script.write_text(parent_script)
     started = Path(folder) / "started"

@@ -124,8 +124,9 @@ def _start_then_ask_to_die(folder: str) -> None:
     """A stage worker that is slow to start: its parent is killed before it asks for the
     parent-death signal (the race a kill while a worker imports hits)."""
     from tangentlab._runtime import die_with_parent
+    from tests.killing import mark_started
 
-    Path(folder, "started").write_text(str(os.getpid()))
+    mark_started(folder)
     while not Path(folder, "parent-killed").exists():
         time.sleep(0.02)
     die_with_parent()

@@ -320,11 +320,11 @@ def test_an_equivalence_row_is_right_to_say_not_supported_under_a_null():
 
 def _record_pid_then_sleep(folder: str) -> None:
     """A simulation stand-in: says it started, then runs far longer than the test waits."""
-    import os
     import time
-    from pathlib import Path
 
-    Path(folder, "started").write_text(str(os.getpid()))
+    from tests.killing import mark_started
+
+    mark_started(folder)
     time.sleep(120)
 
 
