@@ -60,20 +60,9 @@ from tangentlab.progress import log
 from tangentlab.runs import VERIFY_NAME
 
 __all__ = [
-    "ReproduceConfig",
-    "DEFAULT",
-    "QUICK",
-    "QUICK_MEASURE_OVERRIDES",
-    "ARCHS",
-    "resolve_config",
-    "config_toml",
-    "producers",
-    "build_stages",
-    "new_run_dir",
-    "check_external_measures",
-    "bridge_text_stages",
-    "check_bridge_text",
-    "reproduce",
+    "ReproduceConfig", "DEFAULT", "QUICK", "QUICK_MEASURE_OVERRIDES", "ARCHS",
+    "resolve_config", "config_toml", "producers", "build_stages", "new_run_dir",
+    "check_external_measures", "bridge_text_stages", "check_bridge_text", "reproduce"
 ]
 
 #: The two architectures trained and measured.
@@ -289,7 +278,7 @@ def producers(cfg: ReproduceConfig) -> list[Producer]:
     if cfg.validate:
         table.append(Producer(
             name=VALIDATE, target="tangentlab.validate.stage:write_validation",
-            params={"seed": cfg.seed, "quick": cfg.quick,
+            params={"seed": cfg.seed, "quick": cfg.quick, "trained_to": _trained_to(cfg),
                     "setting": "quick" if cfg.quick else "standard"},
             inputs={"end_to_end": END_TO_END_DIR},
             check={"kind": "validate", "checks": True,
@@ -318,6 +307,17 @@ def producers(cfg: ReproduceConfig) -> list[Producer]:
         description="render report.html and report.md",
     ))
     return table
+
+
+def _trained_to(cfg: ReproduceConfig) -> int:
+    """The last training step of ``cfg``'s longest-trained model (what the validate stage reads).
+
+    No checkpoint of the run lies beyond it, so a certificate whose schedule does cannot lift a row.
+    """
+    from tangentlab.empirical.training.train_config import resolve_train_config
+
+    return max(resolve_train_config(a, cfg.preset, corpus=cfg.corpus, overrides=_scoped(
+        cfg.train_overrides, a, "train_overrides")).steps for a in cfg.archs)
 
 
 def _bridge_producers(cfg: ReproduceConfig, device: dict[str, str]) -> list[Producer]:

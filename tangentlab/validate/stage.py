@@ -11,8 +11,9 @@ report reads it from (:data:`tangentlab.contract.END_TO_END_DIR` inside the run 
   certificate: the report gates every prediction until a full end-to-end run at the run's
   setting passes (``tangentlab report RUN --validation DIR``, :mod:`tangentlab.report.gating`).
 
-Then, for every certificate that ships with the package and is not stale
-(:mod:`tangentlab.claims.certificates`), it re-runs a few of the certificate's simulations with
+Then, for every certificate that ships with the package, is not stale
+(:mod:`tangentlab.claims.certificates`) and whose checkpoint schedule the run's training reaches
+(a quick reproduce's 60 steps never reach a default certificate's 1000), it re-runs a few of the certificate's simulations with
 today's code (:func:`tangentlab.validate.certificate.spot_check`: 1 in a quick reproduce, 3 in a
 default one) and appends one check per simulation to the battery's ``checks.json``: the shipped
 table is shown to come from today's code, or the check fails and the report stops reading the
@@ -32,7 +33,8 @@ SPOT_CHECK_KIND = "certificate spot check"
 
 def write_validation(out: str | Path, end_to_end: str | Path, *, quick: bool, seed: int = 0,
                      setting: str | None = None,
-                     certificates: Sequence[str | Path] | None = None) -> tuple[bool, bool]:
+                     certificates: Sequence[str | Path] | None = None,
+                     trained_to: int | None = None) -> tuple[bool, bool]:
     """Write the battery to ``out`` and then the end-to-end run to ``end_to_end``.
 
     ``setting`` names the end-to-end setting (``quick`` or ``standard``; default: ``quick`` when
@@ -42,7 +44,8 @@ def write_validation(out: str | Path, end_to_end: str | Path, *, quick: bool, se
     written (and atomically replaced) first. Returns (every battery check passed, every
     end-to-end check passed); a failed check is a finding, not an error. ``certificates``: the
     certificate files to spot-check (default: the shipped ones); a failed spot check counts as a
-    failed battery check.
+    failed battery check. ``trained_to``: the run's last training step (None: not known); a
+    certificate validated at a later step is not spot-checked (:func:`spot_check_certificates`).
     """
     from tangentlab.validate.battery import BatteryConfig, write_battery
     from tangentlab.validate.end_to_end import EndToEndConfig, write_end_to_end
@@ -60,17 +63,22 @@ def write_validation(out: str | Path, end_to_end: str | Path, *, quick: bool, se
     e2e = EndToEndConfig.quick(seed) if setting == "quick" else EndToEndConfig.standard(seed)
     e2e_dir, e2e_ok = write_end_to_end(Path(end_to_end), e2e, quick=quick)
     write_enrichment_figure(e2e_dir)
-    spot_ok = spot_check_certificates(out, certificates, k=1 if quick else 3, seed=seed)
+    spot_ok = spot_check_certificates(out, certificates, k=1 if quick else 3, seed=seed,
+                                      trained_to=trained_to)
     return bool(battery_ok and spot_ok), bool(e2e_ok)
 
 
 def spot_check_certificates(out: str | Path, certificates: Sequence[str | Path] | None = None, *,
-                            k: int, seed: int = 0) -> bool:
+                            k: int, seed: int = 0, trained_to: int | None = None) -> bool:
     """Re-run ``k`` simulations of each fresh certificate; append the checks to ``out``'s checks.
 
     ``certificates``: files (default: the shipped ones); a stale one is skipped (the report
-    already reads it as stale, naming the modules). Returns whether every spot check passed
-    (True when there was nothing to check).
+    already reads it as stale, naming the modules), and so is one whose checkpoint schedule
+    ends after ``trained_to``, the run's last training step (None: every fresh one is checked):
+    no checkpoint of the run lies there, so the gate cannot lift a row with it (its schedule
+    must equal the run's), and its simulations (about two minutes each at the default setting)
+    would only cost a quick reproduce time. Returns whether every spot check passed (True when
+    there was nothing to check).
     """
     import tempfile
 
@@ -83,7 +91,8 @@ def spot_check_certificates(out: str | Path, certificates: Sequence[str | Path] 
     checks = []
     for path in map(Path, shipped_certificates() if certificates is None else certificates):
         cert = read_certificate(path)
-        if certificate_stale(cert):
+        steps = (cert.get("setting") or {}).get("steps") or [0]
+        if certificate_stale(cert) or (trained_to is not None and max(steps) > trained_to):
             continue
         with tempfile.TemporaryDirectory(prefix="tangentlab-spot-") as work:
             checks += spot_check(cert, path.name, k=k, work=work, seed=seed)

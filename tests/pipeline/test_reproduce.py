@@ -57,6 +57,11 @@ def test_real_stage_graph_trains_first_and_reports_after_everything():
     # the quick flag and the preset reach the stages' hashed params
     q = {s.name: s for s in build_stages(QUICK)}
     assert q["train/encoder"].params["preset"] == "tiny" and q["synthetic/visibility"].params["quick"]
+    # the validate stage knows how far the run trains (certificates validated later go
+    # unchecked): the presets' steps, and the longest of the models after a train override
+    assert q["validate"].params["trained_to"] == 60 and by["validate"].params["trained_to"] == 1000
+    longer = dataclasses.replace(QUICK, train_overrides=("decoder:steps=90",))
+    assert {s.name: s for s in build_stages(longer)}["validate"].params["trained_to"] == 90
 
 
 def test_config_from_toml_and_overrides(tmp_path):

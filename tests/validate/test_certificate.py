@@ -169,6 +169,14 @@ def test_the_validate_stage_spot_checks_a_fresh_certificate_and_skips_a_stale_on
     checks = json.loads((out / "checks.json").read_text())
     assert [c["kind"] for c in checks[1:]] == [SPOT_CHECK_KIND] * 2 and len(fake.ran) == 2
     assert all(c["certificate"] == "good.json" for c in checks[1:])  # the stale one: skipped
+    # a run trained short of the certificate's last step (a quick reproduce against a default
+    # certificate): nothing re-run, nothing appended; trained to that step: checked again
+    last = max(read_certificate(good)["setting"]["steps"])
+    fake.ran.clear()
+    assert spot_check_certificates(out, [good], k=2, seed=0, trained_to=last - 1)
+    assert fake.ran == [] and json.loads((out / "checks.json").read_text()) == checks
+    assert spot_check_certificates(out, [good], k=1, seed=0, trained_to=last)
+    assert len(fake.ran) == 1 and len(json.loads((out / "checks.json").read_text())) == 4
     cert = read_certificate(good)  # every record now says a status no simulation gives
     cert["statuses"]["codes"]["made up"] = "z"
     cert["statuses"]["by_null"] = {n: ["z" * len(cert["statuses"]["rows"])] * CFG.sims
