@@ -119,23 +119,9 @@ def _register_verbs(p: argparse.ArgumentParser) -> None:
     pc.add_argument("run", metavar="RUN", help="a finished end-to-end run directory")
     pc.add_argument("--out", metavar="FILE", required=True, help="the certificate to write")
     pc.set_defaults(func=_certify)
-    ps = verbs.add_parser(
-        "status", help="how far end-to-end directories got, and whether they are stale",
-        description=(
-            "For each end-to-end directory (a run, a shard, an extension or a merged run, "
-            "finished or not): its part and commit, the simulations recorded of those it runs "
-            "(per scenario, with the wrong statuses so far), the mean seconds per simulation "
-            "and the process-hours left at that rate, and whether this checkout's verdict path "
-            "(tangentlab.claims.fingerprints) still equals that of the commit its simulations "
-            "run at: a stale one would certify nothing today. With --statuses FILE (one DIR): "
-            "also every recorded simulation's statuses as CSV, the small text to commit while a "
-            "long run goes on. Exit code 0, 2 on bad input."))
-    ps.add_argument("dirs", nargs="+", metavar="DIR", help="end-to-end directories")
-    ps.add_argument("--statuses", metavar="FILE", default=None,
-                    help="write one CSV row per (recorded simulation, prediction row) of the one "
-                         "DIR: scenario, sim, row, status, truth, wrong, seconds, commit "
-                         "(refused when FILE is a folder or a file other than such a CSV)")
-    ps.set_defaults(func=_status)
+    from tangentlab.commands.validate_status import add_status
+
+    add_status(verbs, parent_flags=_parent_flags)
     from tangentlab.commands.validate_nulls import add_frequency_null
 
     add_frequency_null(verbs, parent_flags=_parent_flags, print_checks=_print_checks)
@@ -365,120 +351,6 @@ def _certify(args: argparse.Namespace) -> int:
           f"{', '.join(ok) or 'none'}; {len(cert['fingerprints'])} modules fingerprinted; "
           f"wrote {path}")
     return 0
-
-
-def _status(args: argparse.Namespace) -> int:
-    """``validate status DIR...``: three lines per directory (see the verb's description)."""
-    from tangentlab.errors import ConfigError
-    from tangentlab.validate.end_to_end_records import progress
-
-    given = _parent_flags(args)
-    if given:
-        raise ConfigError(f"status reads end-to-end directories; drop {' and '.join(given)}")
-    if args.statuses is not None:
-        if len(args.dirs) != 1:
-            raise ConfigError(f"--statuses writes the table of one directory; got "
-                              f"{len(args.dirs)}: run `tangentlab validate status DIR --statuses "
-                              "FILE` once per directory")
-        _status_table_path(args.statuses)
-    for d in args.dirs:
-        p = progress(d)
-        done, total = sum(p.done.values()), sum(p.total.values())
-        rate = (f"{sum(p.seconds) / len(p.seconds):.0f} s per simulation (mean of "
-                f"{len(p.seconds)}), about {p.core_hours_left():.1f} process-hours left"
-                if p.seconds else "no simulation recorded yet")
-        print(f"{d}: {p.part} at commit {p.commit[:12]}{' (dirty)' if p.dirty else ''}, "
-              f"{'finished' if p.finished else 'unfinished'}: {done} of {total} simulations; "
-              f"{rate}; {p.errors} raised")
-        print("  " + ", ".join(f"{n} {p.done[n]}/{p.total[n]}"
-                               + (f" ({p.wrong[n]} wrong)" if p.wrong[n] else "")
-                               for n in p.total))
-        print("  " + _verdict_path_state(p.commit))
-    if args.statuses is not None:
-        n = _write_status_table(args.dirs[0], args.statuses)
-        print(f"wrote {args.statuses}: {n} rows")
-    return 0
-
-
-#: The header of the table ``validate status --statuses`` writes (and the only file it replaces).
-STATUS_TABLE_HEADER = "scenario,sim,row,status,truth,wrong,seconds,commit"
-
-
-def _status_table_path(path: str):
-    """``path`` as a Path; OutputPathError for a folder or a file other than a status table."""
-    from pathlib import Path
-
-    from tangentlab.errors import OutputPathError
-
-    out = Path(path)
-    if out.is_dir():
-        raise OutputPathError(f"--statuses {path!r} is a directory; give a file name, e.g. "
-                              f"{str(out / 'statuses.csv')!r}")
-    parent = next((p for p in out.parents if p.exists()), None)
-    if parent is not None and not parent.is_dir():
-        raise OutputPathError(f"--statuses {path!r} lies under {str(parent)!r}, which is a file, "
-                              "not a folder; give a path in a folder")
-    if out.exists() and not out.is_file():
-        raise OutputPathError(f"--statuses {path!r} exists and is not a regular file (a device "
-                              "or a pipe?); give a new file name")
-    if out.exists():
-        with open(out, encoding="utf-8", errors="replace") as fh:
-            if fh.readline().strip() != STATUS_TABLE_HEADER:
-                raise OutputPathError(f"--statuses {path!r} exists and is not a status table; "
-                                      "choose a new file (only such a table is replaced)")
-    return out
-
-
-def _write_status_table(out_dir: str, path: str) -> int:
-    """Write every recorded simulation's statuses under ``out_dir`` to CSV ``path``; row count.
-
-    One row per (simulation, prediction row), sorted by scenario and index: the status, the
-    scenario's truth for the row ("" where it plants none), whether the status is wrong under it
-    (:func:`~tangentlab.validate.end_to_end_records.wrong_status`), the simulation's seconds and
-    the commit it ran at. OutputPathError for a folder or an existing file that is not such a
-    table; written atomically.
-    """
-    import csv
-    import io
-
-    from tangentlab.atomic import atomic_write_text
-    from tangentlab.validate.end_to_end_records import find_records, read_record, wrong_status
-    from tangentlab.validate.planted_scenarios import scenario
-
-    out = _status_table_path(path)
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(STATUS_TABLE_HEADER.split(","))
-    n = 0
-    for _, rec in sorted(find_records(out_dir).items()):
-        res, whole = read_record(rec)
-        truth = scenario(res.scenario).truth
-        commit = str((whole.get("git") or {}).get("commit") or "unknown")[:12]
-        for row, status in res.statuses.items():
-            writer.writerow([res.scenario, res.sim, row, status, truth.get(row) or "",
-                             int(wrong_status(status, truth.get(row))), f"{res.seconds:.1f}",
-                             commit])
-            n += 1
-    atomic_write_text(out, buf.getvalue())
-    return n
-
-
-def _verdict_path_state(commit: str) -> str:
-    """Whether this checkout's verdict path equals ``commit``'s, in one line."""
-    from tangentlab.claims.fingerprints import stale_modules
-    from tangentlab.errors import DataError
-    from tangentlab.validate.certificate import fingerprints_at
-
-    try:
-        stale = stale_modules(fingerprints_at(commit))
-    except DataError as exc:
-        return f"verdict path: not compared with this checkout ({exc})"
-    if not stale:
-        return (f"verdict path: this checkout's equals commit {commit[:12]}'s (a certificate "
-                "from these simulations would be current)")
-    return (f"verdict path: STALE against this checkout, {len(stale)} module(s) differ: "
-            + ", ".join(stale[:4]) + (", ..." if len(stale) > 4 else "")
-            + " (a certificate from these simulations would read 'certificate stale')")
 
 
 def _merge(args: argparse.Namespace) -> int:

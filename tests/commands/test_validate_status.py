@@ -1,0 +1,69 @@
+"""``tangentlab validate status DIR...``: each directory, then the total of one run's shards.
+
+On the stand-in simulation of ``tests/validate/test_end_to_end_records.py`` (no model measured):
+the total must add the shards up to what the merged run holds, count an unfinished shard's
+records only, and refuse to add up directories of different runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import pytest
+
+import tangentlab.validate.end_to_end as e2e
+from tangentlab.cli import main
+from tangentlab.validate.end_to_end_merge import merge_end_to_end
+from tangentlab.validate.end_to_end_records import progress
+from tests.validate.test_end_to_end_records import (  # fake: the stand-in simulation fixture
+    CFG,
+    _Kill,
+    _killed_after,
+    fake,  # noqa: F401
+)
+
+pytestmark = pytest.mark.usefixtures("fake")
+
+
+def _total(text: str) -> tuple[str, dict[str, tuple[int, int, int]]]:
+    """The total's head line and, per scenario, (done, total, wrong) from its second line."""
+    lines = text.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("together"))
+    per = {m[1]: (int(m[2]), int(m[3]), int(m[4] or 0)) for m in re.finditer(
+        r"([\w/-]+) (\d+)/(\d+)(?: \((\d+) wrong\))?", lines[at + 1])}
+    return lines[at], per
+
+
+def test_the_total_adds_the_shards_up_to_the_merged_run(tmp_path, capsys):
+    s1 = e2e.write_end_to_end(tmp_path / "s1", CFG, quick=True, shard="1/2")[0]
+    s2 = e2e.write_end_to_end(tmp_path / "s2", CFG, quick=True, shard="2/2")[0]
+    merged = progress(merge_end_to_end([s1, s2], tmp_path / "merged")[0])
+    assert merged.remaining == 0 and sum(merged.wrong.values()) > 0  # the check can fail
+    assert main(["validate", "status", str(s1), str(s2)]) == 0
+    head, per = _total(capsys.readouterr().out)
+    assert head.startswith("together (2 directories, 2 finished): 9 of 9 simulations;")
+    assert "about 0.0 process-hours left; 1 raised" in head  # rd-1/64 #1 raised, in shard 2
+    assert per == {n: (merged.done[n], merged.total[n], merged.wrong[n]) for n in CFG.scenarios}
+
+
+def test_an_unfinished_shard_counts_its_records_and_other_runs_get_no_total(tmp_path, capsys):
+    s1 = e2e.write_end_to_end(tmp_path / "s1", CFG, quick=True, shard="1/2")[0]
+    with pytest.raises(_Kill):
+        e2e.write_end_to_end(tmp_path / "s2", CFG, quick=True, shard="2/2",
+                             on_result=_killed_after(1))
+    assert main(["validate", "status", str(s1), str(tmp_path / "s2")]) == 0
+    head, per = _total(capsys.readouterr().out)
+    assert head.startswith("together (2 directories, 1 finished): 6 of 9 simulations;")
+    assert sum(d for d, _, _ in per.values()) == 6 and sum(t for _, t, _ in per.values()) == 9
+    assert per == {n: (progress(s1).done[n] + progress(tmp_path / "s2").done[n], 3,
+                       progress(s1).wrong[n] + progress(tmp_path / "s2").wrong[n])
+                   for n in CFG.scenarios}
+    other = e2e.write_end_to_end(tmp_path / "o2", dataclasses.replace(CFG, seed=1), quick=True,
+                                 shard="2/2")[0]
+    assert main(["validate", "status", str(s1), str(other)]) == 0
+    out = capsys.readouterr().out
+    assert "together: no total: the 2 directories are not the parts of one run (2 configs, " \
+           "1 commits)" in out
+    assert main(["validate", "status", str(s1)]) == 0  # one directory: no total
+    assert "together" not in capsys.readouterr().out
