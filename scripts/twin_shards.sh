@@ -13,8 +13,9 @@
 # end_to_end.json written at that commit. Each shard without a manifest.json is resumed with
 # `tangentlab validate --end-to-end --resume --shard K/N --out DIR` (no setting flag: the
 # config stored in DIR), so neither the RUN the twin was read from nor a setting is needed; a
-# kill loses only the simulations in flight, and running the script again continues. When every
-# shard is finished: `tangentlab validate merge TWIN_DIR/s* --out MERGED`, then
+# kill loses only the simulations in flight, and running the script again continues. Each shard's
+# output goes to TWIN_DIR/logs/sNN.log (ignored by git). When every shard is finished:
+# `tangentlab validate merge TWIN_DIR/s*/ --out MERGED`, then
 # `tangentlab validate certify MERGED --out tangentlab/claims/shipped/NAME.json` from main.
 set -euo pipefail
 
@@ -48,13 +49,15 @@ run_shard() {
   echo "$(date -u +%H:%M:%S) shard $shard -> $dir"
   (cd "$worktree" && PYTHONPATH="$worktree" HF_HUB_OFFLINE=1 .venv/bin/python -m tangentlab \
     validate --end-to-end --resume --shard "$shard" --nproc 1 --out "$dir" \
-    > "$dir.log" 2>&1) || echo "shard $shard stopped with status $?; see $dir.log"
+    > "$twin/logs/$(basename "$dir").log" 2>&1) \
+    || echo "shard $shard stopped with status $?; see $twin/logs/$(basename "$dir").log"
   relative_argv "$dir/manifest.json"
 }
 
 worktree=$(cd "$1" && pwd)
 twin=$(cd "$2" && pwd)
 jobs=${3:-2}
+mkdir -p "$twin/logs"  # not beside the shards: `validate status TWIN_DIR/s*` then globs no log
 running=0
 for dir in "$twin"/s*/; do
   dir=${dir%/}

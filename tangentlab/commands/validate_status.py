@@ -2,7 +2,7 @@
 
 A verb of ``tangentlab validate`` (registered by :mod:`tangentlab.commands.validate`); the
 counting is :func:`tangentlab.validate.end_to_end_records.progress`. For a twin run as shards
-over days (``certification/twin-default/s*``), the last block adds the shards up, so one command
+over days (``certification/twin-default/s*/``), the last block adds the shards up, so one command
 says how many simulations each null has, whether any erred, and what is left.
 """
 
