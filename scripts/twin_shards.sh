@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run the unfinished shards of a planted twin, one after another, under their stored configs.
+# Run the unfinished shards of a planted twin, JOBS at a time, under their stored configs.
 #
 #   scripts/twin_shards.sh WORKTREE TWIN_DIR [JOBS]
 #
@@ -41,23 +41,40 @@ os.replace(tmp, path)
 PY
 }
 
-# Run one shard (its directory) under its stored config, on one process; report a stop.
+# Run one shard (its directory) under its stored config, on one process. Never fails: a shard
+# that stops (or a directory that is not a shard) is reported and the others go on; the script
+# exits 1 at the end if any stopped.
 run_shard() {
-  local dir=$1 shard
-  shard=$(python3 -c "import json, sys; print(json.load(open(sys.argv[1]))['shard'])" \
-    "$dir/end_to_end.json")
+  local dir=$1 shard log
+  log="$twin/logs/$(basename "$dir").log"
+  if ! shard=$(python3 -c "import json, sys; print(json.load(open(sys.argv[1]))['shard'])" \
+      "$dir/end_to_end.json" 2>>"$log"); then
+    echo "$dir: no shard's end_to_end.json there; skipped (see $log)"
+    return 0
+  fi
   echo "$(date -u +%H:%M:%S) shard $shard -> $dir"
-  (cd "$worktree" && PYTHONPATH="$worktree" HF_HUB_OFFLINE=1 .venv/bin/python -m tangentlab \
-    validate --end-to-end --resume --shard "$shard" --nproc 1 --out "$dir" \
-    > "$twin/logs/$(basename "$dir").log" 2>&1) \
-    || echo "shard $shard stopped with status $?; see $twin/logs/$(basename "$dir").log"
-  relative_argv "$dir/manifest.json"
+  if ! (cd "$worktree" && PYTHONPATH="$worktree" HF_HUB_OFFLINE=1 .venv/bin/python -m \
+      tangentlab validate --end-to-end --resume --shard "$shard" --nproc 1 --out "$dir" \
+      >> "$log" 2>&1); then
+    echo "shard $shard stopped; see $log"
+    touch "$twin/logs/.stopped"
+    return 0
+  fi
+  relative_argv "$dir/manifest.json" || echo "shard $shard: manifest argv not rewritten"
 }
 
 worktree=$(cd "$1" && pwd)
 twin=$(cd "$2" && pwd)
 jobs=${3:-2}
-mkdir -p "$twin/logs"  # not beside the shards: `validate status TWIN_DIR/s*` then globs no log
+case $jobs in
+  '' | *[!0-9]* | 0) echo "JOBS must be a positive whole number; got '$jobs'" >&2; exit 2 ;;
+esac
+mkdir -p "$twin/logs"  # not beside the shards: `validate status TWIN_DIR/s*/` globs no log
+rm -f "$twin/logs/.stopped"
+# a stopped script stops its shards, whole process group (each loses only the simulation in
+# flight; run it again to go on)
+trap 'trap - INT TERM; kill 0' INT TERM
+shopt -s nullglob
 running=0
 for dir in "$twin"/s*/; do
   dir=${dir%/}
@@ -65,8 +82,9 @@ for dir in "$twin"/s*/; do
   run_shard "$dir" &
   running=$((running + 1))
   if [ "$running" -ge "$jobs" ]; then
-    wait -n
+    wait -n || true
     running=$((running - 1))
   fi
 done
 wait
+[ ! -e "$twin/logs/.stopped" ]

@@ -26,10 +26,11 @@ def add_status(verbs, *, parent_flags: Callable) -> None:
             "(tangentlab.claims.fingerprints) still equals that of the commit its simulations "
             "run at: a stale one would certify nothing today. With --statuses FILE (one DIR): "
             "also every recorded simulation's statuses as CSV, the small text to commit while a "
-            "long run goes on. With more than one DIR, the shards of one run (one config, one "
-            "commit), a last block adds them up: the simulations recorded per scenario, the "
-            "wrong statuses, the raised ones and the process-hours left. Exit code 0, 2 on bad "
-            "input."))
+            "long run goes on. With more than one DIR, a last block adds them up (the "
+            "simulations recorded per scenario, the wrong statuses, the raised ones and the "
+            "process-hours left) when they are disjoint parts of one run: one config, one "
+            "commit, no simulation in two of them (the shards; not a merged run beside its "
+            "shards). Exit code 0, 2 on bad input."))
     ps.add_argument("dirs", nargs="+", metavar="DIR", help="end-to-end directories")
     ps.add_argument("--statuses", metavar="FILE", default=None,
                     help="write one CSV row per (recorded simulation, prediction row) of the one "
@@ -162,11 +163,14 @@ def _print_progress(head: str, p) -> None:
 
 
 def _print_together(dirs: Sequence[str], every: Sequence) -> None:
-    """The total of ``every`` directory's progress, when they are the parts of one run.
+    """The total of ``every`` directory's progress, when they are disjoint parts of one run.
 
-    One run: one config hash and one commit (what ``validate merge`` asks). Otherwise one line
-    says why no total is given.
+    One run: one config hash and one commit (what ``validate merge`` asks); disjoint: no
+    simulation is run by two of the directories (a merged run beside its shards, a shard given
+    twice, or shards cut two ways would count simulations twice). Otherwise one line says why
+    no total is given.
     """
+    from itertools import combinations
     from pathlib import Path
 
     from tangentlab.validate.end_to_end_records import Progress, read_settings
@@ -177,6 +181,13 @@ def _print_together(dirs: Sequence[str], every: Sequence) -> None:
         print(f"together: no total: the {len(dirs)} directories are not the parts of one run "
               f"({len(hashes)} configs, {len(commits)} commits)")
         return
+    for (a, pa), (b, pb) in combinations(zip(dirs, every), 2):
+        if both := sorted(pa.jobs & pb.jobs):
+            name, sim = both[0]
+            print(f"together: no total: {a} and {b} both run {len(both)} simulation(s) "
+                  f"({name} #{sim} first); give each part of the run once (the shards, or the "
+                  "merged run alone)")
+            return
     names = list(dict.fromkeys(n for p in every for n in p.total))
     add = lambda field: {n: sum(getattr(p, field).get(n, 0) for p in every) for n in names}  # noqa: E731
     total = Progress(Path(), commits.pop(), any(p.dirty for p in every), "together",

@@ -209,7 +209,6 @@ def state_text(out: str | Path, settings: dict[str, Any]) -> str:
     return f"unfinished: {len(find_records(out))} of {settings['jobs']} simulations recorded"
 
 
-
 def read_records(out: str | Path, jobs: list[tuple[str, int]],
                  settings: dict[str, Any]) -> list[SimulationResult]:
     """The simulations ``jobs`` read from their records in ``out``, in the order of ``jobs``.
@@ -421,6 +420,7 @@ class Progress:
             recorded, and the wrong statuses among them (:func:`wrong_status`).
         errors: recorded simulations that raised.
         seconds: each recorded simulation's seconds (its own process's wall time).
+        jobs: the (scenario, simulation index) pairs it runs, recorded or not.
     """
 
     path: Path
@@ -433,6 +433,7 @@ class Progress:
     wrong: dict[str, int]
     errors: int
     seconds: tuple[float, ...]
+    jobs: frozenset = frozenset()
 
     @property
     def remaining(self) -> int:
@@ -481,7 +482,7 @@ def progress(out: str | Path) -> Progress:
     total = {n: sum(m == n for m, _ in mine) for n in cfg.scenarios}
     done, wrong = dict.fromkeys(total, 0), dict.fromkeys(total, 0)
     seconds, errors = [], 0
-    wanted = set(mine)
+    wanted = frozenset(mine)
     for key, path in find_records(out).items():
         if key not in wanted:
             continue
@@ -496,4 +497,4 @@ def progress(out: str | Path) -> Progress:
     return Progress(out, str(git.get("commit") or "unknown"), bool(git.get("dirty")), part,
                     (out / MANIFEST_NAME).is_file(), {n: k for n, k in total.items() if k},
                     {n: done[n] for n in total if total[n]},
-                    {n: wrong[n] for n in total if total[n]}, errors, tuple(seconds))
+                    {n: wrong[n] for n in total if total[n]}, errors, tuple(seconds), wanted)

@@ -91,8 +91,8 @@ def spot_check_certificates(out: str | Path, certificates: Sequence[str | Path] 
     checks = []
     for path in map(Path, shipped_certificates() if certificates is None else certificates):
         cert = read_certificate(path)
-        steps = (cert.get("setting") or {}).get("steps") or [0]
-        if certificate_stale(cert) or (trained_to is not None and max(steps) > trained_to):
+        if certificate_stale(cert) or (trained_to is not None
+                                       and _last_step(cert, path) > trained_to):
             continue
         with tempfile.TemporaryDirectory(prefix="tangentlab-spot-") as work:
             checks += spot_check(cert, path.name, k=k, work=work, seed=seed)
@@ -100,3 +100,19 @@ def spot_check_certificates(out: str | Path, certificates: Sequence[str | Path] 
         target = Path(out) / CHECKS_NAME
         atomic_write_json(target, [*read_json(target, expect=list), *checks])
     return all(c["passed"] for c in checks)
+
+
+def _last_step(cert: dict, path: Path) -> float:
+    """The last checkpoint step of certificate ``cert``'s setting (0 when it records none).
+
+    DataError naming the file when ``setting.steps`` is not a list of numbers.
+    """
+    from tangentlab.errors import DataError
+
+    steps = (cert.get("setting") or {}).get("steps") or []
+    if not isinstance(steps, list) or not all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) for x in steps):
+        raise DataError(f"certificate {str(path)!r}: setting.steps must be a list of checkpoint "
+                        f"steps (numbers); got {steps!r}; write it again with `tangentlab "
+                        "validate certify`")
+    return float(max(steps, default=0))

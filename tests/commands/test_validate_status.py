@@ -12,6 +12,7 @@ import re
 
 import pytest
 
+import tangentlab.runs as runs
 import tangentlab.validate.end_to_end as e2e
 from tangentlab.cli import main
 from tangentlab.validate.end_to_end_merge import merge_end_to_end
@@ -43,11 +44,19 @@ def test_the_total_adds_the_shards_up_to_the_merged_run(tmp_path, capsys):
     assert main(["validate", "status", str(s1), str(s2)]) == 0
     head, per = _total(capsys.readouterr().out)
     assert head.startswith("together (2 directories, 2 finished): 9 of 9 simulations;")
-    assert "about 0.0 process-hours left; 1 raised" in head  # rd-1/64 #1 raised, in shard 2
+    assert "(mean of 9), about 0.0 process-hours left; 1 raised" in head  # rd-1/64 #1 raised
     assert per == {n: (merged.done[n], merged.total[n], merged.wrong[n]) for n in CFG.scenarios}
+    # parts that overlap would count simulations twice: the merged run beside its shards, a
+    # shard given twice (another spelling of its path)
+    for dirs in ([s1, s2, merged.path], [s1, f"{s1}/"]):
+        assert main(["validate", "status", *map(str, dirs)]) == 0
+        out = capsys.readouterr().out
+        assert re.search(r"together: no total: \S+ and \S+ both run \d+ simulation", out), out
+        assert "simulations;" not in out.split("together")[-1]
 
 
-def test_an_unfinished_shard_counts_its_records_and_other_runs_get_no_total(tmp_path, capsys):
+def test_an_unfinished_shard_counts_its_records_and_other_runs_get_no_total(tmp_path, capsys,
+                                                                           monkeypatch):
     s1 = e2e.write_end_to_end(tmp_path / "s1", CFG, quick=True, shard="1/2")[0]
     with pytest.raises(_Kill):
         e2e.write_end_to_end(tmp_path / "s2", CFG, quick=True, shard="2/2",
@@ -55,6 +64,7 @@ def test_an_unfinished_shard_counts_its_records_and_other_runs_get_no_total(tmp_
     assert main(["validate", "status", str(s1), str(tmp_path / "s2")]) == 0
     head, per = _total(capsys.readouterr().out)
     assert head.startswith("together (2 directories, 1 finished): 6 of 9 simulations;")
+    assert "(mean of 6)" in head  # the seconds of both directories' records, pooled
     assert sum(d for d, _, _ in per.values()) == 6 and sum(t for _, t, _ in per.values()) == 9
     assert per == {n: (progress(s1).done[n] + progress(tmp_path / "s2").done[n], 3,
                        progress(s1).wrong[n] + progress(tmp_path / "s2").wrong[n])
@@ -65,5 +75,10 @@ def test_an_unfinished_shard_counts_its_records_and_other_runs_get_no_total(tmp_
     out = capsys.readouterr().out
     assert "together: no total: the 2 directories are not the parts of one run (2 configs, " \
            "1 commits)" in out
+    monkeypatch.setattr(runs, "git_commit", lambda *a, **k: {"commit": "beef" * 10,
+                                                              "dirty": False})
+    later = e2e.write_end_to_end(tmp_path / "l2", CFG, quick=True, shard="2/2")[0]
+    assert main(["validate", "status", str(s1), str(later)]) == 0
+    assert "not the parts of one run (1 configs, 2 commits)" in capsys.readouterr().out
     assert main(["validate", "status", str(s1)]) == 0  # one directory: no total
     assert "together" not in capsys.readouterr().out

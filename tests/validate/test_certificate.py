@@ -177,6 +177,12 @@ def test_the_validate_stage_spot_checks_a_fresh_certificate_and_skips_a_stale_on
     assert fake.ran == [] and json.loads((out / "checks.json").read_text()) == checks
     assert spot_check_certificates(out, [good], k=1, seed=0, trained_to=last)
     assert len(fake.ran) == 1 and len(json.loads((out / "checks.json").read_text())) == 4
+    bad = read_certificate(good)  # a schedule that is not a list of steps: a typed error
+    for steps in ("1000", [0, None], [True]):
+        bad["setting"]["steps"] = steps
+        stale.write_text(json.dumps(bad))
+        with pytest.raises(DataError, match="setting.steps must be a list"):
+            spot_check_certificates(out, [stale], k=1, seed=0, trained_to=last)
     cert = read_certificate(good)  # every record now says a status no simulation gives
     cert["statuses"]["codes"]["made up"] = "z"
     cert["statuses"]["by_null"] = {n: ["z" * len(cert["statuses"]["rows"])] * CFG.sims

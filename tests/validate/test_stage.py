@@ -33,6 +33,20 @@ def test_quick_runs_the_quick_setting_and_a_default_the_standard_one(tmp_path, m
                      ("end-to-end", tmp_path / "v" / "e2e", "standard")]
 
 
+def test_the_run_s_last_training_step_reaches_the_spot_check(tmp_path, monkeypatch):
+    """``trained_to`` goes through to the spot check, which skips what the run cannot reach."""
+    from tangentlab.validate import stage
+
+    _record(monkeypatch)
+    seen = []
+    monkeypatch.setattr(stage, "spot_check_certificates",
+                        lambda out, certs, *, k, seed, trained_to: seen.append((k, trained_to))
+                        or True)
+    write_validation(tmp_path / "v", tmp_path / "v" / "e2e", quick=True, trained_to=60)
+    write_validation(tmp_path / "v", tmp_path / "v" / "e2e", quick=False)
+    assert seen == [(1, 60), (3, None)]
+
+
 def test_the_reproduce_stage_writes_at_the_reports_path(tmp_path, monkeypatch):
     from tangentlab.contract import END_TO_END_DIR, VALIDATE
     from tangentlab.pipeline.producers import run_producer
