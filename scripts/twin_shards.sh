@@ -34,7 +34,7 @@ def rel(a):
             return os.path.relpath(a, root)
     return a
 m["argv"] = [rel(a) for a in m.get("argv", [])]
-tmp = path + ".tmp"
+tmp = os.path.join(os.path.dirname(path), ".manifest.json.tmp")  # hidden: git ignores it
 with open(tmp, "w") as f:
     json.dump(m, f, indent=2)
 os.replace(tmp, path)

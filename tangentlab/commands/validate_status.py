@@ -189,9 +189,10 @@ def _print_together(dirs: Sequence[str], every: Sequence) -> None:
                   "merged run alone)")
             return
     names = list(dict.fromkeys(n for p in every for n in p.total))
-    add = lambda field: {n: sum(getattr(p, field).get(n, 0) for p in every) for n in names}  # noqa: E731
+    total, done, wrong = ({n: sum(getattr(p, field).get(n, 0) for p in every) for n in names}
+                          for field in ("total", "done", "wrong"))
     total = Progress(Path(), commits.pop(), any(p.dirty for p in every), "together",
-                     all(p.finished for p in every), add("total"), add("done"), add("wrong"),
+                     all(p.finished for p in every), total, done, wrong,
                      sum(p.errors for p in every), tuple(s for p in every for s in p.seconds))
     _print_progress(f"together ({len(dirs)} directories, "
                     f"{sum(p.finished for p in every)} finished)", total)
