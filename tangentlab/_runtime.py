@@ -99,27 +99,44 @@ class single_thread:
 
 
 def die_with_parent() -> None:
-    """Linux: this worker process gets SIGKILL when its parent (``tangentlab reproduce``) dies.
+    """This worker process dies (SIGKILL) as soon as the process that asked for it dies.
 
-    So killing the parent never leaves a stage running on behind it (the stage runner's
-    workers, :mod:`tangentlab.pipeline.stages`, call it first). Elsewhere
-    this does nothing. A parent that died before the signal was asked for (a kill while the
-    worker was still starting) sends nothing, so the worker then checks that its parent is still
-    the one that started it, and kills itself if not: before, such a worker ran its stage into
-    the run directory after the run had stopped, then waited forever for more work.
+    That process is ``tangentlab reproduce`` (the stage runner's workers,
+    :mod:`tangentlab.pipeline.stages`, call this first) or the end-to-end battery's pool, so
+    killing it never leaves a worker running on behind it. Its death is seen two ways:
+
+    - a daemon thread waits on its sentinel (``multiprocessing.parent_process()``: a pipe whose
+      write end only that process holds) and kills this process when the pipe reports
+      end-of-file. This covers a stage forked by ``multiprocessing``'s fork server, whose parent
+      is the server: the server exits only after an interpreter shutdown with torch loaded
+      (seconds, in which a killed run's training stage went on writing checkpoints);
+    - Linux: the parent-death signal (``PR_SET_PDEATHSIG``) for the direct parent.
+
+    A process that died before this is called (a kill while the worker was still starting) is
+    caught at once, before the worker does anything: before, such a worker ran its stage into the
+    run directory after the run had stopped, then waited forever for more work.
     """
-    import ctypes
     import multiprocessing
     import signal
     import sys
+    import threading
 
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):  # pragma: no cover - no prctl
-        return
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)
+        except (OSError, AttributeError):  # pragma: no cover - no prctl
+            pass
     parent = multiprocessing.parent_process()
-    if parent is not None and os.getppid() != parent.pid:  # it died before the prctl
+    if parent is None:
+        return
+    if not parent.is_alive():  # it died before we looked
         os.kill(os.getpid(), signal.SIGKILL)
+
+    def die_when_it_does() -> None:
+        parent.join()
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=die_when_it_does, name="tangentlab-die-with-parent",
+                     daemon=True).start()

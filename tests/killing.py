@@ -115,9 +115,9 @@ def mark_started(folder: str | Path) -> None:
     os.replace(tmp, Path(folder, "started"))
 
 
-def worker_outlives_killed_parent(parent_script: str, folder: Path, *,
+def worker_outlives_killed_parent(parent_script: str, folder: Path, *args: str,
                                   after_kill: Callable[[], None] | None = None) -> bool:
-    """Whether a worker outlives its parent: run ``parent_script`` (``python SCRIPT FOLDER``, from
+    """Whether a worker outlives its parent: run ``parent_script`` (``python SCRIPT FOLDER ARGS``, from
     the repository root), wait for its worker to write its pid to ``FOLDER/started``, SIGKILL the
     parent, call ``after_kill``, and give the worker 10 s to die. The worker is killed at the end
     whatever happened (Linux: reads ``/proc``). The worker writes the file with
@@ -125,7 +125,7 @@ def worker_outlives_killed_parent(parent_script: str, folder: Path, *,
     script = Path(folder) / "parent.py"
     script.write_text(parent_script)
     started = Path(folder) / "started"
-    parent = subprocess.Popen([sys.executable, str(script), str(folder)], env=subprocess_env(),
+    parent = subprocess.Popen([sys.executable, str(script), str(folder), *args], env=subprocess_env(),
                               cwd=Path(__file__).resolve().parents[1])
     try:
         deadline = time.monotonic() + 120

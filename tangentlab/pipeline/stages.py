@@ -26,8 +26,10 @@ Parallelism: with ``jobs=N`` the stages run in separate processes (standard
 its own stage), walked in topological order of the stage graph by the standard library's
 :class:`graphlib.TopologicalSorter`: a stage is ready as soon as the stages it ``depends`` on
 (must be done) and the stages it comes ``after`` (ordering only, e.g. the report) have finished;
-at most N run at once, and among ready stages the one listed first starts first. Each stage runs in a fresh process (same result whatever ran before it in the same
-process, so ``jobs=1`` and ``jobs=2`` give byte-identical outputs) and writes its own log,
+at most N run at once, and among ready stages the one listed first starts first. Each stage runs
+in a fresh process forked from a fork server that only imported the heavy libraries (same result
+whatever ran before it, so ``jobs=1`` and ``jobs=2`` give byte-identical outputs; see
+:func:`_executor`) and writes its own log,
 ``logs/<stage>.log``. The parent process alone writes the manifest. ``jobs=None`` runs every stage
 in this process, in list order (for stage functions that cannot be pickled, e.g. in tests).
 """
@@ -210,11 +212,13 @@ class _Outcome:
 
 
 def _execute(func: Callable[[StageContext], None], ctx: StageContext,
-             log_path: Path | None) -> _Outcome:
+             log_path: Path | None, environ: Mapping[str, str] | None = None) -> _Outcome:
     """Run one stage function; never raises (except KeyboardInterrupt).
 
     In a worker process (``log_path`` given) the process's stdout and stderr, file descriptors
-    included, go to the stage's own log first. Wall and CPU seconds are this process's own.
+    included, go to the stage's own log first, and its environment becomes ``environ`` (the
+    parent's when it submitted the stage: a fork server's child would otherwise inherit the
+    server's, as of when it started). Wall and CPU seconds are this process's own.
     """
     if log_path is not None:
         import sys
@@ -222,6 +226,9 @@ def _execute(func: Callable[[StageContext], None], ctx: StageContext,
         from tangentlab._runtime import die_with_parent
 
         die_with_parent()
+        if environ is not None:
+            os.environ.clear()
+            os.environ.update(environ)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         sys.stdout.flush()
@@ -241,16 +248,27 @@ def _execute(func: Callable[[StageContext], None], ctx: StageContext,
     return _Outcome(True, time.perf_counter() - start, time.process_time() - cpu_start)
 
 
+#: What the fork server of the stage processes imports once (ImportError: left to the stage):
+#: ``transformers.modeling_utils`` alone costs about 10 CPU-seconds (it imports ``torch._dynamo``),
+#: which every model stage paid again in its own fresh interpreter.
+STAGE_PRELOAD = ("numpy", "scipy.stats", "torch", "transformers.modeling_utils")
+
+
 def _executor():
     """A one-process pool for one stage.
 
-    A fresh interpreter per stage (``spawn``), whose parent is this process (so it can be made to
-    die with it; a fork server would outlive it).
+    A fresh process per stage, forked from ``multiprocessing``'s fork server, which imported
+    :data:`STAGE_PRELOAD` once and nothing else ran in (so no stage sees what another did, and
+    ``jobs=1`` and ``jobs=2`` still write the same bytes). The server exits when this process
+    does, and a stage process dies with the server (:func:`~tangentlab._runtime.die_with_parent`),
+    so killing ``tangentlab reproduce`` still leaves no stage running behind it.
     """
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    return ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(list(STAGE_PRELOAD))
+    return ProcessPoolExecutor(max_workers=1, mp_context=ctx)
 
 
 def _stop_workers(pools: Sequence[Any], grace: float = 5.0) -> None:
@@ -440,7 +458,7 @@ def run_stages(
                 ctx = launch(st)
                 pool = _executor()
                 log_file = run_dir / LOGS_DIR / (st.name.replace("/", "__") + ".log")
-                running[pool.submit(_execute, st.func, ctx, log_file)] = (st, pool)
+                running[pool.submit(_execute, st.func, ctx, log_file, dict(os.environ))] = (st, pool)
             if not running:
                 continue
             finished, _ = wait(list(running), return_when=FIRST_COMPLETED)

@@ -116,6 +116,38 @@ def test_jobs_1_and_2_write_the_same_bytes_and_a_rerun_reuses(tmp_path):
     assert [r.reused for r in again.records] == [True, True, True]
 
 
+def _environment(ctx: StageContext) -> None:
+    """Write what the stage process sees of the environment and of an earlier stage's state."""
+    import tangentlab.pipeline.stages as stages_module
+
+    ctx.output.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(ctx.output / "env.json", {
+        "value": os.environ.get("TANGENTLAB_TEST_STAGE_ENV"),
+        "dropped": os.environ.get("TANGENTLAB_TEST_STAGE_GONE"),
+        "left_by_earlier_stage": getattr(stages_module, "_TEST_MARK", None)})
+    stages_module._TEST_MARK = ctx.output.name  # what a later stage must not see
+
+
+def test_a_stage_sees_the_environment_of_its_submission_not_of_the_fork_server(
+        tmp_path, monkeypatch):
+    """The fork server starts with the first stage and keeps its environment; each stage gets the
+    parent's as it is when the stage is submitted (a variable set or removed between runs of one
+    process, as the tests' in-process reproduce runs do), and no state of an earlier stage."""
+    monkeypatch.setenv("TANGENTLAB_TEST_STAGE_GONE", "present when the server started")
+    monkeypatch.setenv("TANGENTLAB_TEST_STAGE_ENV", "first")
+    assert run_stages(tmp_path / "one", [Stage("a", _environment)], jobs=1).ok
+    monkeypatch.setenv("TANGENTLAB_TEST_STAGE_ENV", "second")
+    monkeypatch.delenv("TANGENTLAB_TEST_STAGE_GONE")
+    assert run_stages(tmp_path / "two", [Stage("b", _environment), Stage("c", _environment)],
+                      jobs=2).ok
+    seen = [json.loads((tmp_path / run / name / "env.json").read_text())
+            for run, name in (("one", "a"), ("two", "b"), ("two", "c"))]
+    assert seen[0] == {"value": "first", "dropped": "present when the server started",
+                       "left_by_earlier_stage": None}
+    assert seen[1] == seen[2] == {"value": "second", "dropped": None,
+                                  "left_by_earlier_stage": None}
+
+
 def test_usable_cores_is_positive():
     assert usable_cores() >= 1
 
@@ -138,7 +170,7 @@ import multiprocessing, sys, time
 from concurrent.futures import ProcessPoolExecutor
 from tests.pipeline.test_parallel import _start_then_ask_to_die
 if __name__ == "__main__":
-    pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+    pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context(sys.argv[2]))
     pool.submit(_start_then_ask_to_die, sys.argv[1])
     time.sleep(120)
 """
@@ -146,11 +178,14 @@ if __name__ == "__main__":
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"),
                     reason="the parent-death signal is Linux's (elsewhere the worker is not tied)")
-def test_a_worker_whose_parent_died_before_it_asked_to_die_with_it_kills_itself(tmp_path):
+@pytest.mark.parametrize("start", ["spawn", "forkserver"])
+def test_a_worker_whose_parent_died_before_it_asked_to_die_with_it_kills_itself(tmp_path, start):
+    """``forkserver``: the stage runner's (the worker's parent is the fork server, which outlives
+    the killed process by a moment); ``spawn``: the end-to-end battery's worker pool."""
     from tests.killing import worker_outlives_killed_parent
 
     marker = tmp_path / "parent-killed"
-    assert not worker_outlives_killed_parent(_PARENT, tmp_path,
+    assert not worker_outlives_killed_parent(_PARENT, tmp_path, start,
                                              after_kill=lambda: marker.write_text("")), (
         "the worker outlived its parent")
     assert not (tmp_path / "survived").exists()

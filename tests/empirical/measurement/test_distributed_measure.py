@@ -127,6 +127,19 @@ def test_unknown_site_ends_every_rank_with_one_line(tiny_runs, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_killed_rank_0_gets_its_one_line_from_the_launcher(tiny_runs, tmp_path):
+    """Rank 0 killed at its first checkpoint cannot print; ``--nproc``'s launcher prints the one
+    line. The elastic agent reports only the first rank that failed, so the launcher learns from
+    rank 0 itself whether it printed (with rank 1 killed, above, rank 0 prints and it does not)."""
+    out = tmp_path / "two"
+    r = _measure(tiny_runs["decoder"], out, 2, TEST_MEASURE,
+                 TANGENTLAB_FAULT="measure_checkpoint:0:0")
+    assert r.returncode != 0 and not out.exists()
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("tangentlab: error:")]
+    assert lines == ["tangentlab: error: rank 0 of 2 stopped with exit code -9; no results were "
+                     "written"], r.stderr
+
+
 def test_a_killed_checkpoint_parallel_run_leaves_no_results_and_resumes_to_them(
         tiny_runs, one_decoder, tmp_path):
     """Rank 1 killed at its last checkpoint ends every rank with one error line and leaves no
@@ -142,6 +155,7 @@ def test_a_killed_checkpoint_parallel_run_leaves_no_results_and_resumes_to_them(
     assert r.returncode != 0 and not out.exists()
     lines = [ln for ln in r.stderr.splitlines() if ln.startswith("tangentlab: error:")]
     assert len(lines) == 1, r.stderr
+    assert "leaked" not in r.stderr, r.stderr  # no semaphore of a rank left to the tracker
     assert [p.name for p in tmp_path.iterdir()] == [partial_dir(out).name]
     assert not list(tmp_path.rglob("results.csv"))
     assert sorted(p.name for p in partial_dir(out).glob("checkpoint_*.json"))  # rank 0's, kept
