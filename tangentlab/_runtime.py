@@ -10,7 +10,7 @@ import contextlib
 import os
 from collections.abc import Iterator
 
-__all__ = ["die_with_parent", "torch_threads", "threads_per_rank", "single_blas_thread", "single_thread",
+__all__ = ["FORK_SERVER_PRELOAD", "fork_server", "die_with_parent", "torch_threads", "threads_per_rank", "single_blas_thread", "single_thread",
            "quiet_transformers"]
 
 
@@ -96,6 +96,27 @@ class single_thread:
         torch.set_num_threads(self._n)
         self._limits.restore_original_limits()
         return False
+
+
+#: What the fork server of tangentlab's worker processes (reproduce stages, ``--nproc`` ranks)
+#: imports once: ``transformers.modeling_utils`` alone costs about 10 CPU-seconds on the 2-core
+#: machines (it imports ``torch._dynamo``), which each fresh interpreter paid again.
+FORK_SERVER_PRELOAD = ("numpy", "scipy.stats", "torch", "transformers.modeling_utils")
+
+
+def fork_server():
+    """``multiprocessing``'s fork-server context, whose server imports :data:`FORK_SERVER_PRELOAD`.
+
+    Its children start with those imported and nothing else run. The server starts with the
+    first process asked of it and lives as long as this process, so what the preloaded libraries
+    read from the environment as they were imported (``HF_HUB_OFFLINE``, thread counts) is this
+    process's at that moment: callers hand their children the current environment themselves.
+    """
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(list(FORK_SERVER_PRELOAD))
+    return ctx
 
 
 def die_with_parent() -> None:

@@ -2,9 +2,8 @@
 
 A command becomes distributed in one of two ways, both through torch's elastic launcher:
 
-- ``tangentlab empirical measure ... --nproc N`` (or ``train``): :func:`launch` starts ``N`` ranks
-  of the same command on this node, on loopback, forked from a fork server that imported torch
-  and transformers once;
+- ``tangentlab empirical measure ... --nproc N`` (or ``train``): :mod:`tangentlab.commands.launch`
+  starts ``N`` ranks of the same command on this node, on loopback;
 - ``torchrun --nproc-per-node N -m tangentlab empirical measure ...`` (any node count).
 
 Each rank runs the command through :func:`run_rank`, which sets up the process group from the
@@ -43,22 +42,21 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tangentlab._runtime import threads_per_rank
 from tangentlab.errors import ConfigError, TangentlabError
 
 __all__ = [
     "World", "DistributedError", "current", "launched", "is_main_process", "init", "ensure",
     "shutdown", "resolve_device", "backend_for", "shard_bounds", "shard", "choose_mode",
-    "free_port", "fault_point", "launch", "run_rank", "DEVICE_CHOICES_HELP",
+    "free_port", "fault_point", "run_rank", "DEVICE_CHOICES_HELP", "REPORTED_ENV",
 ]
 
 #: What ``--device`` accepts (documented in every command's help).
 DEVICE_CHOICES_HELP = "auto | cpu | cuda | cuda:N | mps (under torchrun each rank takes cuda:LOCAL_RANK)"
 
 _ERROR_KEY = "tangentlab/first_failure"
-#: The file rank 0 creates once it printed the run's error line, when :func:`launch` names one
-#: (the launcher then prints none; the elastic agent reports only the first rank that failed).
-_REPORTED_ENV = "TANGENTLAB_RANK0_REPORTED"
+#: The variable naming the file rank 0 creates once it printed the run's error line (set by
+#: ``--nproc``'s launcher, :mod:`tangentlab.commands.launch`, which then prints none).
+REPORTED_ENV = "TANGENTLAB_RANK0_REPORTED"
 _TIMEOUT_S = int(os.environ.get("TANGENTLAB_DIST_TIMEOUT", "1800"))
 
 
@@ -518,7 +516,7 @@ def run_rank(func: Callable[[Any], int], args: Any) -> int:
             sys.stderr.write(f"tangentlab: error: {message}\n")
             sys.stderr.flush()
             _mark_reported()
-            if code not in (1, 2, 3):  # 1-3: rank 0 has printed the line (see launch)
+            if code not in (1, 2, 3):  # 1-3: rank 0 has printed the line
                 code = 1
             if os.environ.get("TANGENTLAB_DEBUG"):
                 import traceback
@@ -541,8 +539,8 @@ def run_rank(func: Callable[[Any], int], args: Any) -> int:
 
 
 def _mark_reported() -> None:
-    """Tell :func:`launch` that rank 0 printed the run's error line (a no-op under torchrun)."""
-    path = os.environ.get(_REPORTED_ENV)
+    """Tell `--nproc`'s launcher that rank 0 printed the run's error line (no-op under torchrun)."""
+    path = os.environ.get(REPORTED_ENV)
     if path:
         with contextlib.suppress(OSError), open(path, "w"):
             pass
@@ -609,79 +607,3 @@ def strip_nproc(argv: Sequence[str]) -> list[str]:
             continue
         out.append(a)
     return out
-
-
-#: What the fork server of :func:`launch`'s ranks imports once: ``transformers.modeling_utils``
-#: alone costs about 10 CPU-seconds (it imports ``torch._dynamo``), which every rank paid again
-#: when each was a fresh interpreter.
-RANK_PRELOAD = ("numpy", "scipy.stats", "torch", "transformers.modeling_utils")
-
-
-def _rank_main(argv: list[str]) -> None:
-    """One rank of :func:`launch`: the ``tangentlab`` command ``argv``, exiting with its code.
-
-    The rank's default ``multiprocessing`` start method is reset to the platform's, as in a fresh
-    interpreter: the fork server hands its children its own, whose locks (tqdm's, for one) are
-    named semaphores that a failing rank, leaving with ``os._exit``, left to the resource tracker
-    ("leaked semaphore objects" on the console).
-    """
-    import multiprocessing
-
-    from tangentlab.cli import main
-
-    multiprocessing.set_start_method(None, force=True)
-    code = main(list(argv))
-    if code:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
-
-
-def launch(argv: Sequence[str], nproc: int, *, port: int | None = None) -> int:
-    """Run the command as ``nproc`` ranks on this node.
-
-    Run the ``tangentlab`` command ARGV as ``nproc`` ranks on this node through torch's elastic
-    launcher (what ``torchrun --nproc-per-node N --master-addr 127.0.0.1 -m tangentlab`` does),
-    each rank forked from ``multiprocessing``'s fork server, which imported
-    :data:`RANK_PRELOAD` once and ran nothing else (unbuffered output, as ``python -u``).
-
-    ``cores // nproc`` threads per rank unless ``OMP_NUM_THREADS`` is set. Returns 0 or the first
-    failing rank's code; rank 0 (or this launcher, if rank 0 was killed) printed the error.
-    """
-    if nproc < 1:
-        raise ConfigError(f"--nproc must be >= 1; got {nproc}")
-    import logging
-    import multiprocessing
-    import tempfile
-
-    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
-    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
-
-    os.environ.setdefault("OMP_NUM_THREADS", str(threads_per_rank(local_size=nproc)))
-    os.environ.setdefault("PYTHONUNBUFFERED", "1")  # read by the fork server as it starts
-    multiprocessing.set_forkserver_preload(list(RANK_PRELOAD))
-    for name in ("torch.distributed.elastic", "torch.distributed.launcher",
-                 "torch.multiprocessing"):  # "Terminating process ...": our error line says it
-        logging.getLogger(name).setLevel(logging.CRITICAL)
-    port = port or free_port()
-    config = LaunchConfig(
-        min_nodes=1, max_nodes=1, nproc_per_node=nproc, run_id=f"tangentlab-{port}",
-        rdzv_backend="static", rdzv_endpoint=f"127.0.0.1:{port}", rdzv_configs={"rank": 0},
-        max_restarts=0, monitor_interval=0.1, start_method="forkserver", local_addr="127.0.0.1",
-    )
-    with tempfile.TemporaryDirectory(prefix="tangentlab-launch-") as tmp:
-        reported = os.environ[_REPORTED_ENV] = os.path.join(tmp, "rank-0-reported")
-        try:
-            elastic_launch(config, _rank_main)(strip_nproc(argv))
-        except ChildFailedError as exc:
-            first = min(exc.failures.values(), key=lambda f: f.timestamp)
-            if not os.path.exists(reported):
-                # rank 0 ended without reporting (killed, or stopped before it could): say it here
-                sys.stderr.write(
-                    f"tangentlab: error: rank {first.local_rank} of {nproc} stopped with exit "
-                    f"code {first.exitcode}; no results were written\n")
-            code = first.exitcode
-            return code if code > 0 else 1
-        finally:
-            os.environ.pop(_REPORTED_ENV, None)
-    return 0

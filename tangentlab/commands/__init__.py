@@ -63,11 +63,12 @@ def relaunch(args: argparse.Namespace) -> int | None:
     """With ``--nproc N`` > 1 outside a launch: start N ranks of this same command and return
     the run's exit code; otherwise None (the caller runs the command itself)."""
     from tangentlab import distributed
+    from tangentlab.commands.launch import launch
 
     n = getattr(args, "nproc", 1) or 1
     if n <= 1 or distributed.launched():
         return None
-    return distributed.launch(getattr(args, "argv", []), n)
+    return launch(getattr(args, "argv", []), n)
 
 
 def require_subcommand(parser: argparse.ArgumentParser):

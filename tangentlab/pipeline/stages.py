@@ -211,24 +211,29 @@ class _Outcome:
     traceback: str = ""
 
 
+def _start_worker(environ: Mapping[str, str]) -> None:
+    """A stage process's first step, before its stage is unpickled.
+
+    It dies with the run (it watches the run, not the fork server) and takes ``environ``, the
+    run's environment when it asked for the stage.
+    """
+    from tangentlab._runtime import die_with_parent
+
+    die_with_parent()
+    os.environ.clear()
+    os.environ.update(environ)
+
+
 def _execute(func: Callable[[StageContext], None], ctx: StageContext,
-             log_path: Path | None, environ: Mapping[str, str] | None = None) -> _Outcome:
+             log_path: Path | None) -> _Outcome:
     """Run one stage function; never raises (except KeyboardInterrupt).
 
     In a worker process (``log_path`` given) the process's stdout and stderr, file descriptors
-    included, go to the stage's own log first, and its environment becomes ``environ`` (the
-    parent's when it submitted the stage: a fork server's child would otherwise inherit the
-    server's, as of when it started). Wall and CPU seconds are this process's own.
+    included, go to the stage's own log first. Wall and CPU seconds are this process's own.
     """
     if log_path is not None:
         import sys
 
-        from tangentlab._runtime import die_with_parent
-
-        die_with_parent()
-        if environ is not None:
-            os.environ.clear()
-            os.environ.update(environ)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         sys.stdout.flush()
@@ -248,27 +253,20 @@ def _execute(func: Callable[[StageContext], None], ctx: StageContext,
     return _Outcome(True, time.perf_counter() - start, time.process_time() - cpu_start)
 
 
-#: What the fork server of the stage processes imports once (ImportError: left to the stage):
-#: ``transformers.modeling_utils`` alone costs about 10 CPU-seconds (it imports ``torch._dynamo``),
-#: which every model stage paid again in its own fresh interpreter.
-STAGE_PRELOAD = ("numpy", "scipy.stats", "torch", "transformers.modeling_utils")
-
-
 def _executor():
     """A one-process pool for one stage.
 
-    A fresh process per stage, forked from ``multiprocessing``'s fork server, which imported
-    :data:`STAGE_PRELOAD` once and nothing else ran in (so no stage sees what another did, and
-    ``jobs=1`` and ``jobs=2`` still write the same bytes). The server exits when this process
-    does, and a stage process dies with the server (:func:`~tangentlab._runtime.die_with_parent`),
-    so killing ``tangentlab reproduce`` still leaves no stage running behind it.
+    A fresh process forked from the fork server (:func:`~tangentlab._runtime.fork_server`), so
+    no stage sees what another did and ``jobs=1`` and ``jobs=2`` write the same bytes; it takes
+    this process's environment as it is now and dies as soon as this process does
+    (:func:`_start_worker`).
     """
-    import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(list(STAGE_PRELOAD))
-    return ProcessPoolExecutor(max_workers=1, mp_context=ctx)
+    from tangentlab._runtime import fork_server
+
+    return ProcessPoolExecutor(max_workers=1, mp_context=fork_server(), initializer=_start_worker,
+                               initargs=(dict(os.environ),))
 
 
 def _stop_workers(pools: Sequence[Any], grace: float = 5.0) -> None:
@@ -458,7 +456,7 @@ def run_stages(
                 ctx = launch(st)
                 pool = _executor()
                 log_file = run_dir / LOGS_DIR / (st.name.replace("/", "__") + ".log")
-                running[pool.submit(_execute, st.func, ctx, log_file, dict(os.environ))] = (st, pool)
+                running[pool.submit(_execute, st.func, ctx, log_file)] = (st, pool)
             if not running:
                 continue
             finished, _ = wait(list(running), return_when=FIRST_COMPLETED)

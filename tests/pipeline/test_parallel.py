@@ -180,8 +180,8 @@ if __name__ == "__main__":
                     reason="the parent-death signal is Linux's (elsewhere the worker is not tied)")
 @pytest.mark.parametrize("start", ["spawn", "forkserver"])
 def test_a_worker_whose_parent_died_before_it_asked_to_die_with_it_kills_itself(tmp_path, start):
-    """``forkserver``: the stage runner's (the worker's parent is the fork server, which outlives
-    the killed process by a moment); ``spawn``: the end-to-end battery's worker pool."""
+    """``forkserver``: the stage runner's (the worker's parent is the fork server, not the killed
+    process); ``spawn``: the end-to-end battery's worker pool."""
     from tests.killing import worker_outlives_killed_parent
 
     marker = tmp_path / "parent-killed"
