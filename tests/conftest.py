@@ -87,6 +87,12 @@ def _one_thread_for_unit_tests(request):
 #: Session fixtures that run a real model once for every test that reads them: the tests that
 #: read one share a process (``scripts/test_tiers.py``'s first tier).
 SESSION_MODEL_FIXTURES = frozenset({"quick_reproduce", "tiny_runs", "measured", "quick_runs"})
+#: Model tests that read no session fixture but run in the model tier anyway, so that the two
+#: processes take about as long: once the fork server took the stages' imports off the quick
+#: reproduce, a fresh clone's tiers took 440 s and 515 s (1f27d33), and this test about 30 s.
+MODEL_TIER_PINNED = (
+    "tests/empirical/training/test_distributed_train.py::test_ddp_kill_one_rank_then_resume",
+)
 
 
 def _module_fixtures(item) -> set[str]:
@@ -101,8 +107,9 @@ def pytest_collection_modifyitems(config, items):
 
     A model test is also ``standalone`` when it reads no session fixture
     (:data:`SESSION_MODEL_FIXTURES`) and no module-scoped fixture that a test reading one also
-    reads: ``make test`` runs the standalone tests beside the unit tests, in its second process,
-    so that the two processes take about as long, and no fixture runs twice.
+    reads, and is not pinned to the model tier (:data:`MODEL_TIER_PINNED`): ``make test`` runs
+    the standalone tests beside the unit tests, in its second process, so that the two
+    processes take about as long, and no fixture runs twice.
     """
     model_items = []
     for item in items:
@@ -119,8 +126,8 @@ def pytest_collection_modifyitems(config, items):
     shared_ids = {item.nodeid for item in shared}
     for item in model_items:
         module = item.nodeid.split("::")[0]
-        if item.nodeid not in shared_ids and not any(
-                (module, name) in held for name in _module_fixtures(item)):
+        if item.nodeid not in shared_ids and not item.nodeid.startswith(MODEL_TIER_PINNED) \
+                and not any((module, name) in held for name in _module_fixtures(item)):
             item.add_marker(pytest.mark.standalone)
 
 
