@@ -10,8 +10,8 @@ import contextlib
 import os
 from collections.abc import Iterator
 
-__all__ = ["FORK_SERVER_PRELOAD", "fork_server", "die_with_parent", "torch_threads", "threads_per_rank", "single_blas_thread", "single_thread",
-           "quiet_transformers"]
+__all__ = ["FORK_SERVER_PRELOAD", "fork_server", "die_with_parent", "torch_threads",
+           "threads_per_rank", "single_blas_thread", "single_thread", "quiet_transformers"]
 
 
 @contextlib.contextmanager
