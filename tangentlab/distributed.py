@@ -40,6 +40,7 @@ import socket
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from tangentlab.errors import ConfigError, TangentlabError
@@ -48,6 +49,7 @@ __all__ = [
     "World", "DistributedError", "current", "launched", "is_main_process", "init", "ensure",
     "shutdown", "resolve_device", "backend_for", "shard_bounds", "shard", "choose_mode",
     "free_port", "fault_point", "run_rank", "DEVICE_CHOICES_HELP", "REPORTED_ENV",
+    "LAUNCHER_SIGNAL",
 ]
 
 #: What ``--device`` accepts (documented in every command's help).
@@ -57,6 +59,8 @@ _ERROR_KEY = "tangentlab/first_failure"
 #: The variable naming the file rank 0 creates once it printed the run's error line (set by
 #: ``--nproc``'s launcher, :mod:`tangentlab.commands.launch`, which then prints none).
 REPORTED_ENV = "TANGENTLAB_RANK0_REPORTED"
+#: The file beside that one where the launcher writes the signal that stopped it (SIGTERM, SIGINT).
+LAUNCHER_SIGNAL = "launcher-signal"
 _TIMEOUT_S = int(os.environ.get("TANGENTLAB_DIST_TIMEOUT", "1800"))
 
 
@@ -156,10 +160,9 @@ class World:
         return acc if self.rank == 0 else None
 
     def all_gather_arrays(self, array) -> list:
-        """Every rank's numpy array, in rank order.
+        """Every rank's numpy ``array``, in rank order, sent as tensors (no pickling).
 
-        Every rank's numpy ``array`` in rank order. The first axis may differ between ranks;
-        the other axes and the dtype must agree. Sent as tensors (no pickling).
+        The first axis may differ between ranks; the other axes and the dtype must agree.
         """
         import numpy as np
         import torch
@@ -190,11 +193,7 @@ class World:
         return out
 
     def concat(self, array, axis: int = 0):
-        """The ranks' arrays concatenated in rank order.
-
-        The ranks' arrays concatenated along the first axis in rank order (single-process
-        order for contiguous shards).
-        """
+        """The ranks' arrays concatenated along axis 0, in rank order (contiguous shards: as one process)."""
         import numpy as np
 
         if axis != 0:
@@ -203,10 +202,9 @@ class World:
         return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
 
     def sum_float64(self, array):
-        """The float64 sum over ranks, added in rank order.
+        """The float64 sum over ranks of ``array`` (any shape, the same on every rank).
 
-        The sum over ranks of ``array`` (any shape, same on every rank), in float64, added in
-        rank order: ``((a_0 + a_1) + a_2) + ...`` on every rank, whatever the arrival order.
+        Added in rank order, ``((a_0 + a_1) + a_2) + ...``, on every rank whatever the arrival order.
         """
         import numpy as np
         import torch
@@ -362,11 +360,7 @@ def init(device: str = "auto") -> World:
 
 
 def ensure(device: str = "auto") -> World:
-    """The current world, set up first under a launch.
-
-    The current world; under a launch whose process group is not set up yet (a library call
-    inside a torchrun script), set it up first.
-    """
+    """The current world, set up first under a launch that has no process group yet."""
     if launched() and not _WORLD.distributed:
         return init(device)
     return _WORLD
@@ -407,12 +401,11 @@ def shard(items: Sequence[Any], world: World | None = None) -> list[Any]:
 
 
 def choose_mode(n_checkpoints: int, n_batches: int, size: int) -> str:
-    """How a trajectory is split over ranks: single, checkpoint or data.
+    """How a trajectory is split over ``size`` ranks: single, checkpoint or data.
 
-    How a trajectory is split over ``size`` ranks: ``single`` (one rank), ``checkpoint``
-    (ranks take whole checkpoints: when there are more checkpoints than ranks, each rank then has
-    at least one and no statistics cross ranks), else ``data`` (ranks split each checkpoint's
-    eval batches; needs at least one batch per rank).
+    ``single``: one rank; ``checkpoint``: more checkpoints than ranks, so ranks take whole
+    checkpoints (at least one each, and no statistics cross ranks); else ``data``: ranks split
+    each checkpoint's eval batches (at least one batch per rank).
     """
     if size <= 1:
         return "single"
@@ -499,7 +492,7 @@ def run_rank(func: Callable[[Any], int], args: Any) -> int:
     except BaseException as exc:  # noqa: BLE001 - every failure ends the rank with one line
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         code = _failure_code(exc)
-        if not isinstance(exc, (_Terminated, DistributedError)):
+        if not isinstance(exc, (_Terminated, KeyboardInterrupt, DistributedError)):  # failures
             _record_failure(world.rank, code, _one_line(exc) if isinstance(exc, TangentlabError)
                             else f"{type(exc).__name__}: {_one_line(exc)}")
         if world.is_main:
@@ -507,7 +500,10 @@ def run_rank(func: Callable[[Any], int], args: Any) -> int:
             if first is None:
                 message = ("another rank stopped part-way without a message (killed or out of "
                            "memory?); no results were written")
-                if isinstance(exc, DistributedError):
+                ctrl_c = "SIGINT" if isinstance(exc, KeyboardInterrupt) else ""
+                if sig := _launcher_signal() or ctrl_c:  # the launcher's signal, or the user's
+                    message = f"stopped by {sig}; no results were written"
+                elif isinstance(exc, DistributedError):
                     message = f"{_one_line(exc)}; no results were written"
             else:
                 r, code, message = first
@@ -546,6 +542,14 @@ def _mark_reported() -> None:
             pass
 
 
+def _launcher_signal() -> str:
+    """The signal that stopped `--nproc`'s launcher ("" if none, or not under it)."""
+    path = os.environ.get(REPORTED_ENV)
+    with contextlib.suppress(OSError):
+        return Path(path).with_name(LAUNCHER_SIGNAL).read_text() if path else ""
+    return ""
+
+
 def _failure_code(exc: BaseException) -> int:
     if isinstance(exc, TangentlabError):
         return 2
@@ -559,10 +563,9 @@ def _failure_code(exc: BaseException) -> int:
 
 
 def fault_point(name: str, index: int) -> None:
-    """Test hook: kill this rank at a named point.
+    """Test hook: SIGKILL this rank when ``TANGENTLAB_FAULT`` is ``name:index:rank`` (else a no-op).
 
-    Test hook: SIGKILL this process when ``TANGENTLAB_FAULT`` is ``name:index:rank`` for this
-    rank (how the kill-and-resume tests stop one rank part-way). A no-op otherwise.
+    How the kill-and-resume tests stop one rank part-way.
 
     When ``TANGENTLAB_FAULT_AFTER`` holds a glob pattern, the rank first waits (up to 300 s)
     until a file matches it, so that a test can order the kill after another rank's write
@@ -602,8 +605,6 @@ def strip_nproc(argv: Sequence[str]) -> list[str]:
             continue
         if a == "--nproc":
             skip = True
-            continue
-        if a.startswith("--nproc="):
-            continue
-        out.append(a)
+        elif not a.startswith("--nproc="):
+            out.append(a)
     return out

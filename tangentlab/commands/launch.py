@@ -16,7 +16,7 @@ import sys
 from collections.abc import Sequence
 
 from tangentlab._runtime import fork_server, threads_per_rank
-from tangentlab.distributed import REPORTED_ENV, free_port, strip_nproc
+from tangentlab.distributed import LAUNCHER_SIGNAL, REPORTED_ENV, free_port, strip_nproc
 from tangentlab.errors import ConfigError
 
 __all__ = ["launch"]
@@ -65,17 +65,30 @@ def launch(argv: Sequence[str], nproc: int, *, port: int | None = None) -> int:
     os.environ.setdefault("OMP_NUM_THREADS", str(threads_per_rank(local_size=nproc)))
     os.environ.setdefault("PYTHONUNBUFFERED", "1")  # read by the fork server as it starts
     fork_server()  # the ranks' server imports FORK_SERVER_PRELOAD
-    for name in ("torch.distributed.elastic", "torch.distributed.launcher",
-                 "torch.multiprocessing"):  # "Terminating process ...": our error line says it
-        logging.getLogger(name).setLevel(logging.CRITICAL)
+    # "Terminating process ...", "Received 15 death signal ...": our error line says it. Each
+    # elastic module's logger has a level of its own, so the parents' would not reach them.
+    for name in list(logging.root.manager.loggerDict):
+        if name.startswith(("torch.distributed.elastic", "torch.distributed.launcher",
+                            "torch.multiprocessing")):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
     port = port or free_port()
     config = LaunchConfig(
         min_nodes=1, max_nodes=1, nproc_per_node=nproc, run_id=f"tangentlab-{port}",
         rdzv_backend="static", rdzv_endpoint=f"127.0.0.1:{port}", rdzv_configs={"rank": 0},
         max_restarts=0, monitor_interval=0.1, start_method="forkserver", local_addr="127.0.0.1",
+        signals_to_handle="SIGHUP,SIGQUIT",  # SIGTERM and SIGINT: _on_signal below
     )
     with tempfile.TemporaryDirectory(prefix="tangentlab-launch-") as tmp:
         reported = os.path.join(tmp, "rank-0-reported")
+
+        def _on_signal(signum, frame):  # noqa: ARG001
+            # first tell rank 0 why the agent is about to stop it, then stop the agent
+            with open(os.path.join(tmp, LAUNCHER_SIGNAL), "w") as f:
+                f.write(signal.Signals(signum).name)
+            raise SignalException(f"the launcher got {signal.Signals(signum).name}",
+                                  sigval=signal.Signals(signum))
+
+        previous = {s: signal.signal(s, _on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
         try:
             elastic_launch(config, _rank_main)(strip_nproc(argv),
                                                {**os.environ, REPORTED_ENV: reported})
@@ -87,6 +100,9 @@ def launch(argv: Sequence[str], nproc: int, *, port: int | None = None) -> int:
             why, code = f"stopped by {signal.Signals(exc.sigval).name}", 128 + int(exc.sigval)
         else:
             return 0
+        finally:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
         if not os.path.exists(reported):
             # rank 0 ended without reporting (killed, or stopped before it could): say it here
             sys.stderr.write(f"tangentlab: error: {why}; no results were written\n")

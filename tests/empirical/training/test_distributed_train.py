@@ -106,3 +106,24 @@ def test_ddp_kill_one_rank_then_resume(tmp_path, killed):
     assert r.returncode == 0, r.stderr
     _assert_same_training(ref, out, steps)
     assert json.loads((out / "manifest.json").read_text())["resumed_from"] == 6
+
+
+def test_sigterm_to_the_launcher_stops_every_rank_with_one_line_naming_it(tmp_path):
+    """SIGTERM to ``--nproc``'s launcher while rank 0 writes a checkpoint: the elastic agent
+    stops both ranks, and the one line says why ("stopped by SIGTERM", which the launcher told
+    rank 0 before the agent stopped it), not "another rank stopped part-way"; exit 143, none of
+    torch's own log lines, no manifest."""
+    import signal
+
+    from tests.killing import start_paused
+
+    out = tmp_path / "two"
+    args = ["empirical", "train", "--arch", "decoder", "--out", str(out), "--nproc", "2",
+            "--set", "steps=12", *TINY]
+    proc = start_paused(args, "checkpoint:6", tmp_path, env={"TANGENTLAB_FAULT": ""})
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert [ln for ln in err.splitlines() if ln.strip()] == [
+        "tangentlab: error: stopped by SIGTERM; no results were written"], err
+    assert not (out / "manifest.json").exists()
