@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 from collections.abc import Sequence
 
 from tangentlab._runtime import fork_server, threads_per_rank
@@ -48,7 +49,10 @@ def launch(argv: Sequence[str], nproc: int, *, port: int | None = None) -> int:
     Run the ``tangentlab`` command ARGV as ``nproc`` ranks on this node through torch's elastic
     launcher (see the module docstring), with unbuffered output (as ``python -u``). Rank 0
     prints the run's one error line; this launcher prints it instead when rank 0 did not (killed,
-    or stopped before it could), or when this launcher was stopped by SIGTERM or SIGINT.
+    or stopped before it could). SIGTERM and SIGINT are this launcher's own: it writes the
+    signal's name where rank 0 reads it (:data:`~tangentlab.distributed.LAUNCHER_SIGNAL`, beside
+    the file of ``REPORTED_ENV``), then stops the agent, which stops the ranks; rank 0's line then
+    says "stopped by SIGTERM" rather than "another rank stopped part-way".
 
     ``cores // nproc`` threads per rank unless ``OMP_NUM_THREADS`` is set. Returns 0, the first
     failing rank's code, or 128 + the signal that stopped this launcher.
@@ -88,7 +92,9 @@ def launch(argv: Sequence[str], nproc: int, *, port: int | None = None) -> int:
             raise SignalException(f"the launcher got {signal.Signals(signum).name}",
                                   sigval=signal.Signals(signum))
 
-        previous = {s: signal.signal(s, _on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+        main = threading.current_thread() is threading.main_thread()  # where handlers can go
+        previous = {s: signal.signal(s, _on_signal) for s in (signal.SIGTERM, signal.SIGINT)
+                    if main}
         try:
             elastic_launch(config, _rank_main)(strip_nproc(argv),
                                                {**os.environ, REPORTED_ENV: reported})
