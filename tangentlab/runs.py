@@ -27,6 +27,7 @@ Two guards make a run directory safe to write:
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import platform
@@ -60,39 +61,13 @@ from tangentlab.readers import check_fields, read_json
 from tangentlab.results import RESULT_COLUMNS, RESULTS_NAME, read_results, write_results
 
 __all__ = [
-    "RESULT_COLUMNS",
-    "MANIFEST_NAME",
-    "RESULTS_NAME",
-    "CHECKS_NAME",
-    "VERIFY_NAME",
-    "LOGS_DIR",
-    "STAGE_STATUSES",
-    "StageRecord",
-    "read_stage_records",
-    "read_json",
-    "locked_run_dir",
-    "forget_locked_run_dirs",
-    "atomic_write_text",
-    "atomic_write_bytes",
-    "atomic_write_json",
-    "atomic_directory",
-    "check_output_dir",
-    "MAX_RUN_NAME_BYTES",
-    "run_kind",
-    "TRAIN_CONFIG_NAME",
-    "LockHolder",
-    "run_lock",
-    "lock_paths",
-    "read_lock_holder",
-    "remove_partials",
-    "write_results",
-    "read_results",
-    "build_manifest",
-    "write_manifest",
-    "read_manifest",
-    "package_versions",
-    "git_commit",
-    "Timer",
+    "RESULT_COLUMNS", "MANIFEST_NAME", "RESULTS_NAME", "CHECKS_NAME", "VERIFY_NAME", "LOGS_DIR",
+    "STAGE_STATUSES", "StageRecord", "read_stage_records", "read_json", "locked_run_dir",
+    "forget_locked_run_dirs", "atomic_write_text", "atomic_write_bytes", "atomic_write_json",
+    "atomic_directory", "check_output_dir", "MAX_RUN_NAME_BYTES", "run_kind", "TRAIN_CONFIG_NAME",
+    "LockHolder", "run_lock", "lock_paths", "read_lock_holder", "remove_partials", "write_results",
+    "read_results", "build_manifest", "write_manifest", "read_manifest", "package_versions",
+    "git_commit", "Timer",
 ]
 
 #: The names of run files, in one place (every pillar, the pipeline and the report use these;
@@ -348,14 +323,25 @@ def remove_partials(folder: str | Path, *, name: str | None = None) -> list[Path
 
 
 def package_versions(names: Iterable[str] = _DEFAULT_PACKAGES) -> dict[str, str | None]:
-    """Installed versions (from package metadata, without importing the packages)."""
-    out: dict[str, str | None] = {"python": platform.python_version()}
+    """Installed versions (from package metadata, without importing the packages).
+
+    Read once per process and list of names (a fresh dict each call): every stage writes a
+    manifest, and reading a package's metadata costs milliseconds (the test suite wrote about
+    400 manifests and spent 20 s of one core on it). A package upgraded while a process runs is
+    not seen by that process, as its imports do not see it either.
+    """
+    return dict(_package_versions(tuple(names)))
+
+
+@functools.lru_cache(maxsize=8)
+def _package_versions(names: tuple[str, ...]) -> tuple[tuple[str, str | None], ...]:
+    out: list[tuple[str, str | None]] = [("python", platform.python_version())]
     for name in names:
         try:
-            out[name] = metadata.version(name)
+            out.append((name, metadata.version(name)))
         except metadata.PackageNotFoundError:
-            out[name] = None
-    return out
+            out.append((name, None))
+    return tuple(out)
 
 
 def git_commit(start: str | Path | None = None) -> dict[str, Any]:

@@ -99,6 +99,25 @@ def test_manifest_records_config_seeds_versions_and_commit(tmp_path):
         read_manifest(tmp_path)
 
 
+def test_package_versions_read_each_package_s_metadata_once_per_process(monkeypatch):
+    """Every manifest records the versions; the metadata is read once, and each caller gets its
+    own dict (changing one changes no later manifest)."""
+    from tangentlab import runs
+
+    runs._package_versions.cache_clear()
+    seen, real = [], runs.metadata.version
+    monkeypatch.setattr(runs.metadata, "version", lambda name: seen.append(name) or real(name))
+    try:
+        first = runs.package_versions(("numpy", "no-such-package-here"))
+        first["numpy"] = "changed"
+        second = runs.package_versions(("numpy", "no-such-package-here"))
+        assert seen == ["numpy", "no-such-package-here"]
+        assert second == {"python": first["python"], "numpy": real("numpy"),
+                          "no-such-package-here": None}
+    finally:
+        runs._package_versions.cache_clear()
+
+
 def test_written_files_and_run_directories_have_ordinary_permissions(tmp_path):
     import os
 
