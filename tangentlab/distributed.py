@@ -193,7 +193,7 @@ class World:
         return out
 
     def concat(self, array, axis: int = 0):
-        """The ranks' arrays concatenated along axis 0, in rank order (contiguous shards: as one process)."""
+        """The ranks' arrays joined along axis 0 in rank order (the one-process order of shards)."""
         import numpy as np
 
         if axis != 0:
@@ -204,7 +204,7 @@ class World:
     def sum_float64(self, array):
         """The float64 sum over ranks of ``array`` (any shape, the same on every rank).
 
-        Added in rank order, ``((a_0 + a_1) + a_2) + ...``, on every rank whatever the arrival order.
+        Added in rank order, ``((a_0 + a_1) + a_2) + ...``, on every rank, whatever arrives first.
         """
         import numpy as np
         import torch
