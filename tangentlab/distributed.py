@@ -193,7 +193,7 @@ class World:
         return out
 
     def concat(self, array, axis: int = 0):
-        """The ranks' arrays joined along axis 0 in rank order (the one-process order of shards)."""
+        """The ranks' arrays joined along axis 0 in rank order (contiguous shards give one process's)."""
         import numpy as np
 
         if axis != 0:
