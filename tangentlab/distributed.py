@@ -193,7 +193,7 @@ class World:
         return out
 
     def concat(self, array, axis: int = 0):
-        """The ranks' arrays joined along axis 0 in rank order (contiguous shards give one process's)."""
+        """Concatenate the ranks' arrays along axis 0 in rank order (contiguous shards: as one)."""
         import numpy as np
 
         if axis != 0:
