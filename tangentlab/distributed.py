@@ -193,7 +193,7 @@ class World:
         return out
 
     def concat(self, array, axis: int = 0):
-        """Concatenate the ranks' arrays along axis 0 in rank order (contiguous shards: as one)."""
+        """The ranks' arrays concatenated along axis 0 in rank order (the one-process order)."""
         import numpy as np
 
         if axis != 0:
