@@ -347,19 +347,18 @@ def _package_versions(names: tuple[str, ...]) -> tuple[tuple[str, str | None], .
 def git_commit(start: str | Path | None = None) -> dict[str, Any]:
     """The git commit of the tangentlab source tree (``None`` outside a checkout) and a dirty flag."""
     where = Path(start) if start is not None else Path(__file__).resolve().parent
-    try:
-        sha = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=where, capture_output=True, text=True, timeout=5
-        )
-        if sha.returncode != 0:
-            return {"commit": None, "dirty": None}
+    try:  # one git call: "# branch.oid SHA" (or "(initial)"), then a line per changed file
         status = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
+            ["git", "status", "--porcelain=v2", "--branch", "--untracked-files=no"],
             cwd=where, capture_output=True, text=True, timeout=5,
         )
-        return {"commit": sha.stdout.strip(), "dirty": bool(status.stdout.strip())}
     except (OSError, subprocess.SubprocessError):
         return {"commit": None, "dirty": None}
+    lines = status.stdout.splitlines()
+    sha = next((ln.split()[2] for ln in lines if ln.startswith("# branch.oid ")), None)
+    if status.returncode != 0 or sha in (None, "(initial)"):
+        return {"commit": None, "dirty": None}
+    return {"commit": sha, "dirty": any(not ln.startswith("#") for ln in lines)}
 
 
 def build_manifest(

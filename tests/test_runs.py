@@ -118,6 +118,30 @@ def test_package_versions_read_each_package_s_metadata_once_per_process(monkeypa
         runs._package_versions.cache_clear()
 
 
+def test_git_commit_names_the_checkout_s_commit_and_whether_tracked_files_changed(
+        tmp_path, monkeypatch):
+    import subprocess
+
+    from tangentlab.runs import git_commit
+
+    def git(*args):
+        return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                              cwd=tmp_path, capture_output=True, text=True, check=True).stdout
+
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))  # no checkout above
+    assert git_commit(tmp_path) == {"commit": None, "dirty": None}  # not a checkout
+    git("init", "-q")
+    assert git_commit(tmp_path) == {"commit": None, "dirty": None}  # no commit yet
+    (tmp_path / "a.txt").write_text("one")
+    git("add", "a.txt")
+    git("commit", "-q", "-m", "one")
+    head = git("rev-parse", "HEAD").strip()
+    (tmp_path / "untracked.txt").write_text("not counted")
+    assert git_commit(tmp_path) == {"commit": head, "dirty": False}
+    (tmp_path / "a.txt").write_text("two")
+    assert git_commit(tmp_path) == {"commit": head, "dirty": True}
+
+
 def test_written_files_and_run_directories_have_ordinary_permissions(tmp_path):
     import os
 
