@@ -132,6 +132,43 @@ def test_a_failing_rank_ends_every_rank_with_one_line(tmp_path, mode):
     assert not out.exists()
 
 
+_STOPPED_RANK = """
+import os, signal, sys
+from types import SimpleNamespace
+from tangentlab.distributed import run_rank
+
+def command(args):
+    if sys.argv[1] == "ctrl-c":
+        raise KeyboardInterrupt
+    os.kill(os.getpid(), signal.SIGTERM)  # what torch's agent sends every rank
+    signal.pause()
+
+run_rank(command, SimpleNamespace(device="cpu"))
+"""
+
+
+@pytest.mark.parametrize("how, launcher_got, line", [
+    ("ctrl-c", "", "stopped by SIGINT"),
+    ("sigterm", "SIGTERM", "stopped by SIGTERM"),
+    ("sigterm", "", "another rank stopped part-way without a message (killed or out of memory?)"),
+])
+def test_a_stopped_rank_0_names_the_signal_a_failing_one_would_not(tmp_path, how, launcher_got,
+                                                                  line):
+    """Rank 0 stopped by Ctrl-C, or by the agent after the launcher got SIGTERM (the launcher
+    writes ``LAUNCHER_SIGNAL`` beside the reported marker), says so; stopped by the agent with
+    no such word from the launcher, it cannot tell why (a peer may have been killed). Before,
+    a Ctrl-C read "another rank stopped part-way" too."""
+    reported = tmp_path / "rank-0-reported"
+    if launcher_got:
+        (tmp_path / distributed.LAUNCHER_SIGNAL).write_text(launcher_got)
+    env = dict(os.environ, PYTHONPATH=str(ROOT), **{distributed.REPORTED_ENV: str(reported)})
+    r = subprocess.run([sys.executable, "-c", _STOPPED_RANK, how], capture_output=True,
+                       text=True, env=env, timeout=120)
+    assert r.returncode == 1, r.stderr
+    assert r.stderr.splitlines() == [f"tangentlab: error: {line}; no results were written"]
+    assert reported.exists()  # so the launcher prints no second line
+
+
 def test_autocast_region_keeps_float64_statistics():
     import torch
 
