@@ -62,7 +62,7 @@ def launch(argv: Sequence[str], nproc: int, *, port: int | None = None) -> int:
     import logging
     import tempfile
 
-    from torch.distributed.elastic.multiprocessing.api import SignalException
+    from torch.distributed.elastic.multiprocessing.api import DefaultLogsSpecs, SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
@@ -76,14 +76,16 @@ def launch(argv: Sequence[str], nproc: int, *, port: int | None = None) -> int:
                             "torch.multiprocessing")):
             logging.getLogger(name).setLevel(logging.CRITICAL)
     port = port or free_port()
-    config = LaunchConfig(
-        min_nodes=1, max_nodes=1, nproc_per_node=nproc, run_id=f"tangentlab-{port}",
-        rdzv_backend="static", rdzv_endpoint=f"127.0.0.1:{port}", rdzv_configs={"rank": 0},
-        max_restarts=0, monitor_interval=0.1, start_method="forkserver", local_addr="127.0.0.1",
-        signals_to_handle="SIGHUP,SIGQUIT",  # SIGTERM and SIGINT: _on_signal below
-    )
     with tempfile.TemporaryDirectory(prefix="tangentlab-launch-") as tmp:
         reported = os.path.join(tmp, "rank-0-reported")
+        config = LaunchConfig(
+            min_nodes=1, max_nodes=1, nproc_per_node=nproc, run_id=f"tangentlab-{port}",
+            rdzv_backend="static", rdzv_endpoint=f"127.0.0.1:{port}", rdzv_configs={"rank": 0},
+            max_restarts=0, monitor_interval=0.1, start_method="forkserver",
+            local_addr="127.0.0.1", signals_to_handle="SIGHUP,SIGQUIT",  # SIGTERM, SIGINT: below
+            # the agent's per-rank folders, here rather than a torchelastic_* left in the temp dir
+            logs_specs=DefaultLogsSpecs(log_dir=os.path.join(tmp, "elastic")),
+        )
 
         def _on_signal(signum, frame):  # noqa: ARG001
             # first tell rank 0 why the agent is about to stop it, then stop the agent

@@ -70,10 +70,13 @@ def test_ddp_encoder_matches_single_process(tmp_path):
     """MLM: ranks hold different numbers of masked tokens, the loss is still the global mean."""
     steps = 6
     ref = _single("encoder", tmp_path / "one", steps)
-    out = tmp_path / "two"
+    out, system_tmp = tmp_path / "two", tmp_path / "system-tmp"
+    system_tmp.mkdir()
     r = _cli(["empirical", "train", "--arch", "encoder", "--out", str(out), "--nproc", "2",
-              "--set", f"steps={steps}", *TINY])
+              "--set", f"steps={steps}", *TINY], TMPDIR=str(system_tmp))
     assert r.returncode == 0, r.stderr
+    # the launcher, its fork server and the elastic agent's rank folders left nothing behind
+    assert sorted(p.name for p in system_tmp.iterdir()) == []
     assert r.stdout.strip() == str(out)  # rank 0 alone printed the run directory
     _assert_same_training(ref, out, steps)
     man = json.loads((out / "manifest.json").read_text())
@@ -120,10 +123,14 @@ def test_sigterm_to_the_launcher_stops_every_rank_with_one_line_naming_it(tmp_pa
     out = tmp_path / "two"
     args = ["empirical", "train", "--arch", "decoder", "--out", str(out), "--nproc", "2",
             "--set", "steps=12", *TINY]
-    proc = start_paused(args, "checkpoint:6", tmp_path, env={"TANGENTLAB_FAULT": ""})
+    system_tmp = tmp_path / "system-tmp"
+    system_tmp.mkdir()
+    proc = start_paused(args, "checkpoint:6", tmp_path,
+                        env={"TANGENTLAB_FAULT": "", "TMPDIR": str(system_tmp)})
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 128 + signal.SIGTERM, err
     assert [ln for ln in err.splitlines() if ln.strip()] == [
         "tangentlab: error: stopped by SIGTERM; no results were written"], err
     assert not (out / "manifest.json").exists()
+    assert sorted(p.name for p in system_tmp.iterdir()) == []  # a stopped launch cleans up too
