@@ -88,19 +88,21 @@ def test_device_flag_accepts_indexed_cuda_and_mps():
         assert args.device == dev and args.nproc == 1
 
 
-def _torchrun(nproc: int, *args: str, timeout: int = 180, **env_extra: str):
+def _torchrun(nproc: int, logs: Path, *args: str, timeout: int = 180, **env_extra: str):
+    """``torchrun`` of tests/dist_worker.py; the elastic agent's rank folders go to ``logs``
+    (without ``--log-dir`` it leaves a ``torchelastic_*`` folder in the system temp directory)."""
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
                OMP_NUM_THREADS="1", TANGENTLAB_QUIET="1", **env_extra)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc),
            "--master-addr", "127.0.0.1", "--master-port", str(distributed.free_port()),
-           str(ROOT / "tests" / "dist_worker.py"), *args]
+           "--log-dir", str(logs), str(ROOT / "tests" / "dist_worker.py"), *args]
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
 
 
 @pytest.mark.slow
 def test_collectives_on_three_gloo_ranks(tmp_path):
     out = tmp_path / "seen.json"
-    r = _torchrun(3, "collectives", str(out))
+    r = _torchrun(3, tmp_path / "elastic", "collectives", str(out))
     assert r.returncode == 0, r.stderr
     seen = json.loads(out.read_text())
     assert (seen["size"], seen["backend"], seen["device"]) == (3, "gloo", "cpu")
@@ -121,7 +123,7 @@ def test_collectives_on_three_gloo_ranks(tmp_path):
 @pytest.mark.parametrize("mode", ["fail-rank-1", "kill-rank-1"])
 def test_a_failing_rank_ends_every_rank_with_one_line(tmp_path, mode):
     out = tmp_path / "never.txt"
-    r = _torchrun(2, mode, str(out))
+    r = _torchrun(2, tmp_path / "elastic", mode, str(out))
     assert r.returncode != 0
     lines = [ln for ln in r.stderr.splitlines() if ln.startswith("tangentlab: error:")]
     assert len(lines) == 1, r.stderr
@@ -194,8 +196,8 @@ def test_ddp_training_reduces_the_loss_every_n_steps_and_times_each_phase(tmp_pa
     Rank 0 pauses 2 s before it renames the last checkpoint into place, and rank 1 reads that
     checkpoint as soon as ``train_model`` returns: a rank that returned before rank 0 finished
     writing fails here every time (CI once lost that race at random)."""
-    r = _torchrun(2, "train", str(tmp_path), TANGENTLAB_TEST_PAUSE_AT="checkpoint:6",
-                  TANGENTLAB_TEST_PAUSE_SECONDS="2")
+    r = _torchrun(2, tmp_path / "elastic", "train", str(tmp_path),
+                  TANGENTLAB_TEST_PAUSE_AT="checkpoint:6", TANGENTLAB_TEST_PAUSE_SECONDS="2")
     assert r.returncode == 0, r.stderr
     ranks = [json.loads((tmp_path / f"rank{k}.json").read_text()) for k in range(2)]
     for rank, rec in enumerate(ranks):
