@@ -24,18 +24,20 @@ def add_status(verbs, *, parent_flags: Callable) -> None:
             "(per scenario, with the wrong statuses so far), the mean seconds per simulation "
             "and the process-hours left at that rate, and whether this checkout's verdict path "
             "(tangentlab.claims.fingerprints) still equals that of the commit its simulations "
-            "run at: a stale one would certify nothing today. With --statuses FILE (one DIR): "
-            "also every recorded simulation's statuses as CSV, the small text to commit while a "
-            "long run goes on. With more than one DIR, a last block adds them up (the "
+            "run at: a stale one would certify nothing today. With --statuses FILE: also every "
+            "recorded simulation's statuses as CSV, the small text to commit while a long run "
+            "goes on (of one DIR, or of the disjoint parts of one run, as for the total). With "
+            "more than one DIR, a last block adds them up (the "
             "simulations recorded per scenario, the wrong statuses, the raised ones and the "
             "process-hours left) when they are disjoint parts of one run: one config, one "
             "commit, no simulation in two of them (the shards; not a merged run beside its "
             "shards). Exit code 0, 2 on bad input."))
     ps.add_argument("dirs", nargs="+", metavar="DIR", help="end-to-end directories")
     ps.add_argument("--statuses", metavar="FILE", default=None,
-                    help="write one CSV row per (recorded simulation, prediction row) of the one "
-                         "DIR: scenario, sim, row, status, truth, wrong, seconds, commit "
-                         "(refused when FILE is a folder or a file other than such a CSV)")
+                    help="write one CSV row per (recorded simulation, prediction row) of the "
+                         "DIRs (one, or the disjoint parts of one run: the shards): scenario, "
+                         "sim, row, status, truth, wrong, seconds, commit (refused when FILE is "
+                         "a folder or a file other than such a CSV)")
     ps.set_defaults(func=lambda args: _status(args, parent_flags))
 
 
@@ -48,12 +50,11 @@ def _status(args: argparse.Namespace, parent_flags: Callable) -> int:
     if given:
         raise ConfigError(f"status reads end-to-end directories; drop {' and '.join(given)}")
     if args.statuses is not None:
-        if len(args.dirs) != 1:
-            raise ConfigError(f"--statuses writes the table of one directory; got "
-                              f"{len(args.dirs)}: run `tangentlab validate status DIR --statuses "
-                              "FILE` once per directory")
         _status_table_path(args.statuses)
     every = [progress(d) for d in args.dirs]
+    if args.statuses is not None and len(every) > 1 and (why := _not_one_run(args.dirs, every)):
+        raise ConfigError(f"--statuses writes the table of one directory or of one run's "
+                          f"disjoint parts, and {why}")
     for d, p in zip(args.dirs, every):
         _print_progress(f"{d}: {p.part} at commit {p.commit[:12]}{' (dirty)' if p.dirty else ''}, "
                         f"{'finished' if p.finished else 'unfinished'}", p)
@@ -61,7 +62,7 @@ def _status(args: argparse.Namespace, parent_flags: Callable) -> int:
     if len(every) > 1:
         _print_together(args.dirs, every)
     if args.statuses is not None:
-        n = _write_status_table(args.dirs[0], args.statuses)
+        n = _write_status_table(args.dirs, args.statuses)
         print(f"wrote {args.statuses}: {n} rows")
     return 0
 
@@ -95,9 +96,10 @@ def _status_table_path(path: str):
     return out
 
 
-def _write_status_table(out_dir: str, path: str) -> int:
-    """Write every recorded simulation's statuses under ``out_dir`` to CSV ``path``; row count.
+def _write_status_table(dirs: Sequence[str], path: str) -> int:
+    """Write every recorded simulation's statuses under ``dirs`` to CSV ``path``; row count.
 
+    ``dirs``: one directory, or disjoint parts of one run (the caller checks, as for the total).
     One row per (simulation, prediction row), sorted by scenario and index: the status, the
     scenario's truth for the row ("" where it plants none), whether the status is wrong under it
     (:func:`~tangentlab.validate.end_to_end_records.wrong_status`), the simulation's seconds and
@@ -116,7 +118,8 @@ def _write_status_table(out_dir: str, path: str) -> int:
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(STATUS_TABLE_HEADER.split(","))
     n = 0
-    for _, rec in sorted(find_records(out_dir).items()):
+    records = {key: rec for d in dirs for key, rec in find_records(d).items()}
+    for _, rec in sorted(records.items()):
         res, whole = read_record(rec)
         truth = scenario(res.scenario).truth
         commit = str((whole.get("git") or {}).get("commit") or "unknown")[:12]
@@ -163,31 +166,18 @@ def _print_progress(head: str, p) -> None:
 
 
 def _print_together(dirs: Sequence[str], every: Sequence) -> None:
-    """The total of ``every`` directory's progress, when they are disjoint parts of one run.
+    """The total of ``every`` directory's progress, or one line saying why there is none.
 
-    One run: one config hash and one commit (what ``validate merge`` asks); disjoint: no
-    simulation is run by two of the directories (a merged run beside its shards, a shard given
-    twice, or shards cut two ways would count simulations twice). Otherwise one line says why
-    no total is given.
+    A total only when they are disjoint parts of one run (:func:`_not_one_run`).
     """
-    from itertools import combinations
     from pathlib import Path
 
-    from tangentlab.validate.end_to_end_records import Progress, read_settings
+    from tangentlab.validate.end_to_end_records import Progress
 
-    hashes = {read_settings(d)["config_hash"] for d in dirs}
-    commits = {p.commit for p in every}
-    if len(hashes) > 1 or len(commits) > 1:
-        print(f"together: no total: the {len(dirs)} directories are not the parts of one run "
-              f"({len(hashes)} configs, {len(commits)} commits)")
+    if why := _not_one_run(dirs, every):
+        print(f"together: no total: {why}")
         return
-    for (a, pa), (b, pb) in combinations(zip(dirs, every), 2):
-        if both := sorted(pa.jobs & pb.jobs):
-            name, sim = both[0]
-            print(f"together: no total: {a} and {b} both run {len(both)} simulation(s) "
-                  f"({name} #{sim} first); give each part of the run once (the shards, or the "
-                  "merged run alone)")
-            return
+    commits = {p.commit for p in every}
     names = list(dict.fromkeys(n for p in every for n in p.total))
     total, done, wrong = ({n: sum(getattr(p, field).get(n, 0) for p in every) for n in names}
                           for field in ("total", "done", "wrong"))
@@ -196,3 +186,27 @@ def _print_together(dirs: Sequence[str], every: Sequence) -> None:
                      sum(p.errors for p in every), tuple(s for p in every for s in p.seconds))
     _print_progress(f"together ({len(dirs)} directories, "
                     f"{sum(p.finished for p in every)} finished)", total)
+
+
+def _not_one_run(dirs: Sequence[str], every: Sequence) -> str | None:
+    """Why ``dirs`` (with their progress ``every``) are not disjoint parts of one run, or None.
+
+    One run: one config hash and one commit (what ``validate merge`` asks); disjoint: no
+    simulation is run by two of the directories (a merged run beside its shards, a shard given
+    twice, or shards cut two ways would count simulations twice).
+    """
+    from itertools import combinations
+
+    from tangentlab.validate.end_to_end_records import read_settings
+
+    hashes = {read_settings(d)["config_hash"] for d in dirs}
+    commits = {p.commit for p in every}
+    if len(hashes) > 1 or len(commits) > 1:
+        return (f"the {len(dirs)} directories are not the parts of one run ({len(hashes)} "
+                f"configs, {len(commits)} commits)")
+    for (a, pa), (b, pb) in combinations(zip(dirs, every), 2):
+        if both := sorted(pa.jobs & pb.jobs):
+            name, sim = both[0]
+            return (f"{a} and {b} both run {len(both)} simulation(s) ({name} #{sim} first); "
+                    "give each part of the run once (the shards, or the merged run alone)")
+    return None

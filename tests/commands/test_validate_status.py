@@ -55,6 +55,27 @@ def test_the_total_adds_the_shards_up_to_the_merged_run(tmp_path, capsys):
         assert "simulations;" not in out.split("together")[-1]
 
 
+def test_the_status_table_of_the_shards_is_the_merged_runs(tmp_path, capsys):
+    """``--statuses FILE`` over a run's shards writes the table the merged run gives, byte for
+    byte; over parts that overlap it is refused and writes nothing."""
+    s1 = e2e.write_end_to_end(tmp_path / "s1", CFG, quick=True, shard="1/2")[0]
+    s2 = e2e.write_end_to_end(tmp_path / "s2", CFG, quick=True, shard="2/2")[0]
+    merged = merge_end_to_end([s1, s2], tmp_path / "merged")[0]
+    one, parts = tmp_path / "merged.csv", tmp_path / "parts.csv"
+    assert main(["validate", "status", str(merged), "--statuses", str(one)]) == 0
+    assert main(["validate", "status", str(s2), str(s1), "--statuses", str(parts)]) == 0
+    assert f"wrote {parts}: " in capsys.readouterr().out
+    assert parts.read_bytes() == one.read_bytes()
+    assert len(one.read_text().splitlines()) > 1 + 2 * len(CFG.scenarios)  # both shards' rows
+    for dirs in ([s1, s2, merged], [s1, f"{s1}/"]):
+        capsys.readouterr()
+        assert main(["validate", "status", *map(str, dirs), "--statuses",
+                     str(tmp_path / "no.csv")]) == 2
+        out, err = capsys.readouterr()
+        assert "both run" in err and out == "", (out, err)
+    assert not (tmp_path / "no.csv").exists()
+
+
 def test_an_unfinished_shard_counts_its_records_and_other_runs_get_no_total(tmp_path, capsys,
                                                                            monkeypatch):
     s1 = e2e.write_end_to_end(tmp_path / "s1", CFG, quick=True, shard="1/2")[0]

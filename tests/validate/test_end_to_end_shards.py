@@ -208,8 +208,10 @@ def test_an_extension_merged_with_its_run_is_a_run_of_that_many_simulations(whol
         assert main(["validate", "status", str(merged), "--statuses", str(target)]) == 2
         assert words in capsys.readouterr().err
     assert settings_file.read_bytes() == kept  # a refused file is left as it was
+    before = table.read_bytes()
     assert main(["validate", "status", str(ext), str(merged), "--statuses", str(table)]) == 2
-    assert "one directory" in capsys.readouterr().err
+    assert "of one run's disjoint parts" in capsys.readouterr().err  # they overlap
+    assert table.read_bytes() == before
     # refused: settings --extend takes from the run, a merged run, nothing above its sims
     base = ["validate", "--end-to-end", "--extend", str(one), "--out", str(root / "no")]
     capsys.readouterr()
