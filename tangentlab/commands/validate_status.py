@@ -52,7 +52,8 @@ def _status(args: argparse.Namespace, parent_flags: Callable) -> int:
     if args.statuses is not None:
         _status_table_path(args.statuses)
     every = [progress(d) for d in args.dirs]
-    if args.statuses is not None and len(every) > 1 and (why := _not_one_run(args.dirs, every)):
+    why = _not_one_run(args.dirs, every) if len(every) > 1 else None  # the parts of one run?
+    if args.statuses is not None and why:
         raise ConfigError(f"--statuses writes the table of one directory or of one run's "
                           f"disjoint parts, and {why}")
     for d, p in zip(args.dirs, every):
@@ -60,7 +61,7 @@ def _status(args: argparse.Namespace, parent_flags: Callable) -> int:
                         f"{'finished' if p.finished else 'unfinished'}", p)
         print("  " + _verdict_path_state(p.commit))
     if len(every) > 1:
-        _print_together(args.dirs, every)
+        _print_together(args.dirs, every, why)
     if args.statuses is not None:
         n = _write_status_table(args.dirs, args.statuses)
         print(f"wrote {args.statuses}: {n} rows")
@@ -165,23 +166,22 @@ def _print_progress(head: str, p) -> None:
                            + (f" ({p.wrong[n]} wrong)" if p.wrong[n] else "") for n in p.total))
 
 
-def _print_together(dirs: Sequence[str], every: Sequence) -> None:
-    """The total of ``every`` directory's progress, or one line saying why there is none.
+def _print_together(dirs: Sequence[str], every: Sequence, why: str | None) -> None:
+    """The total of ``every`` directory's progress, or one line saying ``why`` there is none.
 
-    A total only when they are disjoint parts of one run (:func:`_not_one_run`).
+    ``why``: :func:`_not_one_run`'s answer (None: they are disjoint parts of one run).
     """
     from pathlib import Path
 
     from tangentlab.validate.end_to_end_records import Progress
 
-    if why := _not_one_run(dirs, every):
+    if why:
         print(f"together: no total: {why}")
         return
-    commits = {p.commit for p in every}
     names = list(dict.fromkeys(n for p in every for n in p.total))
     total, done, wrong = ({n: sum(getattr(p, field).get(n, 0) for p in every) for n in names}
                           for field in ("total", "done", "wrong"))
-    total = Progress(Path(), commits.pop(), any(p.dirty for p in every), "together",
+    total = Progress(Path(), every[0].commit, any(p.dirty for p in every), "together",
                      all(p.finished for p in every), total, done, wrong,
                      sum(p.errors for p in every), tuple(s for p in every for s in p.seconds))
     _print_progress(f"together ({len(dirs)} directories, "
