@@ -59,6 +59,7 @@ docs: setup
 	$(BIN)/python -m tangentlab.theory.pages docs/theory
 	$(BIN)/python -m tangentlab.cli_reference docs/cli.md
 	$(BIN)/python -m tangentlab.claims_reference docs/claims.md
+	$(BIN)/python -m tangentlab.validate.certificate docs/validation.md
 	$(BIN)/python -m mkdocs build --strict --site-dir site
 
 clean:

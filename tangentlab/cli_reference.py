@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["WIDTH", "iter_parsers", "command_options", "render_reference", "write_generated_page",
-           "main"]
+__all__ = ["WIDTH", "iter_parsers", "command_options", "render_reference", "splice_block",
+           "write_generated_page", "main"]
 
 from tangentlab.cli import iter_parsers  # noqa: E402  (re-exported: the reference walks them)
 
@@ -94,21 +94,52 @@ def render_reference(parser: argparse.ArgumentParser | None = None) -> str:
     return "\n".join(lines)
 
 
+def splice_block(page: str, block: str, name: str) -> str:
+    """``page`` with its generated block ``name`` replaced by ``block``.
+
+    The block runs from the line that starts with ``<!-- BEGIN name`` to the line
+    ``<!-- END name -->``, both included; ``block`` carries both markers itself, so splicing is
+    idempotent. ConfigError unless ``page`` holds each marker exactly once, begin before end.
+    """
+    from tangentlab.errors import ConfigError
+
+    lines = page.splitlines(keepends=True)
+    begins = [i for i, line in enumerate(lines) if line.startswith(f"<!-- BEGIN {name}")]
+    ends = [i for i, line in enumerate(lines) if line.rstrip() == f"<!-- END {name} -->"]
+    if len(begins) != 1 or len(ends) != 1 or ends[0] < begins[0]:
+        raise ConfigError(f"the page holds {len(begins)} '<!-- BEGIN {name} ...' and "
+                          f"{len(ends)} '<!-- END {name} -->' lines; it needs one of each, begin "
+                          "first, around the generated block")
+    return "".join(lines[:begins[0]]) + block + "".join(lines[ends[0] + 1:])
+
+
 def write_generated_page(argv: Sequence[str] | None, *, module: str, default: str,
-                         description: str, render: Callable[[], str]) -> int:
+                         description: str, render: Callable[[], str],
+                         block: str | None = None) -> int:
     """``python -m MODULE [PATH] [--check]`` for a docs page generated from code.
 
     Writes ``render()`` to PATH atomically, or with ``--check`` exits 1 when PATH differs from it.
+    With ``block``, ``render()`` is one generated block of a hand-written PATH, and replaces that
+    block only (:func:`splice_block`); a PATH without the block's markers exits 2 and is left as
+    it was.
     """
     ap = argparse.ArgumentParser(prog=f"python -m {module}", description=description)
     ap.add_argument("path", nargs="?", default=default,
                     help=f"output Markdown file (default {default})")
     ap.add_argument("--check", action="store_true", help="exit 1 if PATH differs from the generated text")
     args = ap.parse_args(argv)
-    text = render()
     path = Path(args.path)
+    current = path.read_text() if path.is_file() else ""
+    text = render()
+    if block is not None:
+        from tangentlab.errors import ConfigError
+
+        try:
+            text = splice_block(current, text, block)
+        except ConfigError as exc:
+            sys.stderr.write(f"{path}: {exc}\n")
+            return 2
     if args.check:
-        current = path.read_text() if path.is_file() else ""
         if current != text:
             sys.stderr.write(f"{path} is out of date; regenerate it with "
                              f"`python -m {module} {path}`\n")

@@ -32,3 +32,29 @@ def test_check_mode_detects_a_stale_file(tmp_path):
     assert main([str(stale)]) == 0
     assert main(["--check", str(stale)]) == 0
     assert "tangentlab reproduce" in stale.read_text() and "--quick" in stale.read_text()
+
+
+def test_a_generated_block_replaces_only_itself_and_needs_its_markers(tmp_path, capsys):
+    from tangentlab.cli_reference import splice_block, write_generated_page
+
+    block = "<!-- BEGIN b (generated) -->\nnew\n<!-- END b -->\n"
+    page = "# Page\nprose\n<!-- BEGIN b -->\nold\n<!-- END b -->\nmore prose\n"
+    once = splice_block(page, block, "b")
+    assert once == "# Page\nprose\n" + block + "more prose\n"
+    assert splice_block(once, block, "b") == once  # idempotent: the block keeps its markers
+
+    def run(path, *flags):
+        return write_generated_page([*flags, str(path)], module="m", default="x.md",
+                                    description="d", render=lambda: block, block="b")
+
+    good, bad, twice = tmp_path / "good.md", tmp_path / "bad.md", tmp_path / "twice.md"
+    good.write_text(page)
+    bad.write_text("# Page\nprose\n")
+    twice.write_text(page + page)
+    assert run(good, "--check") == 1 and run(good) == 0 and good.read_text() == once
+    assert run(good, "--check") == 0
+    for path in (bad, twice):
+        before = path.read_text()
+        assert run(path) == 2 and run(path, "--check") == 2
+        assert path.read_text() == before  # a page without one pair of markers is left alone
+    assert "needs one of each" in capsys.readouterr().err

@@ -80,6 +80,7 @@ def test_make_docs_regenerates_the_pages_then_builds_the_site_strictly():
         "$(BIN)/python -m tangentlab.theory.pages docs/theory",
         "$(BIN)/python -m tangentlab.cli_reference docs/cli.md",
         "$(BIN)/python -m tangentlab.claims_reference docs/claims.md",
+        "$(BIN)/python -m tangentlab.validate.certificate docs/validation.md",
         "$(BIN)/python -m mkdocs build --strict --site-dir site",
     ]
     # make setup installs what the build needs (make test runs this file, and installs nothing else)

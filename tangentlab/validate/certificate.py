@@ -6,8 +6,8 @@ directory into one small JSON file that can be committed with the code:
 - ``kind`` (:data:`CERTIFICATE_KIND`), ``created`` (when the run finished), ``commit`` (the git
   commit every simulation ran at), ``setting`` (the run's ``EndToEndConfig.setting()``: sims,
   units, schedule, windows, replicates, r/d, nulls), ``config`` and ``config_hash``;
-- ``checks``: every check of the run (row, null, metric, measured, n, Wilson interval, passed,
-  bound checked), the wrong-status table a reader can audit;
+- ``checks``: every check of the run (row, null, truth, metric, measured, target, n, Wilson
+  interval, passed, bound checked), the wrong-status table a reader can audit;
 - ``rows``: per prediction row, whether every one of its checks passed with its bound checked
   and no simulation raised (the gate's own reading, :func:`tangentlab.report.gating.read_end_to_end`);
 - ``statuses``: every simulation's statuses, compactly (``rows``, one letter per status word in
@@ -27,10 +27,19 @@ fresh shipped certificate) and says whether their statuses come back identical.
 
 A certificate is only written for a finished run (not a shard) whose simulations ran at a clean,
 known commit.
+
+The shipped certificates' tables are a generated block of ``docs/validation.md``
+(:func:`certificates_markdown`); regenerate it with one command::
+
+    python -m tangentlab.validate.certificate docs/validation.md        # or: make docs
+
+and ``--check`` exits 1 when the page's block is out of date.
 """
 
 from __future__ import annotations
 
+import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +47,11 @@ from tangentlab.claims.certificates import CERTIFICATE_KIND, certificate_stale, 
 from tangentlab.errors import DataError
 
 __all__ = ["CERTIFICATE_KIND", "make_certificate", "write_certificate", "read_certificate",
-           "certificate_stale", "fingerprints_at", "spot_check"]
+           "certificate_stale", "fingerprints_at", "spot_check", "certificate_markdown",
+           "certificates_markdown", "main"]
+
+#: The name of the generated block in ``docs/validation.md`` (:func:`main`).
+DOCS_BLOCK = "certificates"
 
 
 def fingerprints_at(commit: str) -> dict[str, str]:
@@ -121,8 +134,8 @@ def make_certificate(run_dir: str | Path) -> dict[str, Any]:
         raise DataError(f"the simulations of {str(run)!r} ran at commit {commit!r} (dirty: "
                         f"{dirty}); a certificate needs a clean, known commit: commit, rerun "
                         "the end-to-end run, then certify it")
-    keep = ("row", "null", "metric", "measured", "n", "ci_low", "ci_high", "passed",
-            "bound_checked")
+    keep = ("row", "null", "truth", "metric", "measured", "target", "n", "ci_low", "ci_high",
+            "passed", "bound_checked")
     checks = [{k: c.get(k) for k in keep} for c in read_json(run / CHECKS_NAME, expect=list)]
     raised = e2e.rows.get("")
     rows = {key: bool(rec.passed and not (raised is not None and raised.failed))
@@ -202,3 +215,85 @@ def write_certificate(run_dir: str | Path, out: str | Path) -> Path:
     out = Path(out)
     _check_out(out)
     return atomic_write_json(out, make_certificate(run_dir))
+
+
+def _cell(c: dict[str, Any]) -> list[str]:
+    """One check as table cells: count, rate, Wilson 95% interval (three decimals)."""
+    n, measured = int(c.get("n") or 0), c.get("measured")
+    if c.get("metric") == "errors":
+        return [f"{int(measured or 0)} of {n} raised", "", ""]
+    k = round(measured * n) if measured is not None and n else 0
+    lo, hi = c.get("ci_low"), c.get("ci_high")
+    ci = "" if lo is None or hi is None or math.isnan(lo) else f"[{lo:.3f}, {hi:.3f}]"
+    return [f"{k}/{n}", "" if measured is None else f"{measured:.3f}", ci]
+
+
+def certificate_markdown(name: str, cert: dict[str, Any]) -> str:
+    """One certificate as Markdown, every figure read from ``cert``.
+
+    Who made it, whether today's code is its code, its setting, the rows it validates, and every
+    check with its count, rate and Wilson 95% interval.
+
+    Every figure is read from ``cert`` (a row of the checks table is one entry of its ``checks``,
+    in their order); whether it is stale is :func:`certificate_stale` against today's tree.
+    """
+    from tangentlab.claims.certificates import certificate_text
+
+    stale = certificate_stale(cert)
+    code = ("**stale**: " + "; ".join(stale) + " (it validates nothing until re-run)" if stale
+            else "**fresh**: every module on the verdict path is as its simulations ran it")
+    setting = cert.get("setting") or {}
+    out = [f"#### Certificate `{name}`", "", f"{certificate_text(name, cert)}; {code}.", "",
+           "Setting: " + "; ".join(f"`{k}` {json.dumps(v)}" for k, v in sorted(setting.items())
+                                   if k not in ("name", "scenarios_known")) + ".", "",
+           "| row | validated |", "|---|---|"]
+    out += [f"| {row} | {'yes' if ok else 'no'} |" for row, ok in sorted(cert["rows"].items())]
+    out += ["", "| row | null | truth | check | count | rate | Wilson 95% | target | passed |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    for c in cert["checks"]:
+        cells = [c.get("row") or "(all)", c.get("null") or "(all)", c.get("truth") or "",
+                 c.get("metric") or "", *_cell(c), str(c.get("target") or ""),
+                 "yes" if c.get("passed") else "**no**"]
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
+
+
+def certificates_markdown(paths: list[Path] | None = None) -> str:
+    """The generated block of ``docs/validation.md``, its markers included.
+
+    Every certificate in ``paths`` (default: the shipped ones,
+    :func:`tangentlab.claims.certificates.shipped_certificates`) by name, or a line saying none
+    ships.
+    """
+    from tangentlab.claims.certificates import shipped_certificates
+
+    paths = shipped_certificates() if paths is None else paths
+    head = (f"<!-- BEGIN {DOCS_BLOCK} (generated by `python -m tangentlab.validate.certificate "
+            "docs/validation.md` from tangentlab/claims/shipped/*.json; do not edit) -->\n\n")
+    if not paths:
+        body = ("No certificate ships with this version: `tangentlab/claims/shipped/` holds "
+                "none,\nso no report's prediction row is validated by one.\n")
+    else:
+        body = "\n".join(certificate_markdown(p.stem, read_certificate(p)) for p in paths)
+    return head + body + f"\n<!-- END {DOCS_BLOCK} -->\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m tangentlab.validate.certificate [PAGE] [--check]``.
+
+    Writes (or with ``--check`` compares) the shipped certificates' block of PAGE (default
+    ``docs/validation.md``).
+    """
+    from tangentlab.cli_reference import write_generated_page
+
+    return write_generated_page(argv, module="tangentlab.validate.certificate",
+                                default="docs/validation.md",
+                                description="Write the shipped certificates' tables into the "
+                                            "validation page.",
+                                render=certificates_markdown, block=DOCS_BLOCK)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    import sys
+
+    sys.exit(main())

@@ -190,3 +190,44 @@ def test_the_validate_stage_spot_checks_a_fresh_certificate_and_skips_a_stale_on
     good.write_text(json.dumps(cert))
     assert not spot_check_certificates(out, [good], k=1, seed=0)
     assert not json.loads((out / "checks.json").read_text())[-1]["passed"]
+
+
+def test_a_certificates_table_shows_every_check_with_its_wilson_interval(tmp_path, fake):
+    import tangentlab.validate.end_to_end as e2e
+    from tangentlab.validate.battery import wilson_interval
+    from tangentlab.validate.certificate import certificate_markdown, certificates_markdown
+
+    run, _ = e2e.write_end_to_end(tmp_path / "run", CFG, quick=True)
+    cert = read_certificate(write_certificate(run, tmp_path / "cert.json"))
+    text = certificate_markdown("quick", cert)
+    lines = [line.split(" | ") for line in text.splitlines() if line.count(" | ") == 8
+             and not line.startswith("| row |")]
+    assert len(lines) == len(cert["checks"]) > 0  # one line per check, none more
+    rates = 0
+    for cells, c in zip(lines, cert["checks"]):
+        assert cells[3] == c["metric"] and cells[8].rstrip(" |") == ("yes" if c["passed"] else "**no**")
+        if c["metric"] == "errors":
+            assert cells[4] == f"{int(c['measured'])} of {c['n']} raised"
+            continue
+        k, n = (int(x) for x in cells[4].split("/"))
+        lo, hi = wilson_interval(k, n)  # the interval belongs to the count shown beside it
+        assert (n, cells[6]) == (c["n"], f"[{lo:.3f}, {hi:.3f}]") and cells[5] == f"{k / n:.3f}"
+        rates += 1
+    assert rates == len(cert["checks"]) - 1
+    assert "**fresh**" in text and "| enrichment | no |" in text  # the gate validated nothing
+    cert["fingerprints"]["tangentlab.claims.rules"] = "0" * 16  # the code moved on
+    assert "**stale**: tangentlab.claims.rules changed" in certificate_markdown("quick", cert)
+    (tmp_path / "quick.json").write_text(json.dumps(cert))
+    block = certificates_markdown([tmp_path / "quick.json"])
+    assert block.startswith("<!-- BEGIN certificates") and block.endswith("<!-- END certificates -->\n")
+    assert "#### Certificate `quick`" in block and "No certificate ships" not in block
+
+
+def test_the_validation_page_shows_the_shipped_certificates():
+    """docs/validation.md's certificates block is generated from tangentlab/claims/shipped/."""
+    from tangentlab.validate.certificate import main
+
+    doc = Path(__file__).resolve().parents[2] / "docs" / "validation.md"
+    assert main(["--check", str(doc)]) == 0, (
+        "docs/validation.md's certificates block is stale; regenerate it with "
+        "`python -m tangentlab.validate.certificate docs/validation.md`")
