@@ -97,19 +97,27 @@ def render_reference(parser: argparse.ArgumentParser | None = None) -> str:
 def splice_block(page: str, block: str, name: str) -> str:
     """``page`` with its generated block ``name`` replaced by ``block``.
 
-    The block runs from the line that starts with ``<!-- BEGIN name`` to the line
-    ``<!-- END name -->``, both included; ``block`` carries both markers itself, so splicing is
-    idempotent. ConfigError unless ``page`` holds each marker exactly once, begin before end.
+    The block runs from the line that starts with ``<!-- BEGIN name`` (then a space or ``-->``)
+    to the line ``<!-- END name -->``, both included; ``block`` must carry both markers itself,
+    so splicing is idempotent. ConfigError unless ``page`` holds each marker exactly once, begin
+    before end, and ``block`` begins and ends with them.
     """
+    import re
+
     from tangentlab.errors import ConfigError
 
+    begin = re.compile(rf"<!-- BEGIN {re.escape(name)}( |-->)")
+    end = f"<!-- END {name} -->"
     lines = page.splitlines(keepends=True)
-    begins = [i for i, line in enumerate(lines) if line.startswith(f"<!-- BEGIN {name}")]
-    ends = [i for i, line in enumerate(lines) if line.rstrip() == f"<!-- END {name} -->"]
+    begins = [i for i, line in enumerate(lines) if begin.match(line)]
+    ends = [i for i, line in enumerate(lines) if line.rstrip() == end]
     if len(begins) != 1 or len(ends) != 1 or ends[0] < begins[0]:
         raise ConfigError(f"the page holds {len(begins)} '<!-- BEGIN {name} ...' and "
-                          f"{len(ends)} '<!-- END {name} -->' lines; it needs one of each, begin "
-                          "first, around the generated block")
+                          f"{len(ends)} '{end}' lines; it needs one of each, begin first, "
+                          "around the generated block")
+    if not (begin.match(block) and block.rstrip("\n").endswith("\n" + end)):
+        raise ConfigError(f"the generated block must begin with '<!-- BEGIN {name} ...' and end "
+                          f"with '{end}' (the page would lose its markers)")
     return "".join(lines[:begins[0]]) + block + "".join(lines[ends[0] + 1:])
 
 
@@ -129,12 +137,14 @@ def write_generated_page(argv: Sequence[str] | None, *, module: str, default: st
     ap.add_argument("--check", action="store_true", help="exit 1 if PATH differs from the generated text")
     args = ap.parse_args(argv)
     path = Path(args.path)
-    current = path.read_text() if path.is_file() else ""
+    current = path.read_text(encoding="utf-8") if path.is_file() else ""
     text = render()
     if block is not None:
         from tangentlab.errors import ConfigError
 
         try:
+            if not path.is_file():
+                raise ConfigError("no such file; the block goes into an existing page")
             text = splice_block(current, text, block)
         except ConfigError as exc:
             sys.stderr.write(f"{path}: {exc}\n")

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tangentlab.cli_reference import command_options, iter_parsers, main, render_reference
+from tangentlab.errors import ConfigError
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "cli.md"
 
@@ -58,3 +61,9 @@ def test_a_generated_block_replaces_only_itself_and_needs_its_markers(tmp_path, 
         assert run(path) == 2 and run(path, "--check") == 2
         assert path.read_text() == before  # a page without one pair of markers is left alone
     assert "needs one of each" in capsys.readouterr().err
+    assert run(tmp_path / "missing.md") == 2 and not (tmp_path / "missing.md").exists()
+    assert "no such file" in capsys.readouterr().err
+    other = "<!-- BEGIN bb -->\nkeep\n<!-- END bb -->\n"  # a block whose name starts alike
+    assert splice_block(other + page, block, "b") == other + once
+    with pytest.raises(ConfigError, match="lose its markers"):
+        splice_block(page, "no markers\n", "b")

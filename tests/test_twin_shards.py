@@ -13,16 +13,18 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "twin_shards.sh"
 
-#: The stand-in for the worktree's python: records the call under a lock, sleeps so that calls
-#: overlap when the script lets them, and writes the shard's manifest (or fails for shard 2/N
-#: when FAIL_SHARD says so).
+#: The stand-in for the worktree's python: records the call under a lock, waits until TOGETHER
+#: calls have started (at most 60 s), so that calls the script lets overlap do overlap however
+#: loaded the machine, then writes the shard's manifest (or fails for shard FAIL_SHARD).
 STUB = r'''
 import fcntl, json, os, sys, time
 log = os.environ["STUB_LOG"]
@@ -32,17 +34,21 @@ shard = sys.argv[sys.argv.index("--shard") + 1]
 def count(step):
     with open(log + ".lock", "a+") as lk:
         fcntl.flock(lk, fcntl.LOCK_EX)
-        n = int(open(log + ".n").read() or 0) if os.path.exists(log + ".n") else 0
-        n += step
-        open(log + ".n", "w").write(str(n))
+        now, started = (json.load(open(log + ".n")) if os.path.exists(log + ".n") else (0, 0))
+        now, started = now + step, started + max(step, 0)
+        json.dump((now, started), open(log + ".n", "w"))
         if step > 0:
             with open(log, "a") as f:
-                f.write(json.dumps({"argv": sys.argv[1:], "cwd": os.getcwd(), "now": n,
+                f.write(json.dumps({"argv": sys.argv[1:], "cwd": os.getcwd(), "now": now,
                                     "pythonpath": os.environ.get("PYTHONPATH"),
                                     "offline": os.environ.get("HF_HUB_OFFLINE")}) + "\n")
+        return started
 
 count(+1)
-time.sleep(1.0)
+deadline = time.monotonic() + 60
+while count(0) < int(os.environ["TOGETHER"]) and time.monotonic() < deadline:
+    time.sleep(0.05)
+time.sleep(0.2)  # a script that let more run at once would start them meanwhile
 count(-1)
 if shard == os.environ.get("FAIL_SHARD"):
     print("boom", file=sys.stderr)
@@ -60,7 +66,7 @@ def _twin(tmp_path: Path, n: int, *, finished=(), not_shards=()):
     (wt / ".venv" / "bin").mkdir(parents=True)
     (wt / "stub.py").write_text(STUB)
     py = wt / ".venv" / "bin" / "python"
-    py.write_text(f'#!/usr/bin/env bash\nexec python3 "{wt / "stub.py"}" "$@"\n')
+    py.write_text(f'#!/usr/bin/env bash\nexec "{sys.executable}" "{wt / "stub.py"}" "$@"\n')
     py.chmod(0o755)
     twin = repo / "certification" / "twin"
     for k in range(1, n + 1):
@@ -73,20 +79,28 @@ def _twin(tmp_path: Path, n: int, *, finished=(), not_shards=()):
     return wt, twin
 
 
-def _run(wt: Path, twin: Path, *jobs: str, fail: str = "") -> tuple[subprocess.CompletedProcess,
-                                                                    list[dict]]:
+def _run(wt: Path, twin: Path, jobs: str, *, together: int = 1,
+         fail: str = "") -> tuple[subprocess.CompletedProcess, list[dict]]:
+    """Run the script; TOGETHER: how many calls each call waits to see started (see STUB)."""
     log = twin.parent / "calls.jsonl"
-    env = dict(os.environ, STUB_LOG=str(log), FAIL_SHARD=fail)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(STUB_LOG=str(log), FAIL_SHARD=fail, TOGETHER=str(together))
     env.pop("HF_HUB_OFFLINE", None)
-    res = subprocess.run(["bash", str(SCRIPT), str(wt), str(twin), *jobs], capture_output=True,
-                         text=True, env=env, timeout=120)
+    proc = subprocess.Popen(["bash", str(SCRIPT), str(wt), str(twin), jobs], text=True, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=180)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # the script and every stand-in it started
+        raise
     calls = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
-    return res, calls
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err), calls
 
 
 def test_it_resumes_each_unfinished_shard_once_under_its_stored_config(tmp_path):
     wt, twin = _twin(tmp_path, 5, finished=(2,), not_shards=(4,))
-    res, calls = _run(wt, twin, "2")
+    res, calls = _run(wt, twin, "2", together=2)
     assert res.returncode == 0, res.stdout + res.stderr
     shards = sorted(c["argv"][c["argv"].index("--shard") + 1] for c in calls)
     assert shards == ["1/5", "3/5", "5/5"]  # s02 finished, s04 no shard
@@ -105,7 +119,7 @@ def test_it_resumes_each_unfinished_shard_once_under_its_stored_config(tmp_path)
         assert argv[argv.index("--out") + 1] == f"certification/twin/s{k:02d}"
         assert not any(str(tmp_path) in a for a in argv)
     assert (twin / "logs").is_dir() and not list(twin.glob("s*/*.log"))
-    again, more = _run(wt, twin, "2")  # every shard finished: nothing runs again
+    again, more = _run(wt, twin, "2", together=2)  # every shard finished: nothing runs again
     assert again.returncode == 0 and len(more) == len(calls)
 
 
@@ -117,7 +131,7 @@ def test_one_job_runs_the_shards_one_at_a_time(tmp_path):
 
 def test_a_stopped_shard_fails_the_script_but_not_the_others(tmp_path):
     wt, twin = _twin(tmp_path, 3)
-    res, calls = _run(wt, twin, "2", fail="2/3")
+    res, calls = _run(wt, twin, "2", together=2, fail="2/3")
     assert res.returncode == 1 and len(calls) == 3
     assert "shard 2/3 stopped" in res.stdout and "boom" in (twin / "logs" / "s02.log").read_text()
     assert not (twin / "s02" / "manifest.json").exists()

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +49,7 @@ from tangentlab.errors import DataError
 
 __all__ = ["CERTIFICATE_KIND", "make_certificate", "write_certificate", "read_certificate",
            "certificate_stale", "fingerprints_at", "spot_check", "certificate_markdown",
-           "certificates_markdown", "main"]
+           "certificates_markdown", "checks_table", "DOCS_BLOCK", "main"]
 
 #: The name of the generated block in ``docs/validation.md`` (:func:`main`).
 DOCS_BLOCK = "certificates"
@@ -217,28 +218,60 @@ def write_certificate(run_dir: str | Path, out: str | Path) -> Path:
     return atomic_write_json(out, make_certificate(run_dir))
 
 
-def _cell(c: dict[str, Any]) -> list[str]:
-    """One check as table cells: count, rate, Wilson 95% interval (three decimals)."""
-    n, measured = int(c.get("n") or 0), c.get("measured")
-    if c.get("metric") == "errors":
-        return [f"{int(measured or 0)} of {n} raised", "", ""]
-    k = round(measured * n) if measured is not None and n else 0
-    lo, hi = c.get("ci_low"), c.get("ci_high")
-    ci = "" if lo is None or hi is None or math.isnan(lo) else f"[{lo:.3f}, {hi:.3f}]"
-    return [f"{k}/{n}", "" if measured is None else f"{measured:.3f}", ci]
+def _finite(x: Any) -> float | None:
+    """``x`` as a float; None when it is missing or not a finite number."""
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def _number(x: Any) -> str:
+    """A rate or bound to three decimals; "n/a" when missing or not a finite number."""
+    v = _finite(x)
+    return "n/a" if v is None else f"{v:.3f}"
+
+
+def checks_table(checks: Sequence[dict[str, Any]]) -> str:
+    """End-to-end checks as a Markdown table, one line each, in their order.
+
+    Columns: row and null ("(all)" for a check over every row or null), truth, check (the
+    metric), count (``k/n`` with ``k = measured × n``; for ``errors``, how many simulations
+    raised), rate, Wilson 95%, target, judged ("Wilson bound": a certifying run's criteria;
+    "screen": too few simulations for the bound) and result. A number that is missing or not
+    finite reads "n/a".
+    """
+    lines = ["| row | null | truth | check | count | rate | Wilson 95% | target | judged | result |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for c in checks:
+        m, n = _finite(c.get("measured")), int(_finite(c.get("n")) or 0)
+        if c.get("metric") == "errors":
+            count, rate, ci = ("n/a" if m is None else f"{m:.0f} of {n} raised"), "", ""
+        else:
+            count = "n/a" if m is None or n <= 0 else f"{round(m * n)}/{n}"
+            rate, ci = _number(m), f"[{_number(c.get('ci_low'))}, {_number(c.get('ci_high'))}]"
+        cells = (c.get("row") or "(all)", c.get("null") or "(all)", c.get("truth") or "",
+                 c.get("metric") or "", count, rate, ci, c.get("target") or "",
+                 "Wilson bound" if c.get("bound_checked") else "screen",
+                 "pass" if c.get("passed") else "**FAIL**")
+        lines.append("| " + " | ".join(str(x) for x in cells) + " |")
+    return "\n".join(lines)
 
 
 def certificate_markdown(name: str, cert: dict[str, Any]) -> str:
     """One certificate as Markdown, every figure read from ``cert``.
 
-    Who made it, whether today's code is its code, its setting, the rows it validates, and every
-    check with its count, rate and Wilson 95% interval.
-
-    Every figure is read from ``cert`` (a row of the checks table is one entry of its ``checks``,
-    in their order); whether it is stale is :func:`certificate_stale` against today's tree.
+    Who made it and when, whether today's code is its code (:func:`certificate_stale` against
+    today's tree), its setting, the rows it validates, and every check (:func:`checks_table`, in
+    the certificate's order). DataError when ``cert`` lacks a field a certificate has.
     """
     from tangentlab.claims.certificates import certificate_text
 
+    for field, kind in (("checks", list), ("rows", dict), ("fingerprints", dict)):
+        if not isinstance(cert.get(field), kind):
+            raise DataError(f"certificate {name!r} has no {kind.__name__} field {field!r}; "
+                            "write it again with `tangentlab validate certify`")
     stale = certificate_stale(cert)
     code = ("**stale**: " + "; ".join(stale) + " (it validates nothing until re-run)" if stale
             else "**fresh**: every module on the verdict path is as its simulations ran it")
@@ -248,14 +281,7 @@ def certificate_markdown(name: str, cert: dict[str, Any]) -> str:
                                    if k not in ("name", "scenarios_known")) + ".", "",
            "| row | validated |", "|---|---|"]
     out += [f"| {row} | {'yes' if ok else 'no'} |" for row, ok in sorted(cert["rows"].items())]
-    out += ["", "| row | null | truth | check | count | rate | Wilson 95% | target | passed |",
-            "|---|---|---|---|---|---|---|---|---|"]
-    for c in cert["checks"]:
-        cells = [c.get("row") or "(all)", c.get("null") or "(all)", c.get("truth") or "",
-                 c.get("metric") or "", *_cell(c), str(c.get("target") or ""),
-                 "yes" if c.get("passed") else "**no**"]
-        out.append("| " + " | ".join(cells) + " |")
-    return "\n".join(out) + "\n"
+    return "\n".join(out) + "\n\n" + checks_table(cert["checks"]) + "\n"
 
 
 def certificates_markdown(paths: list[Path] | None = None) -> str:

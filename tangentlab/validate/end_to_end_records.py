@@ -295,7 +295,7 @@ def _num(x: Any) -> float | None:
 
 
 def format_table(checks: Sequence[dict[str, Any]]) -> str:
-    """The checks as a Markdown table (row, null, criterion, rate, Wilson 95%, n, pass)."""
+    """Checks as Markdown: unused (``certificate.checks_table`` is); ``end_to_end`` re-exports it."""
     lines = ["| row | null | criterion | rate | Wilson 95% | n | result |",
              "|---|---|---|---|---|---|---|"]
     for c in checks:

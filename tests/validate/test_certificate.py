@@ -200,12 +200,13 @@ def test_a_certificates_table_shows_every_check_with_its_wilson_interval(tmp_pat
     run, _ = e2e.write_end_to_end(tmp_path / "run", CFG, quick=True)
     cert = read_certificate(write_certificate(run, tmp_path / "cert.json"))
     text = certificate_markdown("quick", cert)
-    lines = [line.split(" | ") for line in text.splitlines() if line.count(" | ") == 8
-             and not line.startswith("| row |")]
+    lines = [line.strip("| ").split(" | ") for line in text.splitlines()
+             if line.count(" | ") == 9 and not line.startswith("| row |")]
     assert len(lines) == len(cert["checks"]) > 0  # one line per check, none more
     rates = 0
     for cells, c in zip(lines, cert["checks"]):
-        assert cells[3] == c["metric"] and cells[8].rstrip(" |") == ("yes" if c["passed"] else "**no**")
+        assert cells[3] == c["metric"] and cells[9] == ("pass" if c["passed"] else "**FAIL**")
+        assert cells[8] == "screen" and cells[7] == c["target"]  # 3 simulations bound nothing
         if c["metric"] == "errors":
             assert cells[4] == f"{int(c['measured'])} of {c['n']} raised"
             continue
@@ -221,6 +222,31 @@ def test_a_certificates_table_shows_every_check_with_its_wilson_interval(tmp_pat
     block = certificates_markdown([tmp_path / "quick.json"])
     assert block.startswith("<!-- BEGIN certificates") and block.endswith("<!-- END certificates -->\n")
     assert "#### Certificate `quick`" in block and "No certificate ships" not in block
+    with pytest.raises(DataError, match="no dict field 'rows'"):
+        certificate_markdown("bad", {k: v for k, v in cert.items() if k != "rows"})
+
+
+def test_a_missing_or_non_finite_number_reads_n_a_in_the_checks_table():
+    from tangentlab.validate.certificate import checks_table
+
+    base = {"row": "r", "null": "x", "metric": "power", "measured": 0.5, "n": 4, "ci_low": 0.1,
+            "ci_high": 0.9, "passed": True, "bound_checked": True, "target": ">= 0.8"}
+    # change to the check -> {column index: cell}; columns: row null truth check count rate
+    # Wilson target judged result
+    cases = [({}, dict(enumerate(["r", "x", "", "power", "2/4", "0.500", "[0.100, 0.900]",
+                                  ">= 0.8", "Wilson bound", "pass"]))),
+             ({"measured": None}, {4: "n/a", 5: "n/a"}),
+             ({"measured": float("nan")}, {4: "n/a", 5: "n/a"}),
+             ({"measured": "inf"}, {4: "n/a", 5: "n/a"}),
+             ({"n": 0}, {4: "n/a", 5: "0.500"}),
+             ({"ci_high": float("nan")}, {6: "[0.100, n/a]"}),
+             ({"metric": "errors", "measured": None, "row": "", "null": ""},
+              {0: "(all)", 1: "(all)", 4: "n/a", 5: "", 6: ""}),
+             ({"metric": "errors", "measured": 2.0, "passed": False, "bound_checked": False},
+              {4: "2 of 4 raised", 8: "screen", 9: "**FAIL**"})]
+    for change, want in cases:
+        cells = checks_table([{**base, **change}]).splitlines()[2].strip("| ").split(" | ")
+        assert len(cells) == 10 and {i: cells[i] for i in want} == want, (change, cells)
 
 
 def test_the_validation_page_shows_the_shipped_certificates():
