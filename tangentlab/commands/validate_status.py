@@ -31,7 +31,9 @@ def add_status(verbs, *, parent_flags: Callable) -> None:
             "simulations recorded per scenario, the wrong statuses, the raised ones and the "
             "process-hours left) when they are disjoint parts of one run: one config, one "
             "commit, no simulation in two of them (the shards; not a merged run beside its "
-            "shards). Exit code 0, 2 on bad input."))
+            "shards). Then one line, for the one DIR or the total: each prediction row's wrong "
+            "statuses among the recorded ones and, where a scenario plants the row positive, "
+            "how often it read 'supported' (the power so far). Exit code 0, 2 on bad input."))
     ps.add_argument("dirs", nargs="+", metavar="DIR", help="end-to-end directories")
     ps.add_argument("--statuses", metavar="FILE", default=None,
                     help="write one CSV row per (recorded simulation, prediction row) of the "
@@ -62,6 +64,8 @@ def _status(args: argparse.Namespace, parent_flags: Callable) -> int:
         print("  " + _verdict_path_state(p.commit))
     if len(every) > 1:
         _print_together(args.dirs, every, why)
+    if not why:
+        print("  " + _row_line(args.dirs))
     if args.statuses is not None:
         n = _write_status_table(args.dirs, args.statuses)
         print(f"wrote {args.statuses}: {n} rows")
@@ -97,12 +101,28 @@ def _status_table_path(path: str):
     return out
 
 
+def _recorded(dirs: Sequence[str]):
+    """Every recorded simulation under ``dirs``, sorted by scenario and index.
+
+    Yields (its :class:`~tangentlab.validate.end_to_end_records.SimulationResult`, its
+    scenario's truth per row, the commit it ran at). ``dirs``: one directory, or disjoint parts
+    of one run (the caller checks, as for the total).
+    """
+    from tangentlab.validate.end_to_end_records import find_records, read_record
+    from tangentlab.validate.planted_scenarios import scenario
+
+    records = {key: rec for d in dirs for key, rec in find_records(d).items()}
+    for _, rec in sorted(records.items()):
+        res, whole = read_record(rec)
+        yield res, scenario(res.scenario).truth, str((whole.get("git") or {}).get("commit")
+                                                      or "unknown")[:12]
+
+
 def _write_status_table(dirs: Sequence[str], path: str) -> int:
     """Write every recorded simulation's statuses under ``dirs`` to CSV ``path``; row count.
 
-    ``dirs``: one directory, or disjoint parts of one run (the caller checks, as for the total).
-    One row per (simulation, prediction row), sorted by scenario and index: the status, the
-    scenario's truth for the row ("" where it plants none), whether the status is wrong under it
+    One row per (simulation, prediction row) of :func:`_recorded`: the status, the scenario's
+    truth for the row ("" where it plants none), whether the status is wrong under it
     (:func:`~tangentlab.validate.end_to_end_records.wrong_status`), the simulation's seconds and
     the commit it ran at. OutputPathError for a folder or an existing file that is not such a
     table; written atomically.
@@ -111,19 +131,14 @@ def _write_status_table(dirs: Sequence[str], path: str) -> int:
     import io
 
     from tangentlab.atomic import atomic_write_text
-    from tangentlab.validate.end_to_end_records import find_records, read_record, wrong_status
-    from tangentlab.validate.planted_scenarios import scenario
+    from tangentlab.validate.end_to_end_records import wrong_status
 
     out = _status_table_path(path)
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(STATUS_TABLE_HEADER.split(","))
     n = 0
-    records = {key: rec for d in dirs for key, rec in find_records(d).items()}
-    for _, rec in sorted(records.items()):
-        res, whole = read_record(rec)
-        truth = scenario(res.scenario).truth
-        commit = str((whole.get("git") or {}).get("commit") or "unknown")[:12]
+    for res, truth, commit in _recorded(dirs):
         for row, status in res.statuses.items():
             writer.writerow([res.scenario, res.sim, row, status, truth.get(row) or "",
                              int(wrong_status(status, truth.get(row))), f"{res.seconds:.1f}",
@@ -131,6 +146,31 @@ def _write_status_table(dirs: Sequence[str], path: str) -> int:
             n += 1
     atomic_write_text(out, buf.getvalue())
     return n
+
+
+def _row_line(dirs: Sequence[str]) -> str:
+    """Per prediction row, the wrong statuses and the power so far, in one line.
+
+    Over the simulations recorded under ``dirs``: the wrong statuses among them, and where a
+    scenario plants the row positive, how often it read "supported". One line, e.g. ``rows: enrichment 0 wrong of 472, supported 120 of 120 where positive; ...``.
+    """
+    from tangentlab.claims.rules import SUPPORTED
+    from tangentlab.validate.end_to_end_records import wrong_status
+
+    count: dict[str, list[int]] = {}  # row -> [wrong, recorded, supported, positive]
+    for res, truth, _ in _recorded(dirs):
+        for row, status in res.statuses.items():
+            c = count.setdefault(row, [0, 0, 0, 0])
+            c[0] += wrong_status(status, truth.get(row))
+            c[1] += 1
+            if truth.get(row) == "positive":
+                c[2] += status == SUPPORTED
+                c[3] += 1
+    if not count:
+        return "rows: no simulation recorded yet"
+    return "rows: " + "; ".join(
+        f"{row} {w} wrong of {n}" + (f", supported {k} of {m} where positive" if m else "")
+        for row, (w, n, k, m) in count.items())
 
 
 def _verdict_path_state(commit: str) -> str:

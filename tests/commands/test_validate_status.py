@@ -52,7 +52,43 @@ def test_the_total_adds_the_shards_up_to_the_merged_run(tmp_path, capsys):
         assert main(["validate", "status", *map(str, dirs)]) == 0
         out = capsys.readouterr().out
         assert re.search(r"together: no total: \S+ and \S+ both run \d+ simulation", out), out
-        assert "simulations;" not in out.split("together")[-1]
+        assert "simulations;" not in out.split("together")[-1] and "rows:" not in out
+
+
+def _row_counts(statuses_csv) -> dict[str, tuple[int, int, int, int]]:
+    """Per row, from a finished run's own statuses.csv (written by the run's summary, not by
+    ``validate status``): (wrong, recorded, "supported" where positive, positive)."""
+    import csv
+
+    from tangentlab.validate.planted_scenarios import scenario
+
+    out: dict[str, list[int]] = {}
+    with open(statuses_csv, newline="") as f:
+        for r in csv.DictReader(f):
+            if r["metric"] != "status":
+                continue
+            truth, st = scenario(r["null"]).truth.get(r["row"]), r["value"]
+            c = out.setdefault(r["row"], [0, 0, 0, 0])
+            c[0] += (truth in ("null", "negative") and st == "supported") or (
+                truth in ("null", "positive") and st == "not supported")
+            c[1] += 1
+            c[2] += truth == "positive" and st == "supported"
+            c[3] += truth == "positive"
+    return {row: tuple(c) for row, c in out.items()}
+
+
+def test_the_rows_line_counts_wrong_statuses_and_power_as_the_merged_run(tmp_path, capsys):
+    s1 = e2e.write_end_to_end(tmp_path / "s1", CFG, quick=True, shard="1/2")[0]
+    s2 = e2e.write_end_to_end(tmp_path / "s2", CFG, quick=True, shard="2/2")[0]
+    merged = merge_end_to_end([s1, s2], tmp_path / "merged")[0]
+    want = _row_counts(merged / e2e.STATUSES_NAME)
+    assert sum(w for w, *_ in want.values()) > 0 and sum(m for *_, m in want.values()) > 0
+    for dirs in ([s1, s2], [merged]):
+        assert main(["validate", "status", *map(str, dirs)]) == 0
+        line = capsys.readouterr().out.splitlines()[-1]
+        got = {m[1]: (int(m[2]), int(m[3]), int(m[4] or 0), int(m[5] or 0)) for m in re.finditer(
+            r"([\w-]+) (\d+) wrong of (\d+)(?:, supported (\d+) of (\d+) where positive)?", line)}
+        assert line.startswith("  rows: ") and got == want, (line, want)
 
 
 def test_the_status_table_of_the_shards_is_the_merged_runs(tmp_path, capsys):
