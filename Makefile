@@ -7,8 +7,9 @@
 #   make test-unit  setup + the tests that train, measure or reproduce nothing, in one pytest-xdist
 #                   worker per core (each on one thread)
 #   make reproduce  setup + `tangentlab reproduce` (theory, synthetic, empirical, report)
-#   make docs       setup + regenerate docs/theory, docs/cli.md and docs/claims.md, then build the site (with the
-#                   API reference from the docstrings) into site/ with mkdocs, offline and strict
+#   make docs       setup + regenerate docs/theory, docs/cli.md, docs/claims.md and the shipped
+#                   certificates' block of docs/validation.md, then build the site (with the API
+#                   reference from the docstrings) into site/ with mkdocs, offline and strict
 
 PYTHON ?= python3
 VENV ?= .venv
