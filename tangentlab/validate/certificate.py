@@ -39,13 +39,13 @@ and ``--check`` exits 1 when the page's block is out of date.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from tangentlab.claims.certificates import CERTIFICATE_KIND, certificate_stale, read_certificate
 from tangentlab.errors import DataError
+from tangentlab.validate.end_to_end_records import _num  # a cell as a finite float, or None
 
 __all__ = ["CERTIFICATE_KIND", "make_certificate", "write_certificate", "read_certificate",
            "certificate_stale", "fingerprints_at", "spot_check", "certificate_markdown",
@@ -218,18 +218,9 @@ def write_certificate(run_dir: str | Path, out: str | Path) -> Path:
     return atomic_write_json(out, make_certificate(run_dir))
 
 
-def _finite(x: Any) -> float | None:
-    """``x`` as a float; None when it is missing or not a finite number."""
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return None
-    return v if math.isfinite(v) else None
-
-
 def _number(x: Any) -> str:
     """A rate or bound to three decimals; "n/a" when missing or not a finite number."""
-    v = _finite(x)
+    v = _num(x)
     return "n/a" if v is None else f"{v:.3f}"
 
 
@@ -245,7 +236,7 @@ def checks_table(checks: Sequence[dict[str, Any]]) -> str:
     lines = ["| row | null | truth | check | count | rate | Wilson 95% | target | judged | result |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for c in checks:
-        m, n = _finite(c.get("measured")), int(_finite(c.get("n")) or 0)
+        m, n = _num(c.get("measured")), int(_num(c.get("n")) or 0)
         if c.get("metric") == "errors":
             count, rate, ci = ("n/a" if m is None else f"{m:.0f} of {n} raised"), "", ""
         else:
