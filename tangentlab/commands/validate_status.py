@@ -64,10 +64,11 @@ def _status(args: argparse.Namespace, parent_flags: Callable) -> int:
         print("  " + _verdict_path_state(p.commit))
     if len(every) > 1:
         _print_together(args.dirs, every, why)
+    recorded = [] if why else list(_recorded(args.dirs))  # read once, for the line and FILE
     if not why:
-        print("  " + _row_line(args.dirs))
+        print("  " + _row_line(recorded))
     if args.statuses is not None:
-        n = _write_status_table(args.dirs, args.statuses)
+        n = _write_status_table(recorded, args.statuses)
         print(f"wrote {args.statuses}: {n} rows")
     return 0
 
@@ -118,10 +119,10 @@ def _recorded(dirs: Sequence[str]):
                                                       or "unknown")[:12]
 
 
-def _write_status_table(dirs: Sequence[str], path: str) -> int:
-    """Write every recorded simulation's statuses under ``dirs`` to CSV ``path``; row count.
+def _write_status_table(recorded: Sequence[tuple], path: str) -> int:
+    """Write the ``recorded`` simulations' statuses (:func:`_recorded`) to CSV ``path``; row count.
 
-    One row per (simulation, prediction row) of :func:`_recorded`: the status, the scenario's
+    One row per (simulation, prediction row): the status, the scenario's
     truth for the row ("" where it plants none), whether the status is wrong under it
     (:func:`~tangentlab.validate.end_to_end_records.wrong_status`), the simulation's seconds and
     the commit it ran at. OutputPathError for a folder or an existing file that is not such a
@@ -138,7 +139,7 @@ def _write_status_table(dirs: Sequence[str], path: str) -> int:
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(STATUS_TABLE_HEADER.split(","))
     n = 0
-    for res, truth, commit in _recorded(dirs):
+    for res, truth, commit in recorded:
         for row, status in res.statuses.items():
             writer.writerow([res.scenario, res.sim, row, status, truth.get(row) or "",
                              int(wrong_status(status, truth.get(row))), f"{res.seconds:.1f}",
@@ -148,17 +149,18 @@ def _write_status_table(dirs: Sequence[str], path: str) -> int:
     return n
 
 
-def _row_line(dirs: Sequence[str]) -> str:
+def _row_line(recorded: Sequence[tuple]) -> str:
     """Per prediction row, the wrong statuses and the power so far, in one line.
 
-    Over the simulations recorded under ``dirs``: the wrong statuses among them, and where a
-    scenario plants the row positive, how often it read "supported". One line, e.g. ``rows: enrichment 0 wrong of 472, supported 120 of 120 where positive; ...``.
+    Over the ``recorded`` simulations (:func:`_recorded`): the wrong statuses among them, and
+    where a scenario plants the row positive, how often it read "supported". One line, e.g.
+    ``rows: enrichment 0 wrong of 472, supported 120 of 120 where positive; ...``.
     """
     from tangentlab.claims.rules import SUPPORTED
     from tangentlab.validate.end_to_end_records import wrong_status
 
     count: dict[str, list[int]] = {}  # row -> [wrong, recorded, supported, positive]
-    for res, truth, _ in _recorded(dirs):
+    for res, truth, _ in recorded:
         for row, status in res.statuses.items():
             c = count.setdefault(row, [0, 0, 0, 0])
             c[0] += wrong_status(status, truth.get(row))
