@@ -90,8 +90,9 @@ SESSION_MODEL_FIXTURES = frozenset({"quick_reproduce", "tiny_runs", "measured", 
 #: Model tests that read no session fixture but run in the model tier anyway, so that the two
 #: processes take about as long: once the fork server took the stages' imports off the quick
 #: reproduce, a fresh clone's tiers took 440 s and 515 s (1f27d33), and the first test about
-#: 30 s. The unit tier still ended last in each of the five fresh clones of sessions 13 and 14
-#: (by 20-64 s; 2bd2bf5: 441 s and 471 s), so the second (about 18 s there) moved too.
+#: 30 s. The unit tier still ended last in each of the seven fresh clones of sessions 13 and 14
+#: (by 20-64 s; 6076abf: 441 s and 471 s), so the second (about 18 s there) moved too
+#: (c0e8ba5: 453.30 s and 453.31 s).
 MODEL_TIER_PINNED = (
     "tests/empirical/training/test_distributed_train.py::test_ddp_kill_one_rank_then_resume",
     "tests/test_distributed.py::test_ddp_training_reduces_the_loss_every_n_steps_and_times_each_phase",

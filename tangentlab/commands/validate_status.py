@@ -64,9 +64,10 @@ def _status(args: argparse.Namespace, parent_flags: Callable) -> int:
         print("  " + _verdict_path_state(p.commit))
     if len(every) > 1:
         _print_together(args.dirs, every, why)
-    recorded = [] if why else list(_recorded(args.dirs))  # read once, for the line and FILE
-    if not why:
-        print("  " + _row_line(recorded))
+    if why:  # not the parts of one run (--statuses was refused above): no rows line
+        return 0
+    recorded = list(_recorded(args.dirs))  # read once, for the line and FILE
+    print("  " + _row_line(recorded))
     if args.statuses is not None:
         n = _write_status_table(recorded, args.statuses)
         print(f"wrote {args.statuses}: {n} rows")
