@@ -154,13 +154,17 @@ def _row_line(recorded: Sequence[tuple]) -> str:
     """Per prediction row, the wrong statuses and the power so far, in one line.
 
     Over the ``recorded`` simulations (:func:`_recorded`): the wrong statuses among them, and
-    where a scenario plants the row positive, how often it read "supported". One line, e.g.
-    ``rows: enrichment 0 wrong of 472, supported 120 of 120 where positive; ...``.
+    where a scenario plants the row positive, how often it read "supported", in all and per such
+    scenario in battery order (the power check is per scenario, so a row can read well in all
+    and fail in one). One line, e.g. ``rows: enrichment 0 wrong of 472, supported 120 of 120
+    where positive (effect 24/24, drift 24/24, ...); ...``.
     """
     from tangentlab.claims.rules import SUPPORTED
     from tangentlab.validate.end_to_end_records import wrong_status
+    from tangentlab.validate.planted_scenarios import SCENARIOS
 
     count: dict[str, list[int]] = {}  # row -> [wrong, recorded, supported, positive]
+    power: dict[str, dict[str, list[int]]] = {}  # row -> scenario -> [supported, positive]
     for res, truth, _ in recorded:
         for row, status in res.statuses.items():
             c = count.setdefault(row, [0, 0, 0, 0])
@@ -169,10 +173,20 @@ def _row_line(recorded: Sequence[tuple]) -> str:
             if truth.get(row) == "positive":
                 c[2] += status == SUPPORTED
                 c[3] += 1
+                p = power.setdefault(row, {}).setdefault(res.scenario, [0, 0])
+                p[0] += status == SUPPORTED
+                p[1] += 1
     if not count:
         return "rows: no simulation recorded yet"
+    order = {name: i for i, name in enumerate(SCENARIOS)}
+
+    def each(row: str) -> str:
+        by = sorted(power.get(row, {}).items(), key=lambda kv: order.get(kv[0], len(order)))
+        return " (" + ", ".join(f"{name} {k}/{m}" for name, (k, m) in by) + ")"
+
     return "rows: " + "; ".join(
-        f"{row} {w} wrong of {n}" + (f", supported {k} of {m} where positive" if m else "")
+        f"{row} {w} wrong of {n}" + (f", supported {k} of {m} where positive" + each(row)
+                                     if m else "")
         for row, (w, n, k, m) in count.items())
 
 

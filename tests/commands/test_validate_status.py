@@ -77,18 +77,42 @@ def _row_counts(statuses_csv) -> dict[str, tuple[int, int, int, int]]:
     return {row: tuple(c) for row, c in out.items()}
 
 
+def _power_by_scenario(statuses_csv) -> dict[str, dict[str, tuple[int, int]]]:
+    """Per row and scenario that plants it positive, from a finished run's own statuses.csv:
+    ("supported", simulations)."""
+    import csv
+
+    from tangentlab.validate.planted_scenarios import scenario
+
+    out: dict[str, dict[str, list[int]]] = {}
+    with open(statuses_csv, newline="") as f:
+        for r in csv.DictReader(f):
+            if r["metric"] == "status" and scenario(r["null"]).truth.get(r["row"]) == "positive":
+                c = out.setdefault(r["row"], {}).setdefault(r["null"], [0, 0])
+                c[0] += r["value"] == "supported"
+                c[1] += 1
+    return {row: {null: tuple(c) for null, c in by.items()} for row, by in out.items()}
+
+
 def test_the_rows_line_counts_wrong_statuses_and_power_as_the_merged_run(tmp_path, capsys):
     s1 = e2e.write_end_to_end(tmp_path / "s1", CFG, quick=True, shard="1/2")[0]
     s2 = e2e.write_end_to_end(tmp_path / "s2", CFG, quick=True, shard="2/2")[0]
     merged = merge_end_to_end([s1, s2], tmp_path / "merged")[0]
     want = _row_counts(merged / e2e.STATUSES_NAME)
+    want_each = _power_by_scenario(merged / e2e.STATUSES_NAME)
     assert sum(w for w, *_ in want.values()) > 0 and sum(m for *_, m in want.values()) > 0
+    assert set(want_each) == {row for row, c in want.items() if c[3]}
     for dirs in ([s1, s2], [merged]):
         assert main(["validate", "status", *map(str, dirs)]) == 0
         line = capsys.readouterr().out.splitlines()[-1]
         got = {m[1]: (int(m[2]), int(m[3]), int(m[4] or 0), int(m[5] or 0)) for m in re.finditer(
             r"([\w-]+) (\d+) wrong of (\d+)(?:, supported (\d+) of (\d+) where positive)?", line)}
         assert line.startswith("  rows: ") and got == want, (line, want)
+        # and per scenario that plants the row positive (the power check is per scenario)
+        each = {m[1]: dict((n, (int(k), int(t))) for n, k, t in re.findall(
+            r"(\S+) (\d+)/(\d+)(?:,|$)", m[2])) for m in re.finditer(
+            r"([\w-]+) \d+ wrong of \d+, supported \d+ of \d+ where positive \(([^)]*)\)", line)}
+        assert each == want_each, (line, want_each)
 
 
 def test_the_status_table_of_the_shards_is_the_merged_runs(tmp_path, capsys):
