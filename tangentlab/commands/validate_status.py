@@ -163,16 +163,14 @@ def _row_line(recorded: Sequence[tuple]) -> str:
     from tangentlab.validate.end_to_end_records import wrong_status
     from tangentlab.validate.planted_scenarios import SCENARIOS
 
-    count: dict[str, list[int]] = {}  # row -> [wrong, recorded, supported, positive]
+    count: dict[str, list[int]] = {}  # row -> [wrong, recorded]
     power: dict[str, dict[str, list[int]]] = {}  # row -> scenario -> [supported, positive]
     for res, truth, _ in recorded:
         for row, status in res.statuses.items():
-            c = count.setdefault(row, [0, 0, 0, 0])
+            c = count.setdefault(row, [0, 0])
             c[0] += wrong_status(status, truth.get(row))
             c[1] += 1
             if truth.get(row) == "positive":
-                c[2] += status == SUPPORTED
-                c[3] += 1
                 p = power.setdefault(row, {}).setdefault(res.scenario, [0, 0])
                 p[0] += status == SUPPORTED
                 p[1] += 1
@@ -180,14 +178,16 @@ def _row_line(recorded: Sequence[tuple]) -> str:
         return "rows: no simulation recorded yet"
     order = {name: i for i, name in enumerate(SCENARIOS)}
 
-    def each(row: str) -> str:
+    def positive(row: str) -> str:
         by = sorted(power.get(row, {}).items(), key=lambda kv: order.get(kv[0], len(order)))
-        return " (" + ", ".join(f"{name} {k}/{m}" for name, (k, m) in by) + ")"
+        if not by:
+            return ""
+        k, m = (sum(c[i] for _, c in by) for i in (0, 1))
+        return (f", supported {k} of {m} where positive ("
+                + ", ".join(f"{name} {k}/{m}" for name, (k, m) in by) + ")")
 
-    return "rows: " + "; ".join(
-        f"{row} {w} wrong of {n}" + (f", supported {k} of {m} where positive" + each(row)
-                                     if m else "")
-        for row, (w, n, k, m) in count.items())
+    return "rows: " + "; ".join(f"{row} {w} wrong of {n}" + positive(row)
+                                for row, (w, n) in count.items())
 
 
 def _verdict_path_state(commit: str) -> str:
